@@ -1,0 +1,1 @@
+"""Per-release manifests, one JSON file per SGLang release."""

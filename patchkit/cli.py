@@ -1,0 +1,122 @@
+"""Click wiring only: parse arguments, call one command function, exit with its code."""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import click
+
+from patchkit import __version__, error_handler
+from patchkit.constants import EXIT_CODES_HELP
+
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _epilog() -> str:
+    return "\b\n" + EXIT_CODES_HELP
+
+
+def _exit(command: Callable[[], int]) -> None:
+    sys.exit(error_handler.run(command))
+
+
+site_packages_option = click.option(
+    "--site-packages", "site_packages", metavar="DIR",
+    help="Folder holding sglang/ (venv site-packages, dist-packages, pip --target dir). "
+         "Default: the SGLang this Python imports.",
+)
+target_option = click.option(
+    "--target", "version", metavar="VERSION", help="The SGLang version expected; a mismatch exits 3 and changes nothing."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+@click.group(context_settings=_CONTEXT, epilog=_epilog())
+@click.version_option(__version__, prog_name="patchkit")
+def main() -> None:
+    """Versioned, idempotent, transactional source patches for an installed SGLang."""
+
+
+@main.command(epilog=_epilog())
+@target_option
+@site_packages_option
+@click.option("--fetch", metavar="DIR", help="Patch DIR; when it holds no SGLang, first install the pristine "
+              "--target release there (downloaded once, cached, no dependencies).")
+@click.option("--only", multiple=True, metavar="ID", help="Apply only this patch (repeatable).")
+@click.option("--skip", multiple=True, metavar="ID", help="Do not apply this patch (repeatable).")
+@click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing.")
+@click.option("--force", is_flag=True, help="Overwrite files changed outside patchkit.")
+@json_option
+def apply(version, site_packages, fetch, only, skip, dry_run, force, as_json) -> None:
+    """Apply every patch this SGLang release needs."""
+    from patchkit.commands.apply import apply as run
+
+    _exit(lambda: run(site_packages, fetch, version, only, skip, dry_run, force, as_json))
+
+
+@main.command(epilog=_epilog())
+@target_option
+@site_packages_option
+@json_option
+def status(version, site_packages, as_json) -> None:
+    """Show each patch as applied, pending, upstream-fixed, not-applicable, drifted or failed."""
+    from patchkit.commands.status import status as run
+
+    _exit(lambda: run(site_packages, version, as_json))
+
+
+@main.command(epilog=_epilog())
+@target_option
+@site_packages_option
+@click.option("--only", multiple=True, metavar="ID", help="Revert only this patch (repeatable).")
+@click.option("--force", is_flag=True, help="Restore files even if they changed outside patchkit.")
+@json_option
+def revert(version, site_packages, only, force, as_json) -> None:
+    """Restore the pristine bytes of every file patchkit changed."""
+    from patchkit.commands.revert import revert as run
+
+    _exit(lambda: run(site_packages, version, only, force, as_json))
+
+
+@main.command(epilog=_epilog())
+@target_option
+@site_packages_option
+@json_option
+def diff(version, site_packages, as_json) -> None:
+    """Unified diff, pristine -> current, of the files patchkit changed."""
+    from patchkit.commands.diff import diff as run
+
+    _exit(lambda: run(site_packages, version, as_json))
+
+
+@main.command(name="list", epilog=_epilog())
+@json_option
+def list_command(as_json) -> None:
+    """The patches known, their version ranges and upstream references."""
+    from patchkit.commands.list import list_patches
+
+    _exit(lambda: list_patches(as_json))
+
+
+@main.group(epilog=_epilog())
+def manifest() -> None:
+    """Per-release manifests: which patches a release carries, pristine sha256 per file."""
+
+
+@manifest.command(epilog=_epilog())
+@click.argument("versions", nargs=-1, required=True)
+def update(versions) -> None:
+    """Regenerate manifests/VERSION.json from the real release files."""
+    from patchkit.commands.manifest import update as run
+
+    _exit(lambda: run(versions))
+
+
+@manifest.command(epilog=_epilog())
+@click.argument("versions", nargs=-1)
+def check(versions) -> None:
+    """Exit 1 when a committed manifest disagrees with its release (default: all)."""
+    from patchkit.commands.manifest import check as run
+
+    _exit(lambda: run(versions))

@@ -1,0 +1,2 @@
+"""One module per subcommand; each exposes one function that takes plain values and returns
+an exit code."""

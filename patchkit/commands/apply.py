@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from patchkit import engine, output, transaction
+from patchkit import state as state_mod
+from patchkit.commands import report
+from patchkit.commands.locate import locate
+from patchkit.constants import EXIT_OK
+
+
+def apply(
+    site_packages: str | None,
+    fetch: str | None,
+    version: str | None,
+    only: tuple[str, ...],
+    skip: tuple[str, ...],
+    dry_run: bool,
+    force: bool,
+    as_json: bool,
+) -> int:
+    target = locate(site_packages, fetch, version)
+    if dry_run:
+        if state_mod.journal_path(target.site).exists():
+            output.warn("an interrupted patchkit run is pending; the real apply will finish it first")
+        plan = engine.plan_apply(target, only, skip, force)
+    else:
+        with state_mod.locked(target.site):
+            transaction.recover(target)
+            plan = engine.plan_apply(target, only, skip, force)
+            if plan.changes_files:
+                transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state)
+
+    acted = set(plan.acted)
+    if as_json:
+        output.as_json({
+            "sglang": report.sglang(target),
+            "dry_run": dry_run,
+            "changed": plan.changes_files,
+            "patches": [
+                {**s.to_dict(), "action": ("would apply" if dry_run else "applied") if s.id in acted else "none"}
+                for s in plan.statuses
+            ],
+            "files": [w.rel for w in plan.writes],
+            "diff": plan.diff() if dry_run else "",
+            "warnings": list(plan.warnings),
+        })
+        return EXIT_OK
+    report.warnings(plan.warnings)
+    if dry_run:
+        output.text(plan.diff())
+        output.line(f"dry run: {len(plan.writes)} file(s) would change; nothing written")
+        return EXIT_OK
+    report.header(target)
+    for s in plan.statuses:
+        if s.id in acted:
+            output.line(f"  applied         {s.id}  {', '.join(s.files)}")
+        else:
+            report.table([s])
+    if not plan.changes_files:
+        output.line("nothing to do: no file changed")
+    else:
+        output.line(f"patched {len(plan.writes)} file(s)")
+    return EXIT_OK

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from patchkit import engine, output
+from patchkit import state as state_mod
+from patchkit.commands import report
+from patchkit.commands.locate import locate
+from patchkit.constants import EXIT_OK
+
+
+def status(site_packages: str | None, version: str | None, as_json: bool) -> int:
+    target = locate(site_packages, None, version)
+    statuses, warnings = engine.status(target)
+    if state_mod.journal_path(target.site).exists():
+        warnings.append("an interrupted patchkit run is pending; `patchkit apply` or `patchkit revert` finishes it")
+    if as_json:
+        output.as_json({"sglang": report.sglang(target), "patches": [s.to_dict() for s in statuses], "warnings": warnings})
+        return EXIT_OK
+    report.warnings(warnings)
+    report.header(target)
+    report.table(statuses)
+    return EXIT_OK

@@ -1,0 +1,37 @@
+"""File names, environment variables, schema versions and exit codes."""
+
+PACKAGE = "sglang"
+
+# Everything patchkit keeps inside a target folder lives under this directory, so that
+# `revert` can leave the folder exactly as the release installed it by removing it.
+STATE_DIR = ".patchkit"
+STATE_FILE = "state.json"
+BACKUPS_DIR = "backups"
+PENDING_DIR = "pending"
+JOURNAL_FILE = "journal.json"
+LOCK_FILE = "lock"
+
+STATE_SCHEMA = 1
+MANIFEST_SCHEMA = 1
+
+# Where patchkit caches downloaded wheels and writes crash logs (default ~/.cache/patchkit).
+ENV_HOME = "PATCHKIT_HOME"
+
+EXIT_OK = 0
+EXIT_PLAN = 1  # a patch could not be planned or validated; nothing written
+EXIT_USAGE = 2
+EXIT_TARGET = 3  # SGLang not found, version mismatch, no patch set for the version
+EXIT_DRIFT = 4  # a file changed outside patchkit would be lost; nothing written
+EXIT_BUG = 70  # unexpected error; traceback in the log file named on stderr
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = """\
+Exit codes:
+  0    done, or nothing to do
+  1    a patch could not be planned or validated (nothing written)
+  2    usage error
+  3    SGLang not found, version mismatch, or no patch set for the version
+  4    a file was changed outside patchkit and the operation would lose
+       that change (nothing written; --force overrides)
+  70   unexpected error (the log file holding the traceback is named)
+  130  interrupted (Ctrl-C); any partial write was rolled back"""

@@ -1,0 +1,373 @@
+"""Decide what each patch needs on a target, and plan applies and reverts in memory.
+
+The fast path decides from hashes alone (state file + manifest) and never imports libcst,
+so `status` and a no-op `apply` stay cheap. Anything the hashes cannot settle is decided by
+the patches' own probes on the parsed code.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from packaging.version import InvalidVersion, Version
+
+from patchkit import manifest as manifest_mod
+from patchkit import registry
+from patchkit import state as state_mod
+from patchkit.errors import DriftError, PlanError
+from patchkit.state import FileRecord, State
+from patchkit.target import Target
+from patchkit.transaction import FileWrite
+from patchkit.util import sha256
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from patchkit.patch import Patch
+
+APPLIED, PENDING, UPSTREAM_FIXED, NOT_APPLICABLE, DRIFTED, FAILED = (
+    "applied", "pending", "upstream-fixed", "not-applicable", "drifted", "failed",
+)
+_VERDICT_STATE = {"applies": PENDING, "upstream-fixed": UPSTREAM_FIXED, "not-applicable": NOT_APPLICABLE}
+_SETTLED = (APPLIED, UPSTREAM_FIXED, NOT_APPLICABLE)
+
+
+@dataclass(frozen=True)
+class PatchStatus:
+    id: str
+    state: str
+    files: tuple[str, ...] = ()
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "state": self.state, "files": list(self.files), "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Plan:
+    target: Target
+    statuses: tuple[PatchStatus, ...]  # what each selected patch was before the plan
+    writes: tuple[FileWrite, ...]
+    old_state: State | None
+    new_state: State | None
+    warnings: tuple[str, ...] = ()
+    acted: tuple[str, ...] = ()  # ids the plan applies or reverts
+
+    @property
+    def changes_files(self) -> bool:
+        return bool(self.writes)
+
+    def diff(self) -> str:
+        return "".join(unified_diff(w.rel, w.before, w.after) for w in self.writes)
+
+
+def unified_diff(rel: str, before: bytes | None, after: bytes | None) -> str:
+    old = (before or b"").decode("utf-8", "replace").splitlines(keepends=True)
+    new = (after or b"").decode("utf-8", "replace").splitlines(keepends=True)
+    lines = difflib.unified_diff(old, new, f"a/{rel}" if before is not None else "/dev/null",
+                                 f"b/{rel}" if after is not None else "/dev/null")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+# --- the view of a target: files, state, manifest -------------------------------------------
+
+
+@dataclass
+class _View:
+    target: Target
+    state: State | None
+    manifest: manifest_mod.Manifest
+    warnings: list[str] = field(default_factory=list)
+    _bytes: dict[str, bytes | None] = field(default_factory=dict)
+    _trees: dict[tuple[str, str], "cst.Module"] = field(default_factory=dict)
+    _folds: dict[tuple[str, str, tuple[str, ...]], "cst.Module"] = field(default_factory=dict)
+    _patches: dict[str, "Patch"] | None = None
+
+    def read(self, rel: str) -> bytes | None:
+        if rel not in self._bytes:
+            self._bytes[rel] = self.target.read(rel)
+        return self._bytes[rel]
+
+    def sha(self, rel: str) -> str | None:
+        data = self.read(rel)
+        return None if data is None else sha256(data)
+
+    def pristine(self, rel: str) -> bytes | None:
+        """The release's bytes of a file: its backup once patchkit changed it."""
+        if self.state and rel in self.state.files:
+            record = self.state.files[rel]
+            return None if record.pristine is None else state_mod.read_backup(self.target.site, rel)
+        return self.read(rel)
+
+    def file_condition(self, rel: str) -> str:
+        record = self.state.files[rel]  # type: ignore[union-attr]
+        current = self.sha(rel)
+        if current == record.patched:
+            return "patched"
+        if current == record.pristine:
+            return "pristine"
+        return "drifted"
+
+    @property
+    def patches(self) -> dict[str, "Patch"]:
+        if self._patches is None:
+            self._patches = {cls.ID: cls() for cls in registry.load_all()}
+        return self._patches
+
+    def parse(self, rel: str, data: bytes) -> "cst.Module":
+        import libcst as cst
+
+        key = (rel, sha256(data))
+        if key not in self._trees:
+            try:
+                self._trees[key] = cst.parse_module(data)
+            except cst.ParserSyntaxError as exc:
+                raise PlanError(f"{rel} has a syntax error at line {exc.raw_line}: {exc.message}") from None
+        return self._trees[key]
+
+    def fold(self, rel: str, base: bytes, ids: tuple[str, ...]) -> "cst.Module":
+        """`base` with the transforms of `ids` stacked in order."""
+        key = (rel, sha256(base), ids)
+        if key not in self._folds:
+            tree = self.parse(rel, base) if not ids else self.fold(rel, base, ids[:-1])
+            if ids:
+                tree = _transform(self.patches[ids[-1]], rel, tree)
+            self._folds[key] = tree
+        return self._folds[key]
+
+
+def _transform(patch: "Patch", rel: str, tree: "cst.Module") -> "cst.Module":
+    from patchkit.patch import SkipPatch
+
+    try:
+        return patch.transform(rel, tree)
+    except SkipPatch:
+        raise
+    except PlanError as exc:
+        raise PlanError(f"patch {patch.ID}: {exc}") from None
+
+
+def open_view(target: Target) -> _View:
+    state = state_mod.load(target.site)
+    view = _View(target=target, state=state, manifest=manifest_mod.load(target.version))
+    if state is not None and state.sglang_version != target.version:
+        # SGLang was reinstalled at another version over a patched tree: the record is stale.
+        view.warnings.append(
+            f"state records SGLang {state.sglang_version} but {target.version} is installed; "
+            "its record is discarded and the tree is judged afresh"
+        )
+        view.state = None
+    return view
+
+
+# --- deciding each patch ----------------------------------------------------------------------
+
+
+def _fast_status(view: _View, pid: str) -> PatchStatus | None:
+    """Decide from hashes only, or None when the code must be read."""
+    state = view.state
+    if state and pid in state.patches:
+        files = state.files_of(pid)
+        conditions = {rel: view.file_condition(rel) for rel in files}
+        drifted = [rel for rel, cond in conditions.items() if cond == "drifted"]
+        if drifted:
+            return PatchStatus(pid, DRIFTED, tuple(files), f"{drifted[0]} was changed outside patchkit")
+        if all(cond == "patched" for cond in conditions.values()):
+            return PatchStatus(pid, APPLIED, tuple(files))
+        return None  # files back to pristine (reinstalled): judge them afresh
+    entry = view.manifest.patches.get(pid)
+    if entry is None or view.manifest.version != view.target.version:
+        return None
+    if any(view.sha(rel) != view.manifest.files[rel] for rel in entry.files):
+        return None
+    if state and any(rel in state.files for rel in entry.files):
+        return None  # another patch changed a shared file: read the code
+    return PatchStatus(pid, _VERDICT_STATE[entry.verdict], entry.files)
+
+
+def evaluate(view: _View, pid: str, contents: dict[str, bytes | None] | None = None) -> PatchStatus:
+    """Decide a patch by its probes on the code (current bytes, or `contents`)."""
+    from patchkit.errors import AnchorError
+    from patchkit.patch import SkipPatch
+
+    patch = view.patches[pid]
+    read = (lambda rel: contents.get(rel)) if contents is not None else view.read
+    present = [rel for rel in patch.TARGETS if read(rel) is not None]
+    if not present:
+        return PatchStatus(pid, NOT_APPLICABLE, (), "no target file: " + ", ".join(patch.TARGETS))
+    verdicts: dict[str, str] = {}
+    details: list[str] = []
+    for rel in present:
+        tree = view.parse(rel, read(rel))  # type: ignore[arg-type]
+        if patch.is_applied(rel, tree):
+            verdicts[rel] = APPLIED
+        elif patch.is_fixed_upstream(rel, tree):
+            verdicts[rel] = UPSTREAM_FIXED
+        else:
+            try:
+                view.fold(rel, read(rel), (pid,))  # type: ignore[arg-type]
+                verdicts[rel] = PENDING
+            except SkipPatch as exc:
+                verdicts[rel] = NOT_APPLICABLE
+                details.append(str(exc))
+            except (AnchorError, PlanError) as exc:
+                verdicts[rel] = FAILED
+                details.append(str(exc))
+    for state in (FAILED, PENDING):
+        chosen = tuple(rel for rel, v in verdicts.items() if v == state)
+        if chosen:
+            return PatchStatus(pid, state, chosen, "; ".join(details) if state == FAILED else "")
+    for state in (APPLIED, UPSTREAM_FIXED):
+        chosen = tuple(rel for rel, v in verdicts.items() if v == state)
+        if chosen and all(v in (state, NOT_APPLICABLE) for v in verdicts.values()):
+            return PatchStatus(pid, state, chosen)
+    return PatchStatus(pid, NOT_APPLICABLE, tuple(present), "; ".join(details))
+
+
+def _status(view: _View, pid: str) -> PatchStatus:
+    return _fast_status(view, pid) or evaluate(view, pid)
+
+
+def status(target: Target) -> tuple[list[PatchStatus], list[str]]:
+    view = open_view(target)
+    statuses = [_status(view, pid) for pid in registry.patch_ids()]
+    return statuses, view.warnings
+
+
+def _range_warnings(view: _View, pids: list[str]) -> list[str]:
+    try:
+        version = Version(view.target.version)
+    except InvalidVersion:
+        return []
+    return [
+        f"patch {pid}: SGLang {version} is outside {view.patches[pid].APPLIES_TO}, the range it was verified for"
+        for pid in pids
+        if version not in view.patches[pid].specifier()
+    ]
+
+
+# --- planning -----------------------------------------------------------------------------------
+
+
+def _render(view: _View, rel: str, ids: tuple[str, ...]) -> bytes | None:
+    """The bytes a file must have with exactly `ids` applied, validated by compiling them."""
+    base = view.pristine(rel)
+    if base is None or not ids:
+        return base
+    data = view.fold(rel, base, ids).code.encode("utf-8")
+    try:
+        compile(data, rel, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise PlanError(f"patches {', '.join(ids)} produce invalid Python in {rel}: {exc.msg} (line {exc.lineno})") from None
+    return data
+
+
+def _build(view: _View, wanted: dict[str, list[str]], applied: list[str]) -> tuple[list[FileWrite], State | None]:
+    """Writes and new state for a tree where each file carries exactly `wanted[rel]`."""
+    state = view.state
+    writes: list[FileWrite] = []
+    files: dict[str, FileRecord] = {}
+    for rel, ids in sorted(wanted.items()):
+        after = _render(view, rel, tuple(ids))
+        before = view.read(rel)
+        record = state.files.get(rel) if state else None
+        pristine_sha = record.pristine if record else (None if before is None else sha256(before))
+        if ids:
+            files[rel] = FileRecord(pristine=pristine_sha, patched=sha256(after or b""), patches=list(ids))
+        if after != before:
+            writes.append(FileWrite(rel=rel, before=before, after=after, pristine=view.pristine(rel)))
+    new_state = State(sglang_version=view.target.version, patches=applied, files=files) if applied else None
+    return writes, new_state
+
+
+def _current_assignment(view: _View) -> dict[str, list[str]]:
+    if not view.state:
+        return {}
+    return {rel: list(record.patches) for rel, record in view.state.files.items()}
+
+
+def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...] = (), force: bool = False) -> Plan:
+    view = open_view(target)
+    ids = registry.patch_ids()
+    selected = registry.select(ids, only, skip)
+    statuses = [_status(view, pid) for pid in selected]
+
+    drifted = [s for s in statuses if s.state == DRIFTED]
+    if drifted and not force:
+        s = drifted[0]
+        raise DriftError(f"patch {s.id}: {s.detail}; applying would lose that change (use --force, or `patchkit diff`)")
+    failed = [s for s in statuses if s.state == FAILED]
+    if failed:
+        s = failed[0]
+        raise PlanError(f"patch {s.id} cannot be applied to SGLang {target.version}: {s.detail}")
+    to_apply = [s for s in statuses if s.state in (PENDING, DRIFTED)]
+    if not to_apply:
+        return Plan(target, tuple(statuses), (), view.state, view.state, tuple(view.warnings))
+
+    warnings = view.warnings + _range_warnings(view, [s.id for s in to_apply])
+    assignment = _current_assignment(view)
+    for s in to_apply:
+        files = s.files if s.state == PENDING else evaluate(view, s.id, {rel: view.pristine(rel) for rel in view.patches[s.id].TARGETS}).files
+        for rel in files:
+            assignment.setdefault(rel, [])
+            if s.id not in assignment[rel]:
+                assignment[rel].append(s.id)
+    for rel in assignment:
+        assignment[rel].sort(key=ids.index)  # patches stack on a shared file in id order
+    applied_before = list(view.state.patches) if view.state else []
+    applied = [pid for pid in ids if pid in applied_before or pid in {s.id for s in to_apply}]
+    writes, new_state = _build(view, assignment, applied)
+    for patch in (view.patches[s.id] for s in to_apply):
+        warnings.extend(f"patch {patch.ID}: {w}" for w in patch.warnings)
+    return Plan(target, tuple(statuses), tuple(writes), view.state, new_state, tuple(warnings), tuple(s.id for s in to_apply))
+
+
+def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False) -> Plan:
+    view = open_view(target)
+    state = view.state
+    if state is None:
+        return Plan(target, (), (), None, None, tuple(view.warnings))
+    chosen = registry.select(state.patches, only) if only else list(state.patches)
+    touched = {rel for pid in chosen for rel in state.files_of(pid)}
+    drifted = sorted(rel for rel in touched if view.file_condition(rel) == "drifted")
+    if drifted and not force:
+        raise DriftError(f"{drifted[0]} was changed outside patchkit; reverting would lose that change (use --force, or `patchkit diff`)")
+    assignment = {rel: [pid for pid in record.patches if pid not in chosen] for rel, record in state.files.items()}
+    # Files that keep patches and did not change need no rendering (no libcst for a full revert).
+    unchanged = {rel for rel in assignment if rel not in touched}
+    writes, new_state = _build(view, {rel: ids for rel, ids in assignment.items() if rel not in unchanged}, [p for p in state.patches if p not in chosen])
+    if new_state is not None:
+        new_state.files.update({rel: state.files[rel] for rel in unchanged})
+    statuses = tuple(PatchStatus(pid, APPLIED, tuple(state.files_of(pid))) for pid in chosen)
+    return Plan(target, statuses, tuple(writes), state, new_state, tuple(view.warnings), tuple(chosen))
+
+
+def current_diff(target: Target) -> str:
+    """Unified diff, pristine -> current, of every file patchkit changed."""
+    state = state_mod.load(target.site)
+    if state is None:
+        return ""
+    return "".join(
+        unified_diff(rel, None if record.pristine is None else state_mod.read_backup(target.site, rel), target.read(rel))
+        for rel, record in sorted(state.files.items())
+    )
+
+
+_STATE_VERDICT = {state: verdict for verdict, state in _VERDICT_STATE.items()}
+
+
+def describe(target: Target) -> manifest_mod.Manifest:
+    """The manifest of a pristine release tree, decided by the patches' probes alone."""
+    view = _View(target=target, state=None, manifest=manifest_mod.Manifest(target.version))
+    entries: dict[str, manifest_mod.PatchEntry] = {}
+    files: dict[str, str] = {}
+    for pid in registry.patch_ids():
+        s = evaluate(view, pid)
+        if s.state not in _STATE_VERDICT:
+            raise PlanError(f"patch {pid} is {s.state} on SGLang {target.version}: {s.detail or 'not a pristine release'}")
+        present = tuple(rel for rel in view.patches[pid].TARGETS if view.read(rel) is not None)
+        entries[pid] = manifest_mod.PatchEntry(verdict=_STATE_VERDICT[s.state], files=present)
+        files.update({rel: view.sha(rel) for rel in present})  # type: ignore[misc]
+    return manifest_mod.Manifest(version=target.version, patches=entries, files=files)

@@ -1,0 +1,45 @@
+"""Map what a command raised to an exit code and one line on stderr."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import traceback
+from typing import Callable
+
+from patchkit import output
+from patchkit.constants import ENV_HOME, EXIT_BUG, EXIT_INTERRUPTED
+from patchkit.errors import PatchkitError
+
+
+def _log_dir() -> str:
+    home = os.environ.get(ENV_HOME) or os.path.join(os.path.expanduser("~"), ".cache", "patchkit")
+    return os.path.join(home, "logs")
+
+
+def _write_log(report: str) -> str:
+    directory = _log_dir()
+    os.makedirs(directory, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    path = os.path.join(directory, f"patchkit-{stamp}.log")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(report)
+    return path
+
+
+def run(command: Callable[[], int]) -> int:
+    try:
+        return command()
+    except PatchkitError as exc:
+        output.error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        output.error("interrupted; every file was left as it was before the interrupted write")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # an unexpected bug: one line, full report in a log file
+        try:
+            where = _write_log(traceback.format_exc())
+        except OSError:
+            where = "(no log could be written)"
+        output.error(f"unexpected {exc.__class__.__name__}: {exc}; traceback in {where}")
+        return EXIT_BUG

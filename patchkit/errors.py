@@ -1,0 +1,41 @@
+"""The PatchkitError tree; each error carries the exit code the CLI maps it to."""
+
+from patchkit import constants
+
+
+class PatchkitError(Exception):
+    """An expected failure with a one-line, user-facing message."""
+
+    exit_code = constants.EXIT_PLAN
+
+
+class PlanError(PatchkitError):
+    """A patch could not be planned or validated; nothing was written."""
+
+
+class AnchorError(PlanError):
+    """A transform's anchor is missing or ambiguous in the target file."""
+
+
+class StateError(PatchkitError):
+    """The state file is unreadable or corrupt."""
+
+
+class TargetError(PatchkitError):
+    """SGLang not found, version mismatch, no patch set, or an unsafe target path."""
+
+    exit_code = constants.EXIT_TARGET
+
+
+class FetchError(TargetError):
+    """A release could not be downloaded or installed."""
+
+
+class DriftError(PatchkitError):
+    """A file changed outside patchkit; the operation would lose that change."""
+
+    exit_code = constants.EXIT_DRIFT
+
+
+class UsageError(PatchkitError):
+    exit_code = constants.EXIT_USAGE

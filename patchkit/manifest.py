@@ -1,0 +1,92 @@
+"""Per-release manifests (`manifests/<version>.json`): which patches a release carries and
+each target file's pristine sha256. They let `status` and a no-op `apply` decide by hashing
+alone, without parsing (or importing libcst)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import PurePosixPath
+
+from packaging.version import InvalidVersion, Version
+
+from patchkit.constants import MANIFEST_SCHEMA, PACKAGE
+from patchkit.errors import TargetError
+
+MANIFESTS_PACKAGE = "patchkit.manifests"
+VERDICTS = ("applies", "upstream-fixed", "not-applicable")
+
+
+@dataclass(frozen=True)
+class PatchEntry:
+    verdict: str
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    version: str
+    patches: dict[str, PatchEntry] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)  # path -> pristine sha256
+
+    def to_json(self) -> str:
+        data = {
+            "schema": MANIFEST_SCHEMA,
+            "sglang": self.version,
+            "patches": {pid: {"verdict": e.verdict, "files": list(e.files)} for pid, e in sorted(self.patches.items())},
+            "files": dict(sorted(self.files.items())),
+        }
+        return json.dumps(data, indent=2) + "\n"
+
+
+def _check_path(path: object, where: str) -> str:
+    if not isinstance(path, str):
+        raise TargetError(f"{where}: file path {path!r} is not a string")
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts or pure.parts[0] != PACKAGE:
+        raise TargetError(f"{where}: path {path!r} escapes the {PACKAGE} package folder")
+    return path
+
+
+def parse(raw: str, where: str) -> Manifest:
+    try:
+        data = json.loads(raw)
+        if data.get("schema") != MANIFEST_SCHEMA:
+            raise TargetError(f"{where}: unsupported manifest schema {data.get('schema')!r}")
+        files = {_check_path(path, where): str(sha) for path, sha in data["files"].items()}
+        patches = {}
+        for pid, entry in data["patches"].items():
+            if entry["verdict"] not in VERDICTS:
+                raise TargetError(f"{where}: patch {pid}: unknown verdict {entry['verdict']!r}")
+            entry_files = tuple(_check_path(path, where) for path in entry["files"])
+            missing = [path for path in entry_files if path not in files]
+            if missing:
+                raise TargetError(f"{where}: patch {pid}: no pristine sha256 for {missing[0]}")
+            patches[pid] = PatchEntry(verdict=entry["verdict"], files=entry_files)
+        return Manifest(version=str(data["sglang"]), patches=patches, files=files)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise TargetError(f"{where}: corrupt manifest ({exc.__class__.__name__}: {exc})") from None
+
+
+def _manifest_name(version: str) -> str:
+    # A local build (0.5.19+cu130) shares the release's patch set; its hashes are still checked.
+    try:
+        return f"{Version(version).public}.json"
+    except InvalidVersion:
+        raise TargetError(f"SGLang version {version!r} is not a valid version") from None
+
+
+def available() -> list[str]:
+    names = [entry.name for entry in resources.files(MANIFESTS_PACKAGE).iterdir() if entry.name.endswith(".json")]
+    return sorted((name[: -len(".json")] for name in names), key=Version)
+
+
+def load(version: str) -> Manifest:
+    """The manifest of a release; TargetError (exit 3) when patchkit has no patch set for it."""
+    name = _manifest_name(version)
+    entry = resources.files(MANIFESTS_PACKAGE) / name
+    if not entry.is_file():
+        known = ", ".join(available()) or "none"
+        raise TargetError(f"no patch set for SGLang {version} (patchkit supports: {known})")
+    return parse(entry.read_text(encoding="utf-8"), f"manifests/{name}")

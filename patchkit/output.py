@@ -1,0 +1,25 @@
+"""The only place that writes to stdout and stderr."""
+
+import json
+import sys
+from typing import Any
+
+
+def line(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def text(raw: str) -> None:
+    sys.stdout.write(raw)
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(f"warning: {message}\n")
+
+
+def error(message: str) -> None:
+    sys.stderr.write(f"error: {message}\n")
+
+
+def as_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")

@@ -1,0 +1,72 @@
+"""Hashing, atomic writes and subprocess calls: the only low-level IO helpers."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from patchkit.errors import PatchkitError
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str | None:
+    try:
+        return sha256(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_temp_beside(path: Path, data: bytes, mode: int | None = None) -> Path:
+    """Write data to a synced temp file in path's folder, ready for os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return Path(tmp)
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace path with data so that a reader (or a crash) sees old or new bytes, never half."""
+    tmp = write_temp_beside(path, data, mode)
+    replace(tmp, path)
+
+
+def replace(src: Path, dst: Path) -> None:
+    os.replace(src, dst)
+    _fsync_dir(dst.parent)
+
+
+def run(argv: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
+    """Run a command; a failure becomes one PatchkitError line naming `what`."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise PatchkitError(f"{what}: {exc}") from exc
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()
+        reason = tail[-1] if tail else f"exit code {proc.returncode}"
+        raise PatchkitError(f"{what}: {reason}")
+    return proc
