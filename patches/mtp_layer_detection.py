@@ -112,6 +112,8 @@ class MtpLayerDetection(Patch):
 
     def transform(self, path: str, tree: cst.Module) -> cst.Module:
         cls = self._model_config(path, tree)
+        if self.is_applied(path, tree):
+            return tree
         hits = [(fn, stmt) for fn in functions(cls) for stmt in statements(fn, _READS_NEXTN)]
         fn, anchor = exactly_one(
             hits, 'ModelConfig: self.num_nextn_predict_layers = getattr(self.hf_text_config, "num_nextn_predict_layers", None)', path

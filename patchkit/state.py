@@ -145,14 +145,14 @@ def locked(site: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        os.close(fd)
-        _remove_if_only_lock(site)
+        _release(site, path, fd)
 
 
-def _remove_if_only_lock(site: Path) -> None:
-    """A run that changed nothing leaves the folder as it found it: no lone `.patchkit/lock`."""
-    directory = state_dir(site)
+def _release(site: Path, path: Path, fd: int) -> None:
+    """Drop the lock and its file: a run leaves no lock behind, and a waiter that got the lock
+    on the unlinked file notices (inode check above) and retries on a fresh one."""
     with contextlib.suppress(OSError):
-        if [entry.name for entry in directory.iterdir()] == [LOCK_FILE]:
-            (directory / LOCK_FILE).unlink()
-            directory.rmdir()
+        path.unlink()
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        state_dir(site).rmdir()  # only when empty: nothing patched here

@@ -23,7 +23,7 @@ from patchkit.constants import BACKUPS_DIR
 from patchkit.errors import StateError
 from patchkit.state import State
 from patchkit.target import Target
-from patchkit.util import atomic_write, replace, sha256
+from patchkit.util import atomic_write, replace
 
 
 @dataclass(frozen=True)
@@ -48,35 +48,50 @@ def commit(target: Target, writes: list[FileWrite], old: State | None, new: Stat
             raise StateError(f"{write.rel} changed while patchkit was planning; run the command again")
 
     tracked = set(old.files) if old else set()
-    for write in writes:
-        if write.pristine is not None and write.rel not in tracked:
-            # Only files patchkit has not changed yet are backed up: a backup is never patched bytes.
-            backup = state_mod.backup_path(site, write.rel)
-            atomic_write(backup, write.pristine, _mode(target.path(write.rel)))
-
-    staged = state_mod.pending_dir(site)
-    for write in writes:
-        if write.after is not None:
-            atomic_write(staged / write.rel, write.after, _mode(target.path(write.rel)))
-
-    journal = {
-        "state": new.to_dict() if new else None,
-        "files": [{"rel": w.rel, "remove": w.after is None} for w in writes],
-    }
-    atomic_write(state_mod.journal_path(site), json.dumps(journal).encode())
-
+    created_backups: list[Path] = []
     done: list[FileWrite] = []
+    staged = state_mod.pending_dir(site)
     try:
+        for write in writes:
+            if write.pristine is not None and write.rel not in tracked:
+                # Only files patchkit has not changed yet are backed up: a backup is never patched bytes.
+                backup = state_mod.backup_path(site, write.rel)
+                atomic_write(backup, write.pristine, _mode(target.path(write.rel)))
+                created_backups.append(backup)
+        for write in writes:
+            if write.after is not None:
+                atomic_write(staged / write.rel, write.after, _mode(target.path(write.rel)))
+        journal = {
+            "state": new.to_dict() if new else None,
+            "files": [{"rel": w.rel, "remove": w.after is None} for w in writes],
+        }
+        atomic_write(state_mod.journal_path(site), json.dumps(journal).encode())
         for write in writes:
             _move_into_place(target, write.rel, remove=write.after is None)
             done.append(write)
     except BaseException:
         for write in reversed(done):
             _restore(target, write)
-        state_mod.journal_path(site).unlink()
+        state_mod.journal_path(site).unlink(missing_ok=True)
         shutil.rmtree(staged, ignore_errors=True)
+        for backup in created_backups:
+            backup.unlink(missing_ok=True)
+            _remove_empty_parents(backup.parent, state_mod.state_dir(site))
         raise
     _finish(target, new)
+
+
+def _remove_temp_files(folder: Path, prefix: str = ".") -> None:
+    """Temp files of atomic writes that a killed run left (never a file's only copy)."""
+    if folder.is_dir():
+        for leftover in folder.rglob(f"{prefix}*.tmp"):
+            leftover.unlink(missing_ok=True)
+
+
+def _remove_empty_parents(folder: Path, stop: Path) -> None:
+    while folder != stop and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
 
 
 def _move_into_place(target: Target, rel: str, remove: bool) -> None:
@@ -128,6 +143,7 @@ def recover(target: Target) -> bool:
     """Finish or discard an operation that was killed; True when one was finished."""
     site = target.site
     journal_file = state_mod.journal_path(site)
+    _remove_temp_files(state_mod.state_dir(site))
     if not journal_file.exists():
         shutil.rmtree(state_mod.pending_dir(site), ignore_errors=True)
         return False
@@ -139,10 +155,7 @@ def recover(target: Target) -> bool:
         raise StateError(f"{journal_file} is corrupt ({exc}); reinstall SGLang and remove {state_mod.state_dir(site)}") from None
     for rel, remove in files:
         _move_into_place(target, rel, remove)
+        _remove_temp_files(target.path(rel).parent, prefix=f".{target.path(rel).name}.")
     _finish(target, new)
     return True
 
-
-def file_hash(target: Target, rel: str) -> str | None:
-    data = target.read(rel)
-    return None if data is None else sha256(data)

@@ -1,0 +1,1 @@
+"""Test helpers shared by tests/ (kept out of tests/ like pre-commit's `testing/`)."""

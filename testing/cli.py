@@ -1,0 +1,36 @@
+"""Run the real CLI: in-process through click's CliRunner, or as a child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from patchkit.cli import main
+
+
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict:
+        return json.loads(self.stdout)
+
+
+def run(*args: str | Path) -> Result:
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return Result(result.exit_code, result.stdout, result.stderr)
+
+
+def spawn(*args: str | Path, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "patchkit", *map(str, args)],
+        capture_output=True, text=True, env={**os.environ, **(env or {})}, **kwargs,
+    )

@@ -1,0 +1,63 @@
+"""Real SGLang releases for the tests: downloaded from the package index once, into a cache
+folder the tests own (`.cache/tests`, or $PATCHKIT_TEST_CACHE), then copied per test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from patchkit import releases
+from patchkit.constants import ENV_HOME
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("PATCHKIT_TEST_CACHE") or REPO / ".cache" / "tests")
+HOME = CACHE / "home"  # a PATCHKIT_HOME whose wheels/ and releases/ persist between runs
+
+MODEL_CONFIG = "sglang/srt/configs/model_config.py"
+
+
+def pristine(version: str) -> Path:
+    """The cached pristine install of a release (never modified by a test)."""
+    saved = os.environ.get(ENV_HOME)
+    os.environ[ENV_HOME] = str(HOME)
+    try:
+        return releases.pristine_tree(version)
+    finally:
+        if saved is None:
+            del os.environ[ENV_HOME]
+        else:
+            os.environ[ENV_HOME] = saved
+
+
+def copy_release(version: str, dest: Path) -> Path:
+    """A private copy of a release for one test.
+
+    Files are hard links (patchkit only ever replaces files, never writes into them), except
+    Python files under sglang/srt/, which are real copies so a test may edit them in place.
+    """
+    src = pristine(version)
+
+    def link_or_copy(s: str, d: str) -> None:
+        rel = Path(s).relative_to(src).as_posix()
+        if rel.startswith("sglang/srt/") and rel.endswith(".py"):
+            shutil.copy2(s, d)
+        else:
+            os.link(s, d)
+
+    shutil.copytree(src, dest, copy_function=link_or_copy)
+    return dest
+
+
+def snapshot(site: Path) -> dict[str, bytes]:
+    """Every file under the folder that patchkit may touch, with its bytes (for "nothing changed")."""
+    found = {}
+    for path in sorted(site.rglob("*")):
+        rel = path.relative_to(site).as_posix()
+        if path.is_symlink():
+            found[rel] = b"->" + os.readlink(path).encode()
+        elif path.is_file() and (rel.startswith(".patchkit") or rel.startswith("sglang/srt/configs/")):
+            found[rel] = path.read_bytes()
+        elif path.is_dir() and rel.startswith(".patchkit"):
+            found[rel + "/"] = b""
+    return found

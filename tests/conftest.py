@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testing.releases import copy_release
+
+
+@pytest.fixture(autouse=True)
+def patchkit_home(tmp_path_factory, monkeypatch) -> Path:
+    """Each test gets its own PATCHKIT_HOME (logs, caches); the real home stays untouched."""
+    home = tmp_path_factory.mktemp("patchkit-home")
+    monkeypatch.setenv("PATCHKIT_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def release(tmp_path):
+    """release("0.5.17") -> a private copy of that real SGLang release."""
+
+    def make(version: str) -> Path:
+        return copy_release(version, tmp_path / f"sglang-{version}")
+
+    return make

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import pytest
+
+from testing.cli import run
+from testing.releases import MODEL_CONFIG, pristine, snapshot
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def drifted(release):
+    site = release("0.5.17")
+    assert run("apply", "--site-packages", site).exit_code == 0
+    with open(site / MODEL_CONFIG, "a") as handle:
+        handle.write("# a local edit\n")
+    return site
+
+
+def test_status_says_drifted(drifted):
+    patch = run("status", "--site-packages", drifted, "--json").json()["patches"][0]
+    assert patch["state"] == "drifted"
+    assert MODEL_CONFIG in patch["detail"]
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_refused_without_force(drifted, command):
+    before = snapshot(drifted)
+    result = run(command, "--site-packages", drifted)
+    assert result.exit_code == 4
+    assert "changed outside patchkit" in result.stderr and "--force" in result.stderr
+    assert snapshot(drifted) == before
+
+
+def test_revert_force_restores_pristine(drifted):
+    assert run("revert", "--site-packages", drifted, "--force").exit_code == 0
+    assert (drifted / MODEL_CONFIG).read_bytes() == (pristine("0.5.17") / MODEL_CONFIG).read_bytes()
+    assert not (drifted / ".patchkit").exists()
+
+
+def test_apply_force_reapplies_on_pristine(drifted):
+    assert run("apply", "--site-packages", drifted, "--force").exit_code == 0
+    text = (drifted / MODEL_CONFIG).read_text()
+    assert "# a local edit" not in text and '"mtp_num_hidden_layers"' in text
+    assert run("status", "--site-packages", drifted, "--json").json()["patches"][0]["state"] == "applied"

@@ -1,0 +1,196 @@
+"""All-or-nothing writes: injected failures, Ctrl-C, SIGKILL at every step, and the lock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from patchkit import state as state_mod
+from patchkit import transaction
+from patchkit.state import FileRecord, State
+from patchkit.target import find_in
+from patchkit.transaction import FileWrite
+from patchkit.util import sha256
+from testing.cli import run, spawn
+from testing.releases import MODEL_CONFIG, pristine, snapshot
+
+pytestmark = pytest.mark.integration
+
+LOAD_CONFIG = "sglang/srt/configs/load_config.py"
+
+
+def two_file_plan(site):
+    target = find_in(site)
+    writes, files = [], {}
+    for rel in (MODEL_CONFIG, LOAD_CONFIG):
+        before = (site / rel).read_bytes()
+        after = before + b"\n# patched\n"
+        writes.append(FileWrite(rel=rel, before=before, after=after, pristine=before))
+        files[rel] = FileRecord(pristine=sha256(before), patched=sha256(after), patches=["test"])
+    return target, writes, State(sglang_version=target.version, patches=["test"], files=files)
+
+
+def test_multi_file_commit(release):
+    site = release("0.5.17")
+    target, writes, new = two_file_plan(site)
+    with state_mod.locked(site):
+        transaction.commit(target, writes, None, new)
+    assert all((site / w.rel).read_bytes() == w.after for w in writes)
+    assert state_mod.load(site) == new
+
+
+@pytest.mark.parametrize("exc", [OSError("disk full"), KeyboardInterrupt()])
+def test_failure_in_the_middle_of_a_multi_file_write_rolls_back(release, monkeypatch, exc):
+    site = release("0.5.17")
+    target, writes, new = two_file_plan(site)
+    before = snapshot(site)
+    real_replace, calls = transaction.replace, []
+
+    def replace_then_fail(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:  # the first file is already in place
+            raise exc
+        real_replace(src, dst)
+
+    monkeypatch.setattr(transaction, "replace", replace_then_fail)
+    with pytest.raises(type(exc)):
+        with state_mod.locked(site):
+            transaction.commit(target, writes, None, new)
+    assert len(calls) == 2
+    after = snapshot(site)
+    assert {k: v for k, v in after.items() if not k.startswith(".patchkit")} == {
+        k: v for k, v in before.items() if not k.startswith(".patchkit")
+    }
+    assert (site / LOAD_CONFIG).read_bytes() == writes[1].before
+    assert state_mod.load(site) is None and not state_mod.journal_path(site).exists()
+
+
+def test_ctrl_c_during_apply_exits_130_and_changes_nothing(release, monkeypatch):
+    site = release("0.5.17")
+    before = snapshot(site)
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(transaction, "replace", interrupted)
+    result = run("apply", "--site-packages", site)
+    assert result.exit_code == 130
+    assert snapshot(site) == before
+
+
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    kill_at = int(sys.argv[1])
+    calls = 0
+    real = os.replace
+    def replace(src, dst):
+        global calls
+        calls += 1
+        if calls == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        real(src, dst)
+    os.replace = replace
+    sys.argv = ["patchkit", *sys.argv[2:]]
+    from patchkit.cli import main
+    main()
+""")
+
+
+def killed(kill_at: int, *args) -> int:
+    return subprocess.run([sys.executable, "-c", KILLER, str(kill_at), *map(str, args)], capture_output=True).returncode
+
+
+def assert_whole(site, *allowed: bytes) -> None:
+    assert (site / MODEL_CONFIG).read_bytes() in allowed, "a target file was left half-written"
+
+
+@pytest.fixture(scope="module")
+def patched_bytes(tmp_path_factory) -> bytes:
+    """What an uninterrupted apply makes of 0.5.17's model_config.py."""
+    from testing.releases import copy_release
+
+    site = copy_release("0.5.17", tmp_path_factory.mktemp("reference") / "site")
+    assert run("apply", "--site-packages", site).exit_code == 0
+    return (site / MODEL_CONFIG).read_bytes()
+
+
+# An apply does five os.replace calls: backup, staged file, journal, move into place, state.
+@pytest.mark.parametrize("kill_at", range(1, 6))
+def test_sigkill_during_apply_then_next_run_finishes(release, kill_at, patched_bytes):
+    site = release("0.5.17")
+    clean = (pristine("0.5.17") / MODEL_CONFIG).read_bytes()
+    assert killed(kill_at, "apply", "--site-packages", site) == -9
+    assert_whole(site, clean, patched_bytes)
+    assert run("apply", "--site-packages", site).exit_code == 0
+    assert (site / MODEL_CONFIG).read_bytes() == patched_bytes
+    assert run("status", "--site-packages", site, "--json").json()["patches"][0]["state"] == "applied"
+    assert sorted(p.name for p in (site / ".patchkit").iterdir()) == ["backups", "state.json"]
+    assert run("revert", "--site-packages", site).exit_code == 0
+    assert (site / MODEL_CONFIG).read_bytes() == clean and not (site / ".patchkit").exists()
+
+
+@pytest.mark.parametrize("kill_at", range(1, 4))
+def test_sigkill_during_revert_then_next_run_finishes(release, kill_at):
+    site = release("0.5.17")
+    clean = (pristine("0.5.17") / MODEL_CONFIG).read_bytes()
+    assert run("apply", "--site-packages", site).exit_code == 0
+    patched = (site / MODEL_CONFIG).read_bytes()
+    assert killed(kill_at, "revert", "--site-packages", site) == -9
+    assert_whole(site, clean, patched)
+    assert run("revert", "--site-packages", site).exit_code == 0
+    assert (site / MODEL_CONFIG).read_bytes() == clean and not (site / ".patchkit").exists()
+
+
+def test_two_concurrent_applies_serialize(release):
+    site = release("0.5.17")
+    procs = [subprocess.Popen([sys.executable, "-m", "patchkit", "apply", "--site-packages", str(site)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert sorted("nothing to do" in out for out, _ in outputs) == [False, True]
+    assert run("status", "--site-packages", site, "--json").json()["patches"][0]["state"] == "applied"
+    assert run("revert", "--site-packages", site).exit_code == 0
+    assert (site / MODEL_CONFIG).read_bytes() == (pristine("0.5.17") / MODEL_CONFIG).read_bytes()
+
+
+def test_apply_waits_for_the_lock(release):
+    site = release("0.5.17")
+    with state_mod.locked(site):
+        proc = subprocess.Popen([sys.executable, "-m", "patchkit", "apply", "--site-packages", str(site)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        assert proc.poll() is None, "apply did not wait for the lock"
+        assert not state_mod.state_path(site).exists()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert state_mod.state_path(site).exists()
+
+
+PROBE = """
+import sys
+sys.argv = ["patchkit", *sys.argv[1:]]
+from patchkit.cli import main
+try:
+    main()
+except SystemExit as exit:
+    assert exit.code == 0, exit.code
+print("LIBCST" if "libcst" in sys.modules else "NO-LIBCST")
+"""
+
+
+def imports_libcst(*args) -> bool:
+    proc = subprocess.run([sys.executable, "-c", PROBE, *map(str, args)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1] == "LIBCST"
+
+
+def test_status_and_noop_apply_do_not_import_libcst(release):
+    site = release("0.5.17")
+    assert imports_libcst("status", "--site-packages", site) is False  # decided by the manifest's hashes
+    assert imports_libcst("apply", "--site-packages", site) is True  # a real apply parses
+    assert imports_libcst("status", "--site-packages", site) is False
+    assert imports_libcst("apply", "--site-packages", site) is False

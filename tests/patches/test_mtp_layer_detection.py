@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import pytest
+
+from patchkit.errors import AnchorError
+from patchkit.patch import SkipPatch
+from patchkit.patches.mtp_layer_detection import MtpLayerDetection
+from testing.patch_test import PatchTest
+
+BEFORE = '''
+class ModelConfig:
+    def __init__(self, is_draft_model=False):
+        self.is_draft_model = is_draft_model
+
+    def _derive_model_shapes(self):
+        self.num_nextn_predict_layers = getattr(
+            self.hf_text_config, "num_nextn_predict_layers", None
+        )
+        self.vocab_size = self.hf_text_config.vocab_size
+'''
+
+AFTER = '''
+class ModelConfig:
+    def __init__(self, is_draft_model=False):
+        self.is_draft_model = is_draft_model
+
+    def _derive_model_shapes(self):
+        self.num_nextn_predict_layers = getattr(
+            self.hf_text_config, "num_nextn_predict_layers", None
+        )
+        if self.num_nextn_predict_layers is None and self.is_draft_model:
+            self.num_nextn_predict_layers = getattr(
+                self.hf_text_config, "mtp_num_hidden_layers", None
+            )
+        self.vocab_size = self.hf_text_config.vocab_size
+'''
+
+# 0.5.18's shape: the Qwen3.5 draft branch sets the text config too.
+UPSTREAM_FIXED = '''
+class ModelConfig:
+    def _config_draft_model(self):
+        if is_draft_model and self.hf_config.architectures[0] in [
+            "Qwen3_5ForConditionalGeneration",
+            "Qwen3_5ForCausalLM",
+        ]:
+            self.hf_config.architectures[0] = "Qwen3_5ForCausalLMMTP"
+            self.hf_config.num_nextn_predict_layers = 1
+            self.hf_text_config.num_nextn_predict_layers = 1
+
+    def _derive_model_shapes(self):
+        self.num_nextn_predict_layers = getattr(
+            self.hf_text_config, "num_nextn_predict_layers", None
+        )
+'''
+
+
+class TestMtpLayerDetection(PatchTest):
+    PATCH = MtpLayerDetection
+    PATH = "sglang/srt/configs/model_config.py"
+
+    def test_inserts_fallback_after_the_read(self):
+        self.assert_transform(BEFORE, AFTER)
+
+    def test_single_quoted_anchor_matches_too(self):
+        self.assert_transform(
+            BEFORE.replace('"num_nextn_predict_layers"', "'num_nextn_predict_layers'"),
+            AFTER.replace('"num_nextn_predict_layers"', "'num_nextn_predict_layers'"),
+        )
+
+    def test_upstream_fix_recognised(self):
+        assert MtpLayerDetection().is_fixed_upstream(self.PATH, self.parse(UPSTREAM_FIXED))
+
+    def test_upstream_fallback_of_its_own_recognised(self):
+        tree = self.parse(BEFORE.replace(
+            "        self.vocab_size",
+            '        self.num_nextn_predict_layers = self.num_nextn_predict_layers or getattr(\n'
+            '            self.hf_text_config, "mtp_num_hidden_layers", None)\n        self.vocab_size',
+        ))
+        assert MtpLayerDetection().is_fixed_upstream(self.PATH, tree)
+
+    def test_other_model_draft_branch_is_not_an_upstream_fix(self):
+        tree = self.parse(UPSTREAM_FIXED.replace("Qwen3_5ForConditionalGeneration", "Glm5Next").replace(
+            '"Qwen3_5ForCausalLM",', ""))
+        assert not MtpLayerDetection().is_fixed_upstream(self.PATH, tree)
+
+    def test_missing_anchor_is_an_error(self):
+        with pytest.raises(AnchorError, match="anchor not found"):
+            MtpLayerDetection().transform(self.PATH, self.parse("class ModelConfig:\n    def f(self):\n        pass\n"))
+
+    def test_ambiguous_anchor_is_an_error(self):
+        doubled = BEFORE + '''
+    def _again(self):
+        self.num_nextn_predict_layers = getattr(
+            self.hf_text_config, "num_nextn_predict_layers", None
+        )
+'''
+        with pytest.raises(AnchorError, match="ambiguous"):
+            MtpLayerDetection().transform(self.PATH, self.parse(doubled))
+
+    def test_anchor_outside_model_config_is_ignored(self):
+        with pytest.raises(AnchorError, match="anchor not found"):
+            MtpLayerDetection().transform(self.PATH, self.parse(BEFORE.replace("class ModelConfig", "class Other") + "class ModelConfig:\n    pass\n"))
+
+    def test_file_without_model_config_is_skipped(self):
+        with pytest.raises(SkipPatch):
+            MtpLayerDetection().transform(self.PATH, self.parse("x = 1\n"))
