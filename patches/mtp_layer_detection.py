@@ -70,9 +70,19 @@ _FALLBACK = m.If(
 )
 
 _QWEN3_5_ARCH = string("Qwen3_5ForConditionalGeneration")
-
+_MENTIONS_QWEN3_5 = m.If(test=m.MatchIfTrue(lambda test: bool(m.findall(test, _QWEN3_5_ARCH))))
 # Upstream's fix (0.5.18, the draft rewrite): the Qwen3.5 draft branch also sets the text config.
 _SETS_TEXT_NEXTN = m.Assign(targets=[m.AssignTarget(target=self_attr("hf_text_config", "num_nextn_predict_layers"))])
+_GETATTR_MTP = m.Call(func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(string("mtp_num_hidden_layers")), m.ZeroOrMore()])
+
+
+def _lines_reading_mtp(fn: cst.FunctionDef) -> list[cst.CSTNode]:
+    """Statement lines of `fn` that read mtp_num_hidden_layers, except inside our fallback."""
+    ours = {id(line) for fallback in statements(fn, _FALLBACK) for line in statements(fallback, m.SimpleStatementLine())}
+    return [
+        line for line in statements(fn, m.SimpleStatementLine())
+        if id(line) not in ours and m.findall(line, _GETATTR_MTP)
+    ]
 
 
 class MtpLayerDetection(Patch):
@@ -99,15 +109,14 @@ class MtpLayerDetection(Patch):
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         for cls in classes(tree, "ModelConfig"):
-            # Any Qwen3.5 draft branch that sets hf_text_config.num_nextn_predict_layers.
-            qwen_branches = m.findall(cls, m.If(test=m.MatchIfTrue(lambda test: bool(m.findall(test, _QWEN3_5_ARCH)))))
-            if any(m.findall(branch.body, _SETS_TEXT_NEXTN) for branch in qwen_branches):
-                return True
-            # Or an upstream fallback of its own to mtp_num_hidden_layers (not ours).
-            ours = statements(cls, _FALLBACK)
-            reads_mtp = m.findall(cls, m.Call(func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(string("mtp_num_hidden_layers")), m.ZeroOrMore()]))
-            if len(reads_mtp) > len(ours):
-                return True
+            # A Qwen3.5 draft branch that also sets hf_text_config.num_nextn_predict_layers.
+            for branch in statements(cls, _MENTIONS_QWEN3_5):
+                if statements(branch, m.SimpleStatementLine(body=[_SETS_TEXT_NEXTN])):
+                    return True
+            # Or an upstream fallback of its own to mtp_num_hidden_layers, beside the read.
+            for fn in functions(cls):
+                if statements(fn, _READS_NEXTN) and _lines_reading_mtp(fn):
+                    return True
         return False
 
     def transform(self, path: str, tree: cst.Module) -> cst.Module:

@@ -1,0 +1,83 @@
+"""Speed goals of the core issue, measured as medians over repeated child processes.
+
+  status / no-op apply on a patched tree   <= 5x    `python -c pass`   (hash check, no libcst)
+  cold apply                               <= 1.25x libcst parsing + regenerating the target files
+
+Usage: python bench/speed.py [--version 0.5.17] [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from patchkit import registry, releases
+
+
+def timed(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def median(argv_for_run, runs: int, prepare=None) -> float:
+    samples = []
+    for _ in range(runs):
+        if prepare:
+            prepare()
+        samples.append(timed(argv_for_run()))
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--version", default="0.5.17")
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+
+    py = sys.executable
+    pristine = releases.pristine_tree(args.version)
+    work = Path(tempfile.mkdtemp(prefix="patchkit-bench-"))
+    site = work / "site"
+    targets = sorted({t for p in registry.load_all() for t in p.TARGETS if (pristine / t).exists()})
+
+    def fresh_copy() -> None:
+        shutil.rmtree(site, ignore_errors=True)
+        shutil.copytree(pristine, site, copy_function=lambda s, d: shutil.copy2(s, d) if s.endswith(".py") and "/srt/" in s else __import__("os").link(s, d))
+
+    bare = median(lambda: [py, "-c", "pass"], args.runs)
+    cold = median(lambda: [py, "-m", "patchkit", "apply", "--site-packages", str(site)], args.runs, prepare=fresh_copy)
+    parse_regen = (
+        "import libcst, sys\n"
+        "for f in sys.argv[1:]:\n"
+        "    libcst.parse_module(open(f, 'rb').read()).code\n"
+    )
+    libcst_only = median(lambda: [py, "-c", parse_regen, *[str(pristine / t) for t in targets]], args.runs)
+    # `site` is now patched (the last cold apply): status and a second apply are no-ops.
+    status = median(lambda: [py, "-m", "patchkit", "status", "--site-packages", str(site)], args.runs)
+    noop = median(lambda: [py, "-m", "patchkit", "apply", "--site-packages", str(site)], args.runs)
+    imports = median(lambda: [py, "-c", "import libcst.matchers, click, patchkit.engine, packaging.specifiers"], args.runs)
+    libcst_import = median(lambda: [py, "-c", "import libcst"], args.runs)
+    shutil.rmtree(work)
+
+    print(f"SGLang {args.version}, {len(targets)} target file(s), median of {args.runs} runs")
+    print(f"  python -c pass           {bare * 1000:8.1f} ms")
+    print(f"  status (patched)         {status * 1000:8.1f} ms   ratio {status / bare:5.2f}x  (goal <= 5x)")
+    print(f"  apply no-op (patched)    {noop * 1000:8.1f} ms   ratio {noop / bare:5.2f}x  (goal <= 5x)")
+    print(f"  libcst parse+regenerate  {libcst_only * 1000:8.1f} ms")
+    print(f"  apply cold               {cold * 1000:8.1f} ms   ratio {cold / libcst_only:5.2f}x  (goal <= 1.25x)")
+    # Where the cold-apply gap goes: libcst.matchers (which the patches match with) alone
+    # costs more to import than libcst itself; the work after the imports is compared too.
+    work_cold, work_base = cold - imports, libcst_only - libcst_import
+    print(f"  imports of an apply      {imports * 1000:8.1f} ms   (libcst alone {libcst_import * 1000:.1f} ms)")
+    print(f"  apply cold, after imports{work_cold * 1000:8.1f} ms   ratio {work_cold / work_base:5.2f}x  of parse+regenerate after import")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The patched ModelConfig of real SGLang 0.5.17, imported on the CPU, sizes the MTP draft
+by its one MTP layer instead of all 64 layers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testing.behaviour import run_probe
+from testing.cli import run
+
+pytestmark = pytest.mark.behaviour
+
+HERE = Path(__file__).parent
+CONFIG_DIR = HERE.parent / "fixtures" / "qwen3.8-27b"
+
+
+def test_draft_layer_count_drops_from_64_to_1(release):
+    site = release("0.5.17")
+    before = run_probe(site, HERE / "probe_mtp_layers.py", str(CONFIG_DIR))
+    assert before["sglang_file"].startswith(str(site))
+    assert before["architecture"] == "Qwen3_5ForCausalLMMTP"
+    assert before["num_nextn_predict_layers"] is None
+    assert before["draft_num_layers"] == 64
+
+    assert run("apply", "--target", "0.5.17", "--site-packages", site).exit_code == 0
+    after = run_probe(site, HERE / "probe_mtp_layers.py", str(CONFIG_DIR))
+    assert after["num_nextn_predict_layers"] == 1
+    assert after["draft_num_layers"] == 1
+
+
+def test_target_model_is_unchanged_by_the_patch(release):
+    """The fallback is for drafts only: the target model keeps num_nextn_predict_layers None."""
+    site = release("0.5.17")
+    assert run("apply", "--site-packages", site).exit_code == 0
+    probe = HERE / "probe_target_config.py"
+    result = run_probe(site, probe, str(CONFIG_DIR))
+    assert result["architecture"] == "Qwen3_5ForConditionalGeneration"
+    assert result["num_nextn_predict_layers"] is None
