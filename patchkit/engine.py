@@ -195,8 +195,9 @@ def evaluate(view: _View, pid: str, contents: dict[str, bytes | None] | None = N
     patch = view.patches[pid]
     read = (lambda rel: contents.get(rel)) if contents is not None else view.read
     present = [rel for rel in patch.TARGETS if read(rel) is not None]
-    if not present:
-        return PatchStatus(pid, NOT_APPLICABLE, (), "no target file: " + ", ".join(patch.TARGETS))
+    required = patch.REQUIRES or patch.TARGETS
+    if not any(read(rel) is not None for rel in required):
+        return PatchStatus(pid, NOT_APPLICABLE, (), "no target file: " + ", ".join(required))
     verdicts: dict[str, str] = {}
     details: list[str] = []
     for rel in present:

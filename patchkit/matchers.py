@@ -110,16 +110,18 @@ def statements(scope: cst.CSTNode, matcher: m.BaseMatcherNode) -> list[cst.CSTNo
     return found
 
 
-def _spliced(node: N, anchor: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> N | None:
-    """`node` rebuilt with `new` after `anchor`, or None when anchor is not inside it."""
+def _spliced(node: N, anchor: cst.CSTNode, replacement: Sequence[cst.CSTNode]) -> N | None:
+    """`node` rebuilt with the `anchor` statement replaced by `replacement`, or None when the
+    anchor is not inside it. Only nodes on the path down to the anchor are rebuilt, so every
+    other statement keeps its identity (later lookups by identity still work)."""
     for attr, index, child in _children(node):
         holder = getattr(node, attr)
         if child is anchor:
             body = list(holder.body)
-            return node.with_changes(**{attr: holder.with_changes(body=[*body[: index + 1], *new, *body[index + 1 :]])})
+            return node.with_changes(**{attr: holder.with_changes(body=[*body[:index], *replacement, *body[index + 1 :]])})
         if isinstance(child, cst.SimpleStatementLine):
             continue
-        updated = _spliced(child, anchor, new)
+        updated = _spliced(child, anchor, replacement)
         if updated is None:
             continue
         if index is None:
@@ -131,15 +133,17 @@ def _spliced(node: N, anchor: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> 
     return None
 
 
-def insert_after(scope: N, anchor: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> N:
-    """`scope` with `new` statements inserted right after the `anchor` statement.
-
-    Rebuilds only the nodes on the path down to the anchor (no full visitor pass).
-    """
-    updated = _spliced(scope, anchor, new)
+def replace_statement(scope: N, anchor: cst.CSTNode, replacement: Sequence[cst.CSTNode]) -> N:
+    """`scope` with the `anchor` statement replaced by `replacement` (empty: removed)."""
+    updated = _spliced(scope, anchor, replacement)
     if updated is None:
-        raise AnchorError("internal: insertion point not found inside its scope")
+        raise AnchorError("internal: statement to replace not found inside its scope")
     return updated
+
+
+def insert_after(scope: N, anchor: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> N:
+    """`scope` with `new` statements inserted right after the `anchor` statement."""
+    return replace_statement(scope, anchor, [anchor, *new])
 
 
 def replace_member(parent: N, old: cst.CSTNode, new: cst.CSTNode) -> N:
@@ -156,5 +160,20 @@ def replace_method(module: cst.Module, cls: cst.ClassDef, old: cst.FunctionDef, 
     return replace_member(module, cls, replace_member(cls, old, new))
 
 
-def parse_statements(source: str) -> list[cst.BaseStatement]:
-    return list(cst.parse_module(source).body)
+def parse_statements(source: str, blank_lines_before: int = 0) -> list[cst.BaseStatement]:
+    """Statements to insert, parsed from source written at column 0.
+
+    Blank lines inside are written without indentation (no trailing whitespace once the
+    statements are indented), and `blank_lines_before` separates them from what precedes.
+    """
+    body = list(cst.parse_module(source).body)
+    unindented = [
+        stmt.with_changes(leading_lines=[
+            line.with_changes(indent=False) if line.comment is None else line for line in stmt.leading_lines
+        ])
+        for stmt in body
+    ]
+    if unindented and blank_lines_before:
+        first = unindented[0]
+        unindented[0] = first.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * blank_lines_before + list(first.leading_lines))
+    return unindented

@@ -32,6 +32,9 @@ class Patch:
     # Files, relative to the site folder, that the patch may edit. Alternatives for files
     # that moved between releases are listed together; the ones present are used.
     TARGETS: ClassVar[tuple[str, ...]]
+    # Files of which at least one must exist for the patch to apply at all (default: any
+    # target). A patch whose secondary edits only make sense beside its main one names it here.
+    REQUIRES: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self.warnings: list[str] = []

@@ -34,3 +34,10 @@ def spawn(*args: str | Path, env: dict[str, str] | None = None, **kwargs) -> sub
         [sys.executable, "-m", "patchkit", *map(str, args)],
         capture_output=True, text=True, env={**os.environ, **(env or {})}, **kwargs,
     )
+
+
+def states(site: Path) -> dict[str, str]:
+    """{patch id: state} from `patchkit status --json`."""
+    result = run("status", "--site-packages", site, "--json")
+    assert result.exit_code == 0, result.stderr
+    return {p["id"]: p["state"] for p in result.json()["patches"]}

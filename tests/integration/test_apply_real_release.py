@@ -7,11 +7,13 @@ import json
 
 import pytest
 
-from testing.cli import run
+from testing.cli import run, states
 from testing.releases import MODEL_CONFIG, pristine, snapshot
 
 pytestmark = pytest.mark.integration
 
+# What 0.5.17 needs (from its code, recorded in manifests/0.5.17.json), in id order.
+NEEDED_0_5_17 = ["draft-lmhead-placeholder", "mamba-slot-graceful", "mtp-layer-detection", "symm-mem-kill-switch"]
 FALLBACK = b'getattr(\n                self.hf_text_config, "mtp_num_hidden_layers", None\n            )'
 
 
@@ -34,7 +36,7 @@ def test_apply_patches_0_5_17(release):
     assert FALLBACK in patched
     state = json.loads((site / ".patchkit/state.json").read_text())
     record = state["files"][MODEL_CONFIG]
-    assert state["patches"] == ["mtp-layer-detection"]
+    assert state["patches"] == NEEDED_0_5_17
     assert state["sglang_version"] == "0.5.17" and state["patchkit_version"]
     assert record["pristine_sha256"] == manifest_sha("0.5.17", MODEL_CONFIG)
     assert record["patched_sha256"] == hashlib.sha256(patched).hexdigest()
@@ -66,10 +68,10 @@ def test_status_json_before_and_after(release):
     site = release("0.5.17")
     before = run("status", "--site-packages", site, "--json").json()
     assert before["sglang"] == {"version": "0.5.17", "path": str(site)}
-    assert before["patches"] == [{"id": "mtp-layer-detection", "state": "pending", "files": [MODEL_CONFIG], "detail": ""}]
+    assert {"id": "mtp-layer-detection", "state": "pending", "files": [MODEL_CONFIG], "detail": ""} in before["patches"]
+    assert {p["id"]: p["state"] for p in before["patches"]} == dict.fromkeys(NEEDED_0_5_17, "pending")
     run("apply", "--site-packages", site)
-    after = run("status", "--site-packages", site, "--json").json()
-    assert [(p["id"], p["state"]) for p in after["patches"]] == [("mtp-layer-detection", "applied")]
+    assert states(site) == dict.fromkeys(NEEDED_0_5_17, "applied")
 
 
 def test_dry_run_prints_diff_and_writes_nothing(release):
@@ -108,11 +110,15 @@ def test_revert_restores_release_bytes_and_leaves_nothing_behind(release):
 def test_only_and_skip(release):
     site = release("0.5.17")
     skipped = run("apply", "--site-packages", site, "--skip", "mtp-layer-detection")
-    assert skipped.exit_code == 0 and not (site / ".patchkit").exists()
+    assert skipped.exit_code == 0
+    assert FALLBACK not in (site / MODEL_CONFIG).read_bytes()
+    assert states(site) == {**dict.fromkeys(NEEDED_0_5_17, "applied"), "mtp-layer-detection": "pending"}
     only = run("apply", "--site-packages", site, "--only", "mtp-layer-detection")
     assert only.exit_code == 0 and FALLBACK in (site / MODEL_CONFIG).read_bytes()
     assert run("revert", "--site-packages", site, "--only", "mtp-layer-detection").exit_code == 0
     assert sha(site / MODEL_CONFIG) == manifest_sha("0.5.17", MODEL_CONFIG)
+    assert states(site)["mtp-layer-detection"] == "pending"
+    assert states(site)["symm-mem-kill-switch"] == "applied"
 
 
 def test_unknown_patch_id_is_a_usage_error(release):
@@ -127,12 +133,14 @@ def test_unknown_patch_id_is_a_usage_error(release):
 def test_0_5_19_is_upstream_fixed_and_left_alone(release):
     site = release("0.5.19")
     before = snapshot(site)
-    status = run("status", "--site-packages", site, "--json").json()
-    assert [(p["id"], p["state"]) for p in status["patches"]] == [("mtp-layer-detection", "upstream-fixed")]
-    result = run("apply", "--target", "0.5.19", "--site-packages", site)
+    assert states(site)["mtp-layer-detection"] == "upstream-fixed"
+    result = run("apply", "--target", "0.5.19", "--site-packages", site, "--only", "mtp-layer-detection")
     assert result.exit_code == 0
     assert "upstream-fixed" in result.stdout and "nothing to do" in result.stdout
     assert snapshot(site) == before
+    assert run("apply", "--target", "0.5.19", "--site-packages", site).exit_code == 0
+    assert (site / MODEL_CONFIG).read_bytes() == (pristine("0.5.19") / MODEL_CONFIG).read_bytes()
+    assert states(site)["mtp-layer-detection"] == "upstream-fixed"
 
 
 def test_upstream_fixed_decided_by_code_not_by_manifest(release, monkeypatch):
@@ -140,8 +148,7 @@ def test_upstream_fixed_decided_by_code_not_by_manifest(release, monkeypatch):
     site = release("0.5.19")
     with open(site / MODEL_CONFIG, "ab") as handle:
         handle.write(b"\n# a local build\n")
-    status = run("status", "--site-packages", site, "--json").json()
-    assert status["patches"][0]["state"] == "upstream-fixed"
+    assert states(site)["mtp-layer-detection"] == "upstream-fixed"
 
 
 def test_reinstalled_release_over_patched_tree_is_reapplied(release):
@@ -150,7 +157,7 @@ def test_reinstalled_release_over_patched_tree_is_reapplied(release):
     run("apply", "--site-packages", site)
     (site / MODEL_CONFIG).unlink()
     (site / MODEL_CONFIG).write_bytes((pristine("0.5.17") / MODEL_CONFIG).read_bytes())
-    assert run("status", "--site-packages", site, "--json").json()["patches"][0]["state"] == "pending"
+    assert states(site)["mtp-layer-detection"] == "pending"
     assert run("apply", "--site-packages", site).exit_code == 0
     assert FALLBACK in (site / MODEL_CONFIG).read_bytes()
     assert (site / ".patchkit/backups" / MODEL_CONFIG).read_bytes() == (pristine("0.5.17") / MODEL_CONFIG).read_bytes()

@@ -15,7 +15,7 @@ from patchkit.state import FileRecord, State
 from patchkit.target import find_in
 from patchkit.transaction import FileWrite
 from patchkit.util import sha256
-from testing.cli import run, spawn
+from testing.cli import run, states
 from testing.releases import MODEL_CONFIG, pristine, snapshot
 
 pytestmark = pytest.mark.integration
@@ -104,45 +104,59 @@ def killed(kill_at: int, *args) -> int:
     return subprocess.run([sys.executable, "-c", KILLER, str(kill_at), *map(str, args)], capture_output=True).returncode
 
 
-def assert_whole(site, *allowed: bytes) -> None:
-    assert (site / MODEL_CONFIG).read_bytes() in allowed, "a target file was left half-written"
+# Two patches over three files: 3 backups + 3 staged files + journal + 3 moves + state = 11
+# os.replace calls in an apply; every one of them is a kill point.
+SUBSET = ("--only", "mtp-layer-detection", "--only", "symm-mem-kill-switch")
+FILES = (
+    MODEL_CONFIG,
+    "sglang/srt/distributed/device_communicators/triton_symm_mem_ag.py",
+    "sglang/srt/distributed/device_communicators/torch_symm_mem.py",
+)
+
+
+def contents(site) -> dict[str, bytes]:
+    return {rel: (site / rel).read_bytes() for rel in FILES}
 
 
 @pytest.fixture(scope="module")
-def patched_bytes(tmp_path_factory) -> bytes:
-    """What an uninterrupted apply makes of 0.5.17's model_config.py."""
+def patched_files(tmp_path_factory) -> dict[str, bytes]:
+    """What an uninterrupted apply of SUBSET makes of 0.5.17's files."""
     from testing.releases import copy_release
 
     site = copy_release("0.5.17", tmp_path_factory.mktemp("reference") / "site")
-    assert run("apply", "--site-packages", site).exit_code == 0
-    return (site / MODEL_CONFIG).read_bytes()
+    assert run("apply", "--site-packages", site, *SUBSET).exit_code == 0
+    return contents(site)
 
 
-# An apply does five os.replace calls: backup, staged file, journal, move into place, state.
-@pytest.mark.parametrize("kill_at", range(1, 6))
-def test_sigkill_during_apply_then_next_run_finishes(release, kill_at, patched_bytes):
+def assert_whole(site, clean: dict[str, bytes], patched: dict[str, bytes]) -> None:
+    for rel, data in contents(site).items():
+        assert data in (clean[rel], patched[rel]), f"{rel} was left half-written"
+
+
+@pytest.mark.parametrize("kill_at", range(1, 12))
+def test_sigkill_during_apply_then_next_run_finishes(release, kill_at, patched_files):
     site = release("0.5.17")
-    clean = (pristine("0.5.17") / MODEL_CONFIG).read_bytes()
-    assert killed(kill_at, "apply", "--site-packages", site) == -9
-    assert_whole(site, clean, patched_bytes)
-    assert run("apply", "--site-packages", site).exit_code == 0
-    assert (site / MODEL_CONFIG).read_bytes() == patched_bytes
-    assert run("status", "--site-packages", site, "--json").json()["patches"][0]["state"] == "applied"
+    clean = contents(pristine("0.5.17"))
+    assert killed(kill_at, "apply", "--site-packages", site, *SUBSET) == -9
+    assert_whole(site, clean, patched_files)
+    assert run("apply", "--site-packages", site, *SUBSET).exit_code == 0
+    assert contents(site) == patched_files
+    assert states(site)["symm-mem-kill-switch"] == states(site)["mtp-layer-detection"] == "applied"
     assert sorted(p.name for p in (site / ".patchkit").iterdir()) == ["backups", "state.json"]
     assert run("revert", "--site-packages", site).exit_code == 0
-    assert (site / MODEL_CONFIG).read_bytes() == clean and not (site / ".patchkit").exists()
+    assert contents(site) == clean and not (site / ".patchkit").exists()
 
 
-@pytest.mark.parametrize("kill_at", range(1, 4))
-def test_sigkill_during_revert_then_next_run_finishes(release, kill_at):
+# A revert of the same: 3 staged files + journal + 3 moves = 7 os.replace calls.
+@pytest.mark.parametrize("kill_at", range(1, 8))
+def test_sigkill_during_revert_then_next_run_finishes(release, kill_at, patched_files):
     site = release("0.5.17")
-    clean = (pristine("0.5.17") / MODEL_CONFIG).read_bytes()
-    assert run("apply", "--site-packages", site).exit_code == 0
-    patched = (site / MODEL_CONFIG).read_bytes()
+    clean = contents(pristine("0.5.17"))
+    assert run("apply", "--site-packages", site, *SUBSET).exit_code == 0
     assert killed(kill_at, "revert", "--site-packages", site) == -9
-    assert_whole(site, clean, patched)
+    assert_whole(site, clean, patched_files)
     assert run("revert", "--site-packages", site).exit_code == 0
-    assert (site / MODEL_CONFIG).read_bytes() == clean and not (site / ".patchkit").exists()
+    assert contents(site) == clean and not (site / ".patchkit").exists()
 
 
 def test_two_concurrent_applies_serialize(release):
@@ -152,7 +166,7 @@ def test_two_concurrent_applies_serialize(release):
     outputs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert sorted("nothing to do" in out for out, _ in outputs) == [False, True]
-    assert run("status", "--site-packages", site, "--json").json()["patches"][0]["state"] == "applied"
+    assert set(states(site).values()) == {"applied"}
     assert run("revert", "--site-packages", site).exit_code == 0
     assert (site / MODEL_CONFIG).read_bytes() == (pristine("0.5.17") / MODEL_CONFIG).read_bytes()
 
