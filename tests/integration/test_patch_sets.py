@@ -1,0 +1,94 @@
+"""Every patch on real releases: expected states, apply, re-apply (no change), revert (byte-identical)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from patchkit import manifest
+from testing.cli import run, states
+from testing.releases import pristine
+
+pytestmark = pytest.mark.integration
+
+A, U, N = "applied", "upstream-fixed", "not-applicable"
+# What each release needs, by its code (the manifests record the same).
+EXPECTED = {
+    "0.5.14": {"draft-lmhead-placeholder": A, "mamba-slot-graceful": A, "mtp-layer-detection": A, "symm-mem-kill-switch": N},
+    "0.5.17": {"draft-lmhead-placeholder": A, "mamba-slot-graceful": A, "mtp-layer-detection": A, "symm-mem-kill-switch": A},
+    "0.5.19": {"draft-lmhead-placeholder": A, "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
+    "0.5.23": {"draft-lmhead-placeholder": A, "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
+}
+MAMBA_FILES = {
+    "0.5.14": ["sglang/srt/mem_cache/unified_cache_components/mamba_component.py", "sglang/srt/mem_cache/mamba_radix_cache.py"],
+    "0.5.17": ["sglang/srt/mem_cache/unified_cache/components/mamba_component.py", "sglang/srt/mem_cache/mamba_radix_cache.py"],
+    "0.5.19": ["sglang/srt/mem_cache/unified_cache/components/mamba_component.py", "sglang/srt/mem_cache/mamba_radix_cache.py"],
+    "0.5.23": ["sglang/srt/mem_cache/unified_cache/components/mamba.py"],
+}
+
+
+def tree_hashes(site) -> dict[str, str]:
+    return {
+        path.relative_to(site).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(site.rglob("*")) if path.is_file()
+    }
+
+
+@pytest.mark.parametrize("version", sorted(EXPECTED))
+def test_apply_reapply_revert(release, version):
+    site = release(version)
+    original = tree_hashes(site)
+    result = run("apply", "--target", version, "--site-packages", site, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert states(site) == EXPECTED[version]
+    mamba = next(p for p in run("status", "--site-packages", site, "--json").json()["patches"] if p["id"] == "mamba-slot-graceful")
+    assert sorted(mamba["files"]) == sorted(MAMBA_FILES[version])
+
+    patched = tree_hashes(site)
+    again = run("apply", "--target", version, "--site-packages", site, "--json")
+    assert again.exit_code == 0 and again.json()["changed"] is False
+    assert tree_hashes(site) == patched
+
+    assert run("revert", "--site-packages", site).exit_code == 0
+    assert tree_hashes(site) == original  # byte-identical, nothing left behind
+
+
+@pytest.mark.parametrize("version", sorted(EXPECTED))
+@pytest.mark.parametrize("patch_id", ["draft-lmhead-placeholder", "mamba-slot-graceful", "symm-mem-kill-switch"])
+def test_each_patch_alone(release, version, patch_id):
+    site = release(version)
+    original = tree_hashes(site)
+    assert run("apply", "--site-packages", site, "--only", patch_id).exit_code == 0
+    assert states(site)[patch_id] == EXPECTED[version][patch_id]
+    assert run("revert", "--site-packages", site, "--only", patch_id).exit_code == 0
+    assert tree_hashes(site) == original
+
+
+def test_manifests_cover_every_release_from_0_5_14_to_0_5_23():
+    assert manifest.available() == [f"0.5.{minor}" for minor in range(14, 24)]
+
+
+def test_manifest_check_passes_on_committed_manifests(monkeypatch):
+    from testing.releases import HOME
+
+    for minor in range(14, 24):
+        pristine(f"0.5.{minor}")
+    monkeypatch.setenv("PATCHKIT_HOME", str(HOME))
+    result = run("manifest", "check")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert result.stdout.count("ok ") == 10
+
+
+def test_manifest_check_fails_on_an_altered_hash(monkeypatch):
+    from testing.releases import HOME
+
+    pristine("0.5.17")
+    monkeypatch.setenv("PATCHKIT_HOME", str(HOME))
+    real = manifest.load("0.5.17")
+    rel = next(iter(real.files))
+    altered = manifest.Manifest(real.version, real.patches, {**real.files, rel: "0" * 64})
+    monkeypatch.setattr(manifest, "load", lambda version: altered)
+    result = run("manifest", "check", "0.5.17")
+    assert result.exit_code == 1
+    assert "MISMATCH  manifests/0.5.17.json" in result.stdout

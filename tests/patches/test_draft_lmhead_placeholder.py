@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import pytest
+
+from patchkit.errors import AnchorError
+from patchkit.patch import SkipPatch
+from patchkit.patches.draft_lmhead_placeholder import QWEN3_5_MTP, DraftLmheadPlaceholder
+from testing.patch_test import PatchTest
+
+BEFORE = '''
+class Qwen3_5ForCausalLMMTP(nn.Module):
+    def __init__(self, config, quant_config=None, prefix=""):
+        self.model = Qwen3_5ForCausalLM(config)
+
+        if get_parallel().pp_group.is_last_rank:
+            if config.tie_word_embeddings:
+                self.lm_head = self.model.embed_tokens
+            else:
+                self.lm_head = ParallelLMHead(config.vocab_size, config.hidden_size)
+
+        self.logits_processor = LogitsProcessor(config)
+
+    def load_weights(self, weights):
+        for name, loaded_weight in weights:
+            if name in (
+                "model.embed_tokens.weight",
+                "model.language_model.embed_tokens.weight",
+            ):
+                param_name = "model.embed_tokens.weight"
+                continue
+'''
+
+AFTER = '''
+class Qwen3_5ForCausalLMMTP(nn.Module):
+    def __init__(self, config, quant_config=None, prefix=""):
+        self.model = Qwen3_5ForCausalLM(config)
+
+        if get_parallel().pp_group.is_last_rank:
+            if config.tie_word_embeddings:
+                self.lm_head = self.model.embed_tokens
+            else:
+                self.lm_head = ParallelLMHead(config.vocab_size, config.hidden_size)
+
+        if get_parallel().pp_group.world_size == 1:
+            # patchkit draft-lmhead-placeholder: the target's embed/lm_head replace these in
+            # set_embed_and_head(); dropping them now keeps ~2 x vocab x hidden out of the KV budget.
+            self.model.embed_tokens.weight = torch.nn.Parameter(
+                self.model.embed_tokens.weight.new_empty(0), requires_grad=False
+            )
+            if not config.tie_word_embeddings:
+                self.lm_head.weight = torch.nn.Parameter(
+                    self.lm_head.weight.new_empty(0), requires_grad=False
+                )
+
+        self.logits_processor = LogitsProcessor(config)
+
+    def load_weights(self, weights):
+        for name, loaded_weight in weights:
+            if name in (
+                "model.embed_tokens.weight",
+                "model.language_model.embed_tokens.weight",
+            ):
+                if self.model.embed_tokens.weight.numel() == 0:
+                    continue  # patchkit draft-lmhead-placeholder: the target's embedding replaces it
+                param_name = "model.embed_tokens.weight"
+                continue
+'''
+
+
+class TestDraftLmheadPlaceholder(PatchTest):
+    PATCH = DraftLmheadPlaceholder
+    PATH = QWEN3_5_MTP
+
+    def test_placeholders_and_load_guard(self):
+        self.assert_transform(BEFORE, AFTER)
+
+    def test_older_release_without_embedding_load(self):
+        before = BEFORE[: BEFORE.index("    def load_weights")].rstrip() + "\n"
+        after = AFTER[: AFTER.index("    def load_weights")].rstrip() + "\n"
+        self.assert_transform(before.replace("get_parallel().pp_group", "get_pp_group()"),
+                              after.replace("get_parallel().pp_group", "get_pp_group()"))
+
+    def test_upstream_fix_without_draft_head_recognised(self):
+        fixed = BEFORE.replace("ParallelLMHead(config.vocab_size, config.hidden_size)", "_SharedHead()")
+        assert DraftLmheadPlaceholder().is_fixed_upstream(self.PATH, self.parse(fixed))
+
+    def test_missing_head_branch_is_an_error(self):
+        broken = BEFORE.replace("get_parallel().pp_group.is_last_rank", "True")
+        with pytest.raises(AnchorError, match="anchor not found"):
+            DraftLmheadPlaceholder().transform(self.PATH, self.parse(broken))
+
+    def test_file_without_the_class_is_skipped(self):
+        with pytest.raises(SkipPatch):
+            DraftLmheadPlaceholder().transform(self.PATH, self.parse("x = 1\n"))

@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import pytest
+
+from patchkit.errors import AnchorError
+from patchkit.patch import SkipPatch
+from patchkit.patches.symm_mem_kill_switch import MULTIMEM_AG, TORCH_SYMM_MEM, SymmMemKillSwitch
+from testing.patch_test import PatchTest
+
+AG_BEFORE = '''
+import torch
+import torch.distributed._symmetric_memory as symm_mem
+import triton
+
+logger = None
+
+
+def create_state(group):
+    return symm_mem.rendezvous(symm_mem.empty(4), group=group)
+'''
+
+AG_AFTER = '''
+import torch
+import torch.distributed._symmetric_memory as symm_mem
+import triton
+
+
+def _patchkit_symm_mem_kill_switch():
+    """patchkit symm-mem-kill-switch: on PCIe-only / WSL2 multi-GPU boxes torch symmetric
+    memory dies with SIGFPE inside native code, which no try/except catches. Raising a Python
+    error first lets _build() fall back to NCCL. SGLANG_PATCH_DISABLE_SYMM_MEM=0 turns the switch off."""
+    import os
+
+    if os.environ.get("SGLANG_PATCH_DISABLE_SYMM_MEM", "1") == "0":
+        return
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError(
+            "torch symmetric memory is off: patchkit's symm-mem kill switch stops it before "
+            "its native rendezvous (SIGFPE on PCIe-only / WSL2 boxes); set SGLANG_PATCH_DISABLE_SYMM_MEM=0 to allow it"
+        )
+
+    symm_mem.empty = refuse
+    symm_mem.rendezvous = refuse
+
+
+_patchkit_symm_mem_kill_switch()
+
+logger = None
+
+
+def create_state(group):
+    return symm_mem.rendezvous(symm_mem.empty(4), group=group)
+'''
+
+TSM_BEFORE = '''
+class TorchSymmMemCommunicator:
+    def __init__(self, group, device):
+        """Docs."""
+
+        self.disabled = True
+'''
+
+TSM_AFTER = '''
+class TorchSymmMemCommunicator:
+    def __init__(self, group, device):
+        """Docs."""
+        import os
+
+        if os.environ.get("SGLANG_PATCH_DISABLE_SYMM_MEM", "1") != "0":
+            raise RuntimeError(
+                "--enable-torch-symm-mem needs torch symmetric memory, which patchkit's symm-mem "
+                "kill switch turns off; set SGLANG_PATCH_DISABLE_SYMM_MEM=0 to use it (NVLink boxes), or drop the flag"
+            )
+
+        self.disabled = True
+'''
+
+
+class TestKillSwitchInMultimemAllGather(PatchTest):
+    PATCH = SymmMemKillSwitch
+    PATH = MULTIMEM_AG
+
+    def test_switch_installed_after_the_imports(self):
+        self.assert_transform(AG_BEFORE, AG_AFTER)
+
+    def test_other_alias_is_used(self):
+        before = AG_BEFORE.replace("as symm_mem", "as sm").replace("symm_mem.", "sm.")
+        patched = SymmMemKillSwitch().transform(self.PATH, self.parse(before)).code
+        assert "    sm.empty = refuse\n    sm.rendezvous = refuse\n" in patched
+
+    def test_missing_import_is_an_error(self):
+        with pytest.raises(AnchorError, match="anchor not found"):
+            SymmMemKillSwitch().transform(self.PATH, self.parse("import torch\n"))
+
+    def test_upstream_switch_recognised(self):
+        fixed = AG_BEFORE + '\nif os.environ.get("SGLANG_DISABLE_MULTIMEM_AG"):\n    pass\n'
+        assert SymmMemKillSwitch().is_fixed_upstream(self.PATH, self.parse(fixed))
+        via_envs = AG_BEFORE + "\nif envs.SGLANG_DISABLE_MULTIMEM_AG.get():\n    pass\n"
+        assert SymmMemKillSwitch().is_fixed_upstream(self.PATH, self.parse(via_envs))
+
+
+class TestGuardOnEnableTorchSymmMem(PatchTest):
+    PATCH = SymmMemKillSwitch
+    PATH = TORCH_SYMM_MEM
+
+    def test_guard_after_docstring(self):
+        self.assert_transform(TSM_BEFORE, TSM_AFTER)
+
+    def test_guard_first_without_docstring(self):
+        before = TSM_BEFORE.replace('        """Docs."""\n\n', "")
+        patched = SymmMemKillSwitch().transform(self.PATH, self.parse(before)).code
+        assert patched.index("import os") < patched.index("self.disabled = True")
+
+    def test_file_without_the_communicator_is_skipped(self):
+        with pytest.raises(SkipPatch):
+            SymmMemKillSwitch().transform(self.PATH, self.parse("x = 1\n"))
