@@ -100,6 +100,8 @@ class DraftLmheadPlaceholder(Patch):
     DROP_WHEN = "drop when #38147 (or one of #35996/#37155/#35567) ships"
     APPLIES_TO = ">=0.5.14"
     TARGETS = (QWEN3_5_MTP,)
+    ANCHOR_SYMBOLS = (CLASS,)
+    WATCH = (f"{CLASS}.__init__", f"{CLASS}.set_embed_and_head", f"{CLASS}.load_weights")
 
     def _cls(self, path: str, tree: cst.Module) -> cst.ClassDef:
         if not classes(tree, CLASS):

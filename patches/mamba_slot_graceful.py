@@ -95,6 +95,8 @@ class MambaSlotGraceful(Patch):
     DROP_WHEN = "drop when _alloc_mamba_slot no longer asserts for prefix donations"
     APPLIES_TO = ">=0.5.14"
     TARGETS = (*COMPONENT_PATHS, LEGACY)
+    ANCHOR_SYMBOLS = tuple(DONATING)
+    WATCH = tuple(f"{cls}.{fn}" for cls, donating in DONATING.items() for fn in (ALLOC, donating))
 
     def _class(self, path: str, tree: cst.Module) -> cst.ClassDef | None:
         found = [node for node in tree.body if m.matches(node, m.ClassDef(name=m.OneOf(*map(m.Name, DONATING))))

@@ -98,6 +98,8 @@ class MtpLayerDetection(Patch):
     DROP_WHEN = "drop for releases >= 0.5.18 (the draft rewrite sets hf_text_config.num_nextn_predict_layers)"
     APPLIES_TO = ">=0.5.14"
     TARGETS = (MODEL_CONFIG,)
+    ANCHOR_SYMBOLS = ("ModelConfig",)
+    WATCH = ("ModelConfig._derive_model_shapes", "ModelConfig._config_draft_model")
 
     def _model_config(self, path: str, tree: cst.Module) -> cst.ClassDef:
         if not classes(tree, "ModelConfig"):

@@ -96,6 +96,8 @@ class SymmMemKillSwitch(Patch):
     APPLIES_TO = ">=0.5.15"
     TARGETS = (MULTIMEM_AG, TORCH_SYMM_MEM)
     REQUIRES = (MULTIMEM_AG,)
+    ANCHOR_SYMBOLS = ("MultimemAllGatherer",)
+    WATCH = ("MultimemAllGatherer._build", "create_state", "TorchSymmMemCommunicator.__init__")
 
     def is_applied(self, path: str, tree: cst.Module) -> bool:
         if path == MULTIMEM_AG:

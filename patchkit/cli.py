@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Callable
 
@@ -18,6 +19,8 @@ def _epilog() -> str:
 
 
 def _exit(command: Callable[[], int]) -> None:
+    # `patchkit ... | head` ends quietly, as other command-line tools do.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(error_handler.run(command))
 
 
@@ -120,3 +123,28 @@ def check(versions) -> None:
     from patchkit.commands.manifest import check as run
 
     _exit(lambda: run(versions))
+
+
+@main.command(epilog=_epilog())
+@click.option("--from", "first", required=True, metavar="A", help="Release (or git revision with --git).")
+@click.option("--to", "last", required=True, metavar="B", help="Release (or git revision / branch with --git).")
+@click.option("--git", "git_path", metavar="PATH", help="A local clone of the SGLang repository (no checkout needed).")
+@json_option
+def track(first, last, git_path, as_json) -> None:
+    """Each patch on A and B (applies, upstream-fixed, moved, broken, not-applicable), and the
+    upstream diff of the functions it works on."""
+    from patchkit.commands.track import track as run
+
+    _exit(lambda: run(first, last, git_path, as_json))
+
+
+@main.command(epilog=_epilog())
+@click.option("--from", "first", metavar="A", help="First release (default: the oldest patchkit knows).")
+@click.option("--to", "last", metavar="B", help="Last release (default: the newest patchkit knows).")
+@click.option("--json", "fmt", flag_value="json", help="JSON output.")
+@click.option("--markdown", "fmt", flag_value="markdown", help="A Markdown table (for a README).")
+def matrix(first, last, fmt) -> None:
+    """Every patch against every release in a range, as a table."""
+    from patchkit.commands.track import matrix as run
+
+    _exit(lambda: run(first, last, fmt or "text"))

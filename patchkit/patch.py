@@ -35,6 +35,11 @@ class Patch:
     # Files of which at least one must exist for the patch to apply at all (default: any
     # target). A patch whose secondary edits only make sense beside its main one names it here.
     REQUIRES: ClassVar[tuple[str, ...]] = ()
+    # Classes the patch needs; when its target files are gone, `track` looks for these in
+    # other files to report the patch as `moved` (naming the new file).
+    ANCHOR_SYMBOLS: ClassVar[tuple[str, ...]] = ()
+    # Functions ("Class.method" or "function") whose upstream changes `track` diffs.
+    WATCH: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self.warnings: list[str] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,14 +39,18 @@ def download(version: str) -> Path:
     if cached is not None:
         return cached
     wheel_cache().mkdir(parents=True, exist_ok=True)
-    try:
-        run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-             "--only-binary=:all:", "-d", str(wheel_cache()), f"{PACKAGE}=={version}"],
-            what=f"cannot download SGLang {version} from the package index",
-        )
-    except PatchkitError as exc:
-        raise FetchError(str(exc)) from None
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+            "--only-binary=:all:", "-d", str(wheel_cache()), f"{PACKAGE}=={version}"]
+    what = f"cannot download SGLang {version} from the package index"
+    if sys.stderr.isatty():
+        # On a terminal, pip's own progress bar shows the download.
+        if subprocess.run(argv, stdout=sys.stderr, check=False).returncode != 0:
+            raise FetchError(f"{what} (pip's message above)")
+    else:
+        try:
+            run(argv, what=what)
+        except PatchkitError as exc:
+            raise FetchError(str(exc)) from None
     wheel = _cached_wheel(version)
     if wheel is None:
         raise FetchError(f"pip downloaded no wheel for SGLang {version}")

@@ -45,6 +45,14 @@ class Target:
         except FileNotFoundError:
             return None
 
+    @property
+    def label(self) -> str:
+        return self.version
+
+    def python_files(self) -> list[str]:
+        """Every .py file of the package, relative to the site folder (for finding moved code)."""
+        return sorted(p.relative_to(self.site).as_posix() for p in self.package_dir.rglob("*.py"))
+
 
 def _version_from_dist_info(site: Path) -> str:
     infos = sorted(site.glob(f"{PACKAGE}-*.dist-info"))

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from patchkit import output, releases, upstream
+from patchkit.constants import EXIT_OK
+from patchkit.errors import UsageError
+from patchkit.target import find_in
+
+
+def _release(version: str) -> upstream.Source:
+    return find_in(releases.pristine_tree(version))
+
+
+def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
+    if git_path:
+        sources = upstream.GitSource(git_path, first), upstream.GitSource(git_path, last)
+    else:
+        sources = _release(first), _release(last)
+    report = upstream.track(*sources)
+    if as_json:
+        output.as_json(report.to_dict())
+        return EXIT_OK
+    output.line(f"SGLang {sources[0].label} -> {sources[1].label}")
+    for row in report.patches:
+        old, new = row["from"], row["to"]
+        output.line(f"  {row['id']}: {old['state']} -> {new['state']}")
+        for side, verdict in (("from", old), ("to", new)):
+            if verdict["state"] in (upstream.MOVED, upstream.BROKEN) or verdict["detail"]:
+                output.line(f"      {side}: {verdict['detail'] or verdict['file']}")
+        if row["drop_when"]:
+            output.line(f"      {row['drop_when']}")
+    for row in report.patches:
+        if row["diff"]:
+            output.line(f"\n# {row['id']}: upstream changes under the patch")
+            output.text(row["diff"])
+    return EXIT_OK
+
+
+def matrix(first: str | None, last: str | None, fmt: str) -> int:
+    versions = upstream.versions_between(first, last)
+    if not versions:
+        raise UsageError("no release in that range")
+    table = upstream.matrix([_release(version) for version in versions])
+    if fmt == "json":
+        output.as_json(table)
+    elif fmt == "markdown":
+        output.line("| patch | " + " | ".join(table["versions"]) + " |")
+        output.line("| --- |" + " --- |" * len(table["versions"]))
+        for row in table["patches"]:
+            output.line(f"| `{row['id']}` | " + " | ".join(row["states"][v] for v in table["versions"]) + " |")
+    else:
+        width = max(len(row["id"]) for row in table["patches"])
+        output.line(f"{'patch':<{width}}  " + "  ".join(f"{v:<14}" for v in table["versions"]))
+        for row in table["patches"]:
+            output.line(f"{row['id']:<{width}}  " + "  ".join(f"{row['states'][v]:<14}" for v in table["versions"]))
+    return EXIT_OK

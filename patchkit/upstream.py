@@ -1,0 +1,249 @@
+"""Track patches across SGLang releases and git revisions: needed, upstream-fixed, moved, broken.
+
+A source is anything with `read(rel)`, `version`, `label` and `python_files()`: an installed
+release (`target.Target`) or a git revision (`GitSource`, read straight from the object
+database, no work tree). Each patch is judged by its own probes on the code; only its target
+files are parsed, except when they are gone, when the patch's anchor symbols are looked for
+elsewhere (a cheap byte filter, then a parse of the few candidates).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Protocol
+
+from packaging.version import InvalidVersion, Version
+
+from patchkit import engine, manifest, registry
+from patchkit.constants import PACKAGE
+from patchkit.errors import TargetError
+
+APPLIES, UPSTREAM_FIXED, MOVED, BROKEN, NOT_APPLICABLE = "applies", "upstream-fixed", "moved", "broken", "not-applicable"
+_FROM_ENGINE = {
+    engine.PENDING: APPLIES,
+    engine.UPSTREAM_FIXED: UPSTREAM_FIXED,
+    engine.FAILED: BROKEN,
+    engine.NOT_APPLICABLE: NOT_APPLICABLE,
+    engine.APPLIED: "applied",
+}
+
+
+class Source(Protocol):
+    version: str
+
+    @property
+    def label(self) -> str: ...
+
+    def read(self, rel: str) -> bytes | None: ...
+
+    def python_files(self) -> list[str]: ...
+
+
+class GitSource:
+    """One revision of a local SGLang clone (package under python/sglang), read without checkout."""
+
+    PREFIX = "python/"
+
+    def __init__(self, repo_path: str, rev: str) -> None:
+        import git
+
+        try:
+            self._repo = git.Repo(repo_path)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise TargetError(f"{repo_path} is not a git repository") from None
+        try:
+            self._commit = self._repo.commit(rev)
+        except (git.BadName, ValueError):
+            raise TargetError(f"{repo_path} has no revision {rev!r}") from None
+        self.rev = rev
+        self.version = rev
+        try:
+            self._package = self._commit.tree / (self.PREFIX + PACKAGE)
+        except KeyError:
+            raise TargetError(f"revision {rev} of {repo_path} has no {self.PREFIX}{PACKAGE}/") from None
+
+    @property
+    def label(self) -> str:
+        return f"{self.rev} ({self._commit.hexsha[:10]})"
+
+    def read(self, rel: str) -> bytes | None:
+        try:
+            blob = self._commit.tree / (self.PREFIX + rel)
+        except KeyError:
+            return None
+        return blob.data_stream.read() if blob.type == "blob" else None
+
+    def python_files(self) -> list[str]:
+        return sorted(
+            item.path[len(self.PREFIX):] for item in self._package.traverse()
+            if item.type == "blob" and item.path.endswith(".py")
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: str
+    file: str | None
+    detail: str
+
+    def to_dict(self) -> dict:
+        return {"state": self.state, "file": self.file, "detail": self.detail}
+
+
+def _view(source: Source) -> engine._View:
+    return engine._View(target=source, state=None, manifest=manifest.Manifest(source.version))  # type: ignore[arg-type]
+
+
+def judge(source: Source, view: engine._View | None = None) -> dict[str, Verdict]:
+    """Each patch's verdict on a source."""
+    view = view or _view(source)
+    verdicts = {}
+    for pid in registry.patch_ids():
+        status = engine.evaluate(view, pid)
+        state = _FROM_ENGINE[status.state]
+        file = status.files[0] if status.files else None
+        detail = status.detail
+        if state == NOT_APPLICABLE and not status.files:
+            moved_to = _find_moved(source, view.patches[pid])
+            if moved_to:
+                state, file, detail = MOVED, moved_to[0], f"{moved_to[1]} is now in {moved_to[0]}; declare it in TARGETS"
+        verdicts[pid] = Verdict(state, file, detail)
+    return verdicts
+
+
+def _find_moved(source: Source, patch) -> tuple[str, str] | None:
+    """(file, symbol) when code the patch needs lives in a file it does not declare.
+
+    Candidates hold a class the patch names; the nearest to the declared location (sharing
+    the longest path prefix) that the patch's own probes or transform accept is the answer.
+    """
+    import os
+
+    import libcst as cst
+
+    from patchkit.errors import PatchkitError
+    from patchkit.matchers import classes
+
+    symbols = tuple(patch.ANCHOR_SYMBOLS)
+    if not symbols:
+        return None
+    needles = [f"class {symbol}".encode() for symbol in symbols]
+    candidates = []
+    for rel in source.python_files():
+        data = None if rel in patch.TARGETS else source.read(rel)
+        if data and any(needle in data for needle in needles):  # byte pre-filter; the parse decides
+            candidates.append((rel, data))
+    nearest = sorted(candidates, key=lambda item: -len(os.path.commonprefix([item[0], patch.TARGETS[0]])))
+    probe = type(patch)()  # a fresh instance: its warnings stay out of the report
+    for rel, data in nearest:
+        try:
+            tree = cst.parse_module(data)
+        except cst.ParserSyntaxError:
+            continue
+        symbol = next((s for s in symbols if classes(tree, s)), None)
+        if symbol is None:
+            continue
+        try:
+            if probe.is_applied(rel, tree) or probe.is_fixed_upstream(rel, tree):
+                return rel, symbol
+            probe.transform(rel, tree)
+            return rel, symbol
+        except PatchkitError:
+            continue
+    return None
+
+
+def watched_source(view: engine._View, patch, files: list[str]) -> dict[str, str]:
+    """{qualified name: source text} of the functions a patch works on, from `files`."""
+    import libcst as cst
+
+    from patchkit.matchers import classes, functions
+
+    found: dict[str, str] = {}
+    for rel in files:
+        data = view.read(rel)
+        if data is None:
+            continue
+        tree = view.parse(rel, data)  # parsed once, shared with the probes
+        for name in getattr(patch, "WATCH", ()):
+            owner, _, method = name.rpartition(".")
+            if owner:
+                nodes = [fn for cls in classes(tree, owner) for fn in functions(cls) if fn.name.value == method]
+            else:
+                nodes = [node for node in tree.body if getattr(getattr(node, "name", None), "value", None) == name
+                         and isinstance(node, cst.FunctionDef)]
+            for node in nodes:
+                found[name] = tree.code_for_node(node)
+    return found
+
+
+def _files_for(source: Source, patch, verdict: Verdict) -> list[str]:
+    present = [rel for rel in patch.TARGETS if source.read(rel) is not None]
+    if verdict.state == MOVED and verdict.file:
+        present.append(verdict.file)
+    return present
+
+
+@dataclass(frozen=True)
+class Track:
+    source_from: Source
+    source_to: Source
+    patches: list[dict]
+
+    def to_dict(self) -> dict:
+        return {"from": self.source_from.version, "to": self.source_to.version, "patches": self.patches}
+
+
+def track(source_from: Source, source_to: Source) -> Track:
+    """Each patch on both sources, with the diff of its watched functions between them."""
+    patches = {cls.ID: cls for cls in registry.load_all()}
+    view_from, view_to = _view(source_from), _view(source_to)
+    before, after = judge(source_from, view_from), judge(source_to, view_to)
+    rows = []
+    for pid, patch in patches.items():
+        old = watched_source(view_from, patch, _files_for(source_from, patch, before[pid]))
+        new = watched_source(view_to, patch, _files_for(source_to, patch, after[pid]))
+        diff = "".join(
+            "".join(difflib.unified_diff(
+                old.get(name, "").splitlines(keepends=True), new.get(name, "").splitlines(keepends=True),
+                f"{source_from.version}:{name}", f"{source_to.version}:{name}",
+            ))
+            for name in getattr(patch, "WATCH", ())
+        )
+        rows.append({
+            "id": pid,
+            "upstream": list(patch.UPSTREAM),
+            "drop_when": patch.DROP_WHEN,
+            "from": before[pid].to_dict(),
+            "to": after[pid].to_dict(),
+            "diff": diff,
+        })
+    return Track(source_from, source_to, rows)
+
+
+def versions_between(first: str | None, last: str | None) -> list[str]:
+    """Releases patchkit has manifests for, from `first` to `last` (inclusive; both added if unknown)."""
+    def key(version: str) -> Version:
+        try:
+            return Version(version)
+        except InvalidVersion:
+            raise TargetError(f"{version!r} is not a valid SGLang version") from None
+
+    chosen = {v for v in manifest.available() if (not first or key(v) >= key(first)) and (not last or key(v) <= key(last))}
+    chosen.update(v for v in (first, last) if v)
+    return sorted(chosen, key=key)
+
+
+def matrix(sources: list[Source]) -> dict:
+    """{"versions": [...], "patches": [{"id", "states": {version: state}, "upstream", "drop_when"}]}"""
+    verdicts = {source.version: judge(source) for source in sources}
+    rows = []
+    for patch in registry.load_all():
+        rows.append({
+            "id": patch.ID,
+            "states": {source.version: verdicts[source.version][patch.ID].state for source in sources},
+            "upstream": list(patch.UPSTREAM),
+            "drop_when": patch.DROP_WHEN,
+        })
+    return {"versions": [source.version for source in sources], "patches": rows}
