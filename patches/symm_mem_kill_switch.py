@@ -98,6 +98,14 @@ class SymmMemKillSwitch(Patch):
     REQUIRES = (MULTIMEM_AG,)
     ANCHOR_SYMBOLS = ("MultimemAllGatherer",)
     WATCH = ("MultimemAllGatherer._build", "create_state", "TorchSymmMemCommunicator.__init__")
+    RUNTIME_HOOK = {
+        "module": "sglang.srt.distributed.device_communicators.triton_symm_mem_ag",
+        "active": (
+            "getattr(__import__('torch.distributed._symmetric_memory', fromlist=['empty']).empty, "
+            f"'__qualname__', '').startswith('{SWITCH}.')"
+        ),
+        "opt_out": {ENV: "0"},
+    }
 
     def is_applied(self, path: str, tree: cst.Module) -> bool:
         if path == MULTIMEM_AG:

@@ -148,3 +148,55 @@ def matrix(first, last, fmt) -> None:
     from patchkit.commands.track import matrix as run
 
     _exit(lambda: run(first, last, fmt or "text"))
+
+
+@main.command(epilog=_epilog() + "\n\b\nverify exits 1 when a check fails (or, with --strict, a needed patch is missing).")
+@site_packages_option
+@click.option("--python", "python", metavar="PATH", help="Check the SGLang of another interpreter (a venv's bin/python).")
+@click.option("--strict", is_flag=True, help="Fail when a patch this release needs is not applied.")
+@json_option
+def verify(site_packages, python, strict, as_json) -> None:
+    """Check a patched environment without changing it: recorded bytes, compilation, imports
+    and runtime hooks in a fresh child interpreter."""
+    from patchkit.commands.verify import verify as run
+
+    _exit(lambda: run(site_packages, python, strict, as_json))
+
+
+@main.group(epilog=_epilog())
+def image() -> None:
+    """Patched container images: a Dockerfile that applies and verifies at build time."""
+
+
+_image_options = [
+    click.option("--base", required=True, metavar="IMAGE", help="Base image, e.g. lmsysorg/sglang:v0.5.17."),
+    click.option("--target", "version", required=True, metavar="VERSION", help="The SGLang version in the base image."),
+    click.option("--wheel", metavar="FILE", help="Install patchkit from this local wheel (default: the package index)."),
+]
+
+
+def _with_image_options(command):
+    for option in reversed(_image_options):
+        command = option(command)
+    return command
+
+
+@image.command(name="dockerfile", epilog=_epilog())
+@_with_image_options
+@click.option("-o", "--output", "out", metavar="FILE", help="Write here instead of stdout.")
+def image_dockerfile(base, version, wheel, out) -> None:
+    """Write the Dockerfile of a patched image."""
+    from patchkit.commands.image import write_dockerfile
+
+    _exit(lambda: write_dockerfile(base, version, wheel, out))
+
+
+@image.command(name="build", epilog=_epilog())
+@_with_image_options
+@click.option("-t", "--tag", required=True, help="Tag of the image to build.")
+@click.option("--builder", type=click.Choice(["docker", "podman", "buildah"]), help="Default: the first one installed.")
+def image_build(base, version, wheel, tag, builder) -> None:
+    """Build the patched image with docker, podman or buildah."""
+    from patchkit.commands.image import build
+
+    _exit(lambda: build(base, version, wheel, tag, builder))

@@ -40,6 +40,10 @@ class Patch:
     ANCHOR_SYMBOLS: ClassVar[tuple[str, ...]] = ()
     # Functions ("Class.method" or "function") whose upstream changes `track` diffs.
     WATCH: ClassVar[tuple[str, ...]] = ()
+    # A hook that acts at run time, checked by `verify` in a child interpreter of the patched
+    # environment: `module` is imported, then `active` (an expression) must be true, and false
+    # again under the `opt_out` environment.
+    RUNTIME_HOOK: ClassVar[dict | None] = None
 
     def __init__(self) -> None:
         self.warnings: list[str] = []
