@@ -75,7 +75,7 @@ def unified_diff(rel: str, before: bytes | None, after: bytes | None) -> str:
 
 
 @dataclass
-class _View:
+class View:
     target: Target
     state: State | None
     manifest: manifest_mod.Manifest
@@ -149,9 +149,9 @@ def _transform(patch: "Patch", rel: str, tree: "cst.Module") -> "cst.Module":
         raise PlanError(f"patch {patch.ID}: {exc}") from None
 
 
-def open_view(target: Target) -> _View:
+def open_view(target: Target) -> View:
     state = state_mod.load(target.site)
-    view = _View(target=target, state=state, manifest=manifest_mod.load(target.version))
+    view = View(target=target, state=state, manifest=manifest_mod.load(target.version))
     if state is not None and state.sglang_version != target.version:
         # SGLang was reinstalled at another version over a patched tree: the record is stale.
         view.warnings.append(
@@ -165,7 +165,7 @@ def open_view(target: Target) -> _View:
 # --- deciding each patch ----------------------------------------------------------------------
 
 
-def _fast_status(view: _View, pid: str) -> PatchStatus | None:
+def _fast_status(view: View, pid: str) -> PatchStatus | None:
     """Decide from hashes only, or None when the code must be read."""
     state = view.state
     if state and pid in state.patches:
@@ -187,7 +187,7 @@ def _fast_status(view: _View, pid: str) -> PatchStatus | None:
     return PatchStatus(pid, _VERDICT_STATE[entry.verdict], entry.files)
 
 
-def evaluate(view: _View, pid: str, contents: dict[str, bytes | None] | None = None) -> PatchStatus:
+def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = None) -> PatchStatus:
     """Decide a patch by its probes on the code (current bytes, or `contents`)."""
     from patchkit.errors import AnchorError
     from patchkit.patch import SkipPatch
@@ -220,14 +220,18 @@ def evaluate(view: _View, pid: str, contents: dict[str, bytes | None] | None = N
         chosen = tuple(rel for rel, v in verdicts.items() if v == state)
         if chosen:
             return PatchStatus(pid, state, chosen, "; ".join(details) if state == FAILED else "")
-    for state in (APPLIED, UPSTREAM_FIXED):
-        chosen = tuple(rel for rel, v in verdicts.items() if v == state)
-        if chosen and all(v in (state, NOT_APPLICABLE) for v in verdicts.values()):
-            return PatchStatus(pid, state, chosen)
+    applied = tuple(rel for rel, v in verdicts.items() if v == APPLIED)
+    fixed = tuple(rel for rel, v in verdicts.items() if v == UPSTREAM_FIXED)
+    if fixed:
+        # Upstream fixed the main file; a companion file that already has the same change
+        # (upstream's own) does not make the patch "applied".
+        return PatchStatus(pid, UPSTREAM_FIXED, fixed + applied)
+    if applied:
+        return PatchStatus(pid, APPLIED, applied)
     return PatchStatus(pid, NOT_APPLICABLE, tuple(present), "; ".join(details))
 
 
-def _status(view: _View, pid: str) -> PatchStatus:
+def _status(view: View, pid: str) -> PatchStatus:
     return _fast_status(view, pid) or evaluate(view, pid)
 
 
@@ -237,7 +241,7 @@ def status(target: Target) -> tuple[list[PatchStatus], list[str]]:
     return statuses, view.warnings
 
 
-def _range_warnings(view: _View, pids: list[str]) -> list[str]:
+def _range_warnings(view: View, pids: list[str]) -> list[str]:
     try:
         version = Version(view.target.version)
     except InvalidVersion:
@@ -252,7 +256,7 @@ def _range_warnings(view: _View, pids: list[str]) -> list[str]:
 # --- planning -----------------------------------------------------------------------------------
 
 
-def _render(view: _View, rel: str, ids: tuple[str, ...]) -> bytes | None:
+def _render(view: View, rel: str, ids: tuple[str, ...]) -> bytes | None:
     """The bytes a file must have with exactly `ids` applied, validated by compiling them."""
     base = view.pristine(rel)
     if base is None or not ids:
@@ -265,7 +269,7 @@ def _render(view: _View, rel: str, ids: tuple[str, ...]) -> bytes | None:
     return data
 
 
-def _build(view: _View, wanted: dict[str, list[str]], applied: list[str]) -> tuple[list[FileWrite], State | None]:
+def _build(view: View, wanted: dict[str, list[str]], applied: list[str]) -> tuple[list[FileWrite], State | None]:
     """Writes and new state for a tree where each file carries exactly `wanted[rel]`."""
     state = view.state
     writes: list[FileWrite] = []
@@ -283,7 +287,7 @@ def _build(view: _View, wanted: dict[str, list[str]], applied: list[str]) -> tup
     return writes, new_state
 
 
-def _current_assignment(view: _View) -> dict[str, list[str]]:
+def _current_assignment(view: View) -> dict[str, list[str]]:
     if not view.state:
         return {}
     return {rel: list(record.patches) for rel, record in view.state.files.items()}
@@ -330,7 +334,8 @@ def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False)
     state = view.state
     if state is None:
         return Plan(target, (), (), None, None, tuple(view.warnings))
-    chosen = registry.select(state.patches, only) if only else list(state.patches)
+    # --only names any known patch; those not applied here have nothing to revert.
+    chosen = [pid for pid in registry.select(registry.patch_ids(), only) if pid in state.patches] if only else list(state.patches)
     touched = {rel for pid in chosen for rel in state.files_of(pid)}
     drifted = sorted(rel for rel in touched if view.file_condition(rel) == "drifted")
     if drifted and not force:
@@ -361,7 +366,7 @@ _STATE_VERDICT = {state: verdict for verdict, state in _VERDICT_STATE.items()}
 
 def describe(target: Target) -> manifest_mod.Manifest:
     """The manifest of a pristine release tree, decided by the patches' probes alone."""
-    view = _View(target=target, state=None, manifest=manifest_mod.Manifest(target.version))
+    view = View(target=target, state=None, manifest=manifest_mod.Manifest(target.version))
     entries: dict[str, manifest_mod.PatchEntry] = {}
     files: dict[str, str] = {}
     for pid in registry.patch_ids():

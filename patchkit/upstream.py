@@ -91,11 +91,11 @@ class Verdict:
         return {"state": self.state, "file": self.file, "detail": self.detail}
 
 
-def _view(source: Source) -> engine._View:
-    return engine._View(target=source, state=None, manifest=manifest.Manifest(source.version))  # type: ignore[arg-type]
+def _view(source: Source) -> engine.View:
+    return engine.View(target=source, state=None, manifest=manifest.Manifest(source.version))  # type: ignore[arg-type]
 
 
-def judge(source: Source, view: engine._View | None = None) -> dict[str, Verdict]:
+def judge(source: Source, view: engine.View | None = None) -> dict[str, Verdict]:
     """Each patch's verdict on a source."""
     view = view or _view(source)
     verdicts = {}
@@ -154,7 +154,7 @@ def _find_moved(source: Source, patch) -> tuple[str, str] | None:
     return None
 
 
-def watched_source(view: engine._View, patch, files: list[str]) -> dict[str, str]:
+def watched_source(view: engine.View, patch, files: list[str]) -> dict[str, str]:
     """{qualified name: source text} of the functions a patch works on, from `files`."""
     import libcst as cst
 

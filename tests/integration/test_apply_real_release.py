@@ -13,7 +13,10 @@ from testing.releases import MODEL_CONFIG, pristine, snapshot
 pytestmark = pytest.mark.integration
 
 # What 0.5.17 needs (from its code, recorded in manifests/0.5.17.json), in id order.
-NEEDED_0_5_17 = ["draft-lmhead-placeholder", "mamba-slot-graceful", "mtp-layer-detection", "symm-mem-kill-switch"]
+NEEDED_0_5_17 = [
+    "autoround-packed-mapping", "draft-lmhead-placeholder", "eagle3-capture-hook", "mamba-slot-graceful",
+    "mtp-layer-detection", "symm-mem-kill-switch",
+]
 FALLBACK = b'getattr(\n                self.hf_text_config, "mtp_num_hidden_layers", None\n            )'
 
 
@@ -161,3 +164,12 @@ def test_reinstalled_release_over_patched_tree_is_reapplied(release):
     assert run("apply", "--site-packages", site).exit_code == 0
     assert FALLBACK in (site / MODEL_CONFIG).read_bytes()
     assert (site / ".patchkit/backups" / MODEL_CONFIG).read_bytes() == (pristine("0.5.17") / MODEL_CONFIG).read_bytes()
+
+
+def test_revert_only_of_a_patch_not_applied_changes_nothing(release):
+    site = release("0.5.19")
+    assert run("apply", "--site-packages", site, "--only", "symm-mem-kill-switch").exit_code == 0
+    before = snapshot(site)
+    result = run("revert", "--site-packages", site, "--only", "mamba-slot-graceful")
+    assert result.exit_code == 0 and "nothing to revert" in result.stdout
+    assert snapshot(site) == before

@@ -35,7 +35,8 @@ def test_instructions_and_labels():
     labels = DockerfileParser(fileobj=__import__("io").BytesIO(result.stdout.encode())).labels
     assert labels["io.patchkit.sglang"] == "0.5.17"
     listed = dict(item.split("@sha256:") for item in labels["io.patchkit.patches"].split(","))
-    assert sorted(listed) == ["draft-lmhead-placeholder", "mamba-slot-graceful", "mtp-layer-detection", "symm-mem-kill-switch"]
+    assert sorted(listed) == ["autoround-packed-mapping", "draft-lmhead-placeholder", "eagle3-capture-hook",
+                              "mamba-slot-graceful", "mtp-layer-detection", "symm-mem-kill-switch"]
     assert all(re.fullmatch("[0-9a-f]{64}", digest) for digest in listed.values())
     on_0_5_19 = DockerfileParser(fileobj=__import__("io").BytesIO(
         run("image", "dockerfile", "--base", "b", "--target", "0.5.19").stdout.encode())).labels

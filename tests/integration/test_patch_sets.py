@@ -15,12 +15,25 @@ pytestmark = pytest.mark.integration
 A, U, N = "applied", "upstream-fixed", "not-applicable"
 # What each release needs, by its code (the manifests record the same).
 EXPECTED = {
-    "0.5.14": {"draft-lmhead-placeholder": A, "mamba-slot-graceful": A, "mtp-layer-detection": A, "symm-mem-kill-switch": N},
-    "0.5.17": {"draft-lmhead-placeholder": A, "mamba-slot-graceful": A, "mtp-layer-detection": A, "symm-mem-kill-switch": A},
-    "0.5.19": {"draft-lmhead-placeholder": A, "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
-    "0.5.23": {"draft-lmhead-placeholder": A, "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
+    "0.5.10": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": N,
+               "mamba-slot-graceful": N, "mtp-layer-detection": A, "symm-mem-kill-switch": N},
+    "0.5.14": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": A,
+               "mamba-slot-graceful": A, "mtp-layer-detection": A, "symm-mem-kill-switch": N},
+    "0.5.17": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": A,
+               "mamba-slot-graceful": A, "mtp-layer-detection": A, "symm-mem-kill-switch": A},
+    "0.5.19": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": A,
+               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
+    "0.5.21": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": A,
+               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
+    "0.5.22": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": U,
+               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
+    "0.5.23": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": U,
+               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
 }
 MAMBA_FILES = {
+    "0.5.10": ["sglang/srt/mem_cache/mamba_radix_cache.py"],  # present, without the code the patch needs
+    "0.5.21": ["sglang/srt/mem_cache/unified_cache/components/mamba.py"],
+    "0.5.22": ["sglang/srt/mem_cache/unified_cache/components/mamba.py"],
     "0.5.14": ["sglang/srt/mem_cache/unified_cache_components/mamba_component.py", "sglang/srt/mem_cache/mamba_radix_cache.py"],
     "0.5.17": ["sglang/srt/mem_cache/unified_cache/components/mamba_component.py", "sglang/srt/mem_cache/mamba_radix_cache.py"],
     "0.5.19": ["sglang/srt/mem_cache/unified_cache/components/mamba_component.py", "sglang/srt/mem_cache/mamba_radix_cache.py"],
@@ -55,7 +68,9 @@ def test_apply_reapply_revert(release, version):
 
 
 @pytest.mark.parametrize("version", sorted(EXPECTED))
-@pytest.mark.parametrize("patch_id", ["draft-lmhead-placeholder", "mamba-slot-graceful", "symm-mem-kill-switch"])
+@pytest.mark.parametrize("patch_id", [
+    "autoround-packed-mapping", "draft-lmhead-placeholder", "eagle3-capture-hook", "mamba-slot-graceful", "symm-mem-kill-switch",
+])
 def test_each_patch_alone(release, version, patch_id):
     site = release(version)
     original = tree_hashes(site)
@@ -65,19 +80,19 @@ def test_each_patch_alone(release, version, patch_id):
     assert tree_hashes(site) == original
 
 
-def test_manifests_cover_every_release_from_0_5_14_to_0_5_23():
-    assert manifest.available() == [f"0.5.{minor}" for minor in range(14, 24)]
+def test_manifests_cover_every_release_from_0_5_10_to_0_5_23():
+    assert manifest.available() == [f"0.5.{minor}" for minor in range(10, 24)]
 
 
 def test_manifest_check_passes_on_committed_manifests(monkeypatch):
     from testing.releases import HOME
 
-    for minor in range(14, 24):
+    for minor in range(10, 24):
         pristine(f"0.5.{minor}")
     monkeypatch.setenv("PATCHKIT_HOME", str(HOME))
     result = run("manifest", "check")
     assert result.exit_code == 0, result.stdout + result.stderr
-    assert result.stdout.count("ok ") == 10
+    assert result.stdout.count("ok ") == 14
 
 
 def test_manifest_check_fails_on_an_altered_hash(monkeypatch):

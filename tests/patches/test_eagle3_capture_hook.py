@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import pytest
+
+from patchkit.patch import SkipPatch
+from patchkit.patches.eagle3_capture_hook import QWEN3_5, QWEN3_5_TEXT, Eagle3CaptureHook
+from testing.patch_test import PatchTest
+
+BEFORE = '''
+class Qwen3_5ForCausalLM(nn.Module):
+    def set_dflash_layers_to_capture(self, layers_to_capture: list[int]):
+        self.layers_to_capture = layers_to_capture
+        for layer_id in self.layers_to_capture:
+            setattr(self.layers[layer_id], "_is_layer_to_capture", True)
+
+
+class Qwen3_5ForConditionalGeneration(Qwen3VLForConditionalGeneration):
+    def load_weights(self, weights):
+        return set()
+'''
+
+AFTER = '''
+class Qwen3_5ForCausalLM(nn.Module):
+    def set_dflash_layers_to_capture(self, layers_to_capture: list[int]):
+        self.layers_to_capture = layers_to_capture
+        for layer_id in self.layers_to_capture:
+            setattr(self.layers[layer_id], "_is_layer_to_capture", True)
+
+    def set_eagle3_layers_to_capture(self, layers_to_capture: list[int]):
+        self.layers_to_capture = layers_to_capture
+        for layer_id in self.layers_to_capture:
+            setattr(self.layers[layer_id], "_is_layer_to_capture", True)
+
+
+class Qwen3_5ForConditionalGeneration(Qwen3VLForConditionalGeneration):
+    def load_weights(self, weights):
+        return set()
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        # patchkit eagle3-capture-hook: route to the Qwen3.5 decoder, which captures the layers
+        # flagged with _is_layer_to_capture (the inherited Qwen3-VL method only set a list it ignores).
+        pp_group = getattr(self, "pp_group", None)
+        if pp_group is not None and not pp_group.is_last_rank:
+            return
+        self.capture_aux_hidden_states = True
+        self.model.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            layers_to_capture = [val + 1 for val in layer_ids]
+        self.model.set_eagle3_layers_to_capture(layers_to_capture)
+'''
+
+# 0.5.22: the decoder has the method, the VL base delegates; no override on the wrapper.
+UPSTREAM = BEFORE.replace(
+    "\n\nclass Qwen3_5ForConditionalGeneration",
+    "\n    def set_eagle3_layers_to_capture(self, layers_to_capture):\n        self.layers_to_capture = layers_to_capture\n"
+    "\n\nclass Qwen3_5ForConditionalGeneration",
+)
+
+
+class TestDecoderAndWrapper(PatchTest):
+    PATCH = Eagle3CaptureHook
+    PATH = QWEN3_5
+
+    def test_adds_decoder_method_and_wrapper_override(self):
+        self.assert_transform(BEFORE, AFTER)
+
+    def test_0_5_22_is_upstream_fixed(self):
+        assert Eagle3CaptureHook().is_fixed_upstream(self.PATH, self.parse(UPSTREAM))
+
+    def test_before_capture_machinery_is_skipped(self):
+        without = BEFORE.replace("set_dflash_layers_to_capture", "something_else")
+        with pytest.raises(SkipPatch, match="no layer-capture machinery"):
+            Eagle3CaptureHook().transform(self.PATH, self.parse(without))
+
+
+class TestTextOnlyClass(PatchTest):
+    PATCH = Eagle3CaptureHook
+    PATH = QWEN3_5_TEXT
+
+    def test_text_class_gets_the_0_5_22_method(self):
+        before = "class Qwen3_5ForCausalLM(nn.Module):\n    def forward(self):\n        pass\n"
+        patched = Eagle3CaptureHook().transform(self.PATH, self.parse(before)).code
+        assert "        num_layers = len(self.model.layers)\n" in patched
+        assert Eagle3CaptureHook().is_applied(self.PATH, self.parse(patched))
