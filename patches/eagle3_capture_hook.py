@@ -13,7 +13,6 @@ Matches 0.5.22's own implementation, so nothing changes for a user who upgrades 
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from patchkit.matchers import classes, exactly_one, find_class, methods, parse_statements, replace_member
 from patchkit.patch import Patch, SkipPatch

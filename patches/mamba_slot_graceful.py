@@ -26,7 +26,6 @@ import libcst.matchers as m
 
 from patchkit.matchers import (
     exactly_one,
-    functions,
     replace_statement,
     methods,
     parse_statements,

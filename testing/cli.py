@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,13 +24,6 @@ class Result:
 def run(*args: str | Path) -> Result:
     result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
     return Result(result.exit_code, result.stdout, result.stderr)
-
-
-def spawn(*args: str | Path, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "patchkit", *map(str, args)],
-        capture_output=True, text=True, env={**os.environ, **(env or {})}, **kwargs,
-    )
 
 
 def states(site: Path) -> dict[str, str]:

@@ -8,9 +8,7 @@ embed_tokens), ParallelLMHead, LogitsProcessor and the parallel-state accessors.
 Prints one JSON object.
 """
 
-import copy
 import json
-import sys
 from types import SimpleNamespace
 
 import torch

@@ -8,7 +8,6 @@ list is empty and that counts what it hands out and gets back. Prints one JSON o
 import importlib
 import json
 import logging
-import sys
 from types import SimpleNamespace
 
 import torch
