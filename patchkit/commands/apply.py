@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 from patchkit import engine, output, transaction
 from patchkit import state as state_mod
 from patchkit.commands import report
@@ -50,11 +52,7 @@ def apply(
         output.line(f"dry run: {len(plan.writes)} file(s) would change; nothing written")
         return EXIT_OK
     report.header(target)
-    for s in plan.statuses:
-        if s.id in acted:
-            output.line(f"  applied         {s.id}  {', '.join(s.files)}")
-        else:
-            report.table([s])
+    report.table([replace(s, state="applied", detail="") if s.id in acted else s for s in plan.statuses])
     if not plan.changes_files:
         output.line("nothing to do: no file changed")
     else:
