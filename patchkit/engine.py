@@ -7,7 +7,7 @@ the patches' own probes on the parsed code.
 
 from __future__ import annotations
 
-import difflib
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -64,6 +64,8 @@ class Plan:
 
 
 def unified_diff(rel: str, before: bytes | None, after: bytes | None) -> str:
+    import difflib  # only diffs need it; keeps `status` start-up small
+
     old = (before or b"").decode("utf-8", "replace").splitlines(keepends=True)
     new = (after or b"").decode("utf-8", "replace").splitlines(keepends=True)
     lines = difflib.unified_diff(old, new, f"a/{rel}" if before is not None else "/dev/null",
@@ -269,13 +271,52 @@ def _render(view: View, rel: str, ids: tuple[str, ...]) -> bytes | None:
     return data
 
 
+# The view a forked render worker inherits (set just before the pool forks).
+_FORKED_VIEW: View | None = None
+
+
+def _render_in_worker(rel: str, ids: tuple[str, ...]) -> tuple[bytes | None, list[str]]:
+    view = _FORKED_VIEW
+    assert view is not None
+    data = _render(view, rel, ids)
+    return data, [f"patch {pid}: {w}" for pid in ids for w in view.patches[pid].warnings]
+
+
+def _render_all(view: View, wanted: dict[str, tuple[str, ...]]) -> dict[str, bytes | None]:
+    """Every file's new bytes. Parsing and regenerating dominate a cold apply and each file is
+    independent, so with several files and cores they are rendered in forked workers."""
+    global _FORKED_VIEW
+    import multiprocessing  # here, not at module level: status and no-op apply never need it
+    from concurrent.futures import ProcessPoolExecutor
+
+    heavy = sorted((rel for rel, ids in wanted.items() if ids and view.pristine(rel) is not None),
+                   key=lambda rel: -len(view.pristine(rel) or b""))
+    workers = min(len(heavy), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return {rel: _render(view, rel, ids) for rel, ids in wanted.items()}
+    view.patches  # load the patch modules once, before forking
+    _FORKED_VIEW = view
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = {rel: pool.submit(_render_in_worker, rel, wanted[rel]) for rel in heavy}
+            rendered = {}
+            for rel, future in futures.items():
+                rendered[rel], warnings = future.result()
+                view.warnings.extend(warnings)
+    finally:
+        _FORKED_VIEW = None
+    rendered.update({rel: _render(view, rel, ids) for rel, ids in wanted.items() if rel not in rendered})
+    return rendered
+
+
 def _build(view: View, wanted: dict[str, list[str]], applied: list[str]) -> tuple[list[FileWrite], State | None]:
     """Writes and new state for a tree where each file carries exactly `wanted[rel]`."""
     state = view.state
     writes: list[FileWrite] = []
     files: dict[str, FileRecord] = {}
+    rendered = _render_all(view, {rel: tuple(ids) for rel, ids in wanted.items()})
     for rel, ids in sorted(wanted.items()):
-        after = _render(view, rel, tuple(ids))
+        after = rendered[rel]
         before = view.read(rel)
         record = state.files.get(rel) if state else None
         pristine_sha = record.pristine if record else (None if before is None else sha256(before))
@@ -311,7 +352,6 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     if not to_apply:
         return Plan(target, tuple(statuses), (), view.state, view.state, tuple(view.warnings))
 
-    warnings = view.warnings + _range_warnings(view, [s.id for s in to_apply])
     assignment = _current_assignment(view)
     for s in to_apply:
         files = s.files if s.state == PENDING else evaluate(view, s.id, {rel: view.pristine(rel) for rel in view.patches[s.id].TARGETS}).files
@@ -325,7 +365,9 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     applied = [pid for pid in ids if pid in applied_before or pid in {s.id for s in to_apply}]
     writes, new_state = _build(view, assignment, applied)
     for patch in (view.patches[s.id] for s in to_apply):
-        warnings.extend(f"patch {patch.ID}: {w}" for w in patch.warnings)
+        view.warnings.extend(f"patch {patch.ID}: {w}" for w in patch.warnings)
+    # A transform that ran in this process and in a render worker warns once.
+    warnings = list(dict.fromkeys(view.warnings + _range_warnings(view, [s.id for s in to_apply])))
     return Plan(target, tuple(statuses), tuple(writes), view.state, new_state, tuple(warnings), tuple(s.id for s in to_apply))
 
 

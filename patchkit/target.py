@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from pathlib import Path
 
 from patchkit.constants import PACKAGE
@@ -61,6 +59,8 @@ def _version_from_dist_info(site: Path) -> str:
     if len(infos) > 1:
         names = ", ".join(info.name for info in infos)
         raise TargetError(f"several SGLang dist-info folders in {site} ({names}); reinstall SGLang")
+    from email.parser import HeaderParser  # imported on use: start-up time matters for `status`
+
     try:
         metadata = HeaderParser().parsestr((infos[0] / "METADATA").read_text(encoding="utf-8"))
     except OSError as exc:
@@ -83,6 +83,8 @@ def find_in(site: Path) -> Target:
 
 def find_installed() -> Target:
     """The SGLang that this interpreter imports, found through its distribution metadata."""
+    import importlib.metadata
+
     try:
         dist = importlib.metadata.distribution(PACKAGE)
     except importlib.metadata.PackageNotFoundError:
