@@ -83,6 +83,7 @@ class View:
     manifest: manifest_mod.Manifest
     warnings: list[str] = field(default_factory=list)
     _bytes: dict[str, bytes | None] = field(default_factory=dict)
+    _backups: dict[str, bytes | None] = field(default_factory=dict)
     _trees: dict[tuple[str, str], "cst.Module"] = field(default_factory=dict)
     _folds: dict[tuple[str, str, tuple[str, ...]], "cst.Module"] = field(default_factory=dict)
     _patches: dict[str, "Patch"] | None = None
@@ -97,11 +98,13 @@ class View:
         return None if data is None else sha256(data)
 
     def pristine(self, rel: str) -> bytes | None:
-        """The release's bytes of a file: its backup once patchkit changed it."""
-        if self.state and rel in self.state.files:
+        """The release's bytes of a file: its backup once patchkit changed it (read once)."""
+        if not (self.state and rel in self.state.files):
+            return self.read(rel)
+        if rel not in self._backups:
             record = self.state.files[rel]
-            return None if record.pristine is None else state_mod.read_backup(self.target.site, rel)
-        return self.read(rel)
+            self._backups[rel] = None if record.pristine is None else state_mod.read_backup(self.target.site, rel)
+        return self._backups[rel]
 
     def file_condition(self, rel: str) -> str:
         record = self.state.files[rel]  # type: ignore[union-attr]
