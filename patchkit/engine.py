@@ -409,9 +409,15 @@ def current_diff(target: Target) -> str:
 _STATE_VERDICT = {state: verdict for verdict, state in _VERDICT_STATE.items()}
 
 
+def code_view(source: Target) -> View:
+    """A view that judges code alone: no state file, no manifest to lean on (any object with
+    `read` and `version` will do: a release tree or a git revision)."""
+    return View(target=source, state=None, manifest=manifest_mod.Manifest(source.version))
+
+
 def describe(target: Target) -> manifest_mod.Manifest:
     """The manifest of a pristine release tree, decided by the patches' probes alone."""
-    view = View(target=target, state=None, manifest=manifest_mod.Manifest(target.version))
+    view = code_view(target)
     entries: dict[str, manifest_mod.PatchEntry] = {}
     files: dict[str, str] = {}
     for pid in registry.patch_ids():

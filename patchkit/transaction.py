@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import state as state_mod
-from patchkit.constants import BACKUPS_DIR
+from patchkit.constants import BACKUPS_DIR, LOCK_FILE
 from patchkit.errors import StateError
 from patchkit.state import State
 from patchkit.target import Target
@@ -118,7 +118,7 @@ def _finish(target: Target, new: State | None) -> None:
     if new is None:
         # Nothing patched any more: leave the folder as the release installed it.
         for entry in state_mod.state_dir(site).iterdir():
-            if entry.name != "lock":
+            if entry.name != LOCK_FILE:
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         return
     state_mod.save(site, new)

@@ -91,13 +91,9 @@ class Verdict:
         return {"state": self.state, "file": self.file, "detail": self.detail}
 
 
-def _view(source: Source) -> engine.View:
-    return engine.View(target=source, state=None, manifest=manifest.Manifest(source.version))  # type: ignore[arg-type]
-
-
 def judge(source: Source, view: engine.View | None = None) -> dict[str, Verdict]:
     """Each patch's verdict on a source."""
-    view = view or _view(source)
+    view = view or engine.code_view(source)  # type: ignore[arg-type]
     verdicts = {}
     for pid in registry.patch_ids():
         status = engine.evaluate(view, pid)
@@ -156,7 +152,7 @@ def _find_moved(source: Source, patch) -> tuple[str, str] | None:
 
 def watched_source(view: engine.View, patch, files: list[str]) -> dict[str, str]:
     """{qualified name: source text} of the functions a patch works on, from `files`."""
-    import libcst as cst
+    import libcst.matchers as m
 
     from patchkit.matchers import classes, functions
 
@@ -171,8 +167,7 @@ def watched_source(view: engine.View, patch, files: list[str]) -> dict[str, str]
             if owner:
                 nodes = [fn for cls in classes(tree, owner) for fn in functions(cls) if fn.name.value == method]
             else:
-                nodes = [node for node in tree.body if getattr(getattr(node, "name", None), "value", None) == name
-                         and isinstance(node, cst.FunctionDef)]
+                nodes = [node for node in tree.body if m.matches(node, m.FunctionDef(name=m.Name(name)))]
             for node in nodes:
                 found[name] = tree.code_for_node(node)
     return found
@@ -198,7 +193,7 @@ class Track:
 def track(source_from: Source, source_to: Source) -> Track:
     """Each patch on both sources, with the diff of its watched functions between them."""
     patches = {cls.ID: cls for cls in registry.load_all()}
-    view_from, view_to = _view(source_from), _view(source_to)
+    view_from, view_to = engine.code_view(source_from), engine.code_view(source_to)  # type: ignore[arg-type]
     before, after = judge(source_from, view_from), judge(source_to, view_to)
     rows = []
     for pid, patch in patches.items():

@@ -10,6 +10,11 @@ from patchkit.errors import UsageError
 from patchkit.target import Target, check_version, find_in, find_installed
 
 
+def release_target(version: str) -> Target:
+    """A pristine release from the package index, cached (for manifests and tracking)."""
+    return find_in(releases.pristine_tree(version))
+
+
 def locate(site_packages: str | None, fetch: str | None = None, version: str | None = None) -> Target:
     if site_packages and fetch:
         raise UsageError("--site-packages and --fetch are mutually exclusive")

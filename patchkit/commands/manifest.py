@@ -2,15 +2,15 @@ from __future__ import annotations
 
 from importlib import resources
 
-from patchkit import engine, output, releases
+from patchkit import engine, output
 from patchkit import manifest as manifest_mod
 from patchkit.constants import EXIT_OK, EXIT_PLAN
-from patchkit.target import find_in
+from patchkit.commands.locate import release_target
 from patchkit.util import atomic_write
 
 
 def _describe(version: str) -> manifest_mod.Manifest:
-    return engine.describe(find_in(releases.pristine_tree(version)))
+    return engine.describe(release_target(version))
 
 
 def update(versions: tuple[str, ...]) -> int:

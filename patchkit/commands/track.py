@@ -1,20 +1,16 @@
 from __future__ import annotations
 
-from patchkit import output, releases, upstream
+from patchkit import output, upstream
+from patchkit.commands.locate import release_target
 from patchkit.constants import EXIT_OK
 from patchkit.errors import UsageError
-from patchkit.target import find_in
-
-
-def _release(version: str) -> upstream.Source:
-    return find_in(releases.pristine_tree(version))
 
 
 def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
     if git_path:
         sources = upstream.GitSource(git_path, first), upstream.GitSource(git_path, last)
     else:
-        sources = _release(first), _release(last)
+        sources = release_target(first), release_target(last)
     report = upstream.track(*sources)
     if as_json:
         output.as_json(report.to_dict())
@@ -39,7 +35,7 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
     versions = upstream.versions_between(first, last)
     if not versions:
         raise UsageError("no release in that range")
-    table = upstream.matrix([_release(version) for version in versions])
+    table = upstream.matrix([release_target(version) for version in versions])
     if fmt == "json":
         output.as_json(table)
     elif fmt == "markdown":
