@@ -7,7 +7,6 @@ the patches' own probes on the parsed code.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -274,42 +273,10 @@ def _render(view: View, rel: str, ids: tuple[str, ...]) -> bytes | None:
     return data
 
 
-# The view a forked render worker inherits (set just before the pool forks).
-_FORKED_VIEW: View | None = None
-
-
-def _render_in_worker(rel: str, ids: tuple[str, ...]) -> tuple[bytes | None, list[str]]:
-    view = _FORKED_VIEW
-    assert view is not None
-    data = _render(view, rel, ids)
-    return data, [f"patch {pid}: {w}" for pid in ids for w in view.patches[pid].warnings]
-
-
 def _render_all(view: View, wanted: dict[str, tuple[str, ...]]) -> dict[str, bytes | None]:
-    """Every file's new bytes. Parsing and regenerating dominate a cold apply and each file is
-    independent, so with several files and cores they are rendered in forked workers."""
-    global _FORKED_VIEW
-    import multiprocessing  # here, not at module level: status and no-op apply never need it
-    from concurrent.futures import ProcessPoolExecutor
-
-    heavy = sorted((rel for rel, ids in wanted.items() if ids and view.pristine(rel) is not None),
-                   key=lambda rel: -len(view.pristine(rel) or b""))
-    workers = min(len(heavy), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return {rel: _render(view, rel, ids) for rel, ids in wanted.items()}
-    view.patches  # load the patch modules once, before forking
-    _FORKED_VIEW = view
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = {rel: pool.submit(_render_in_worker, rel, wanted[rel]) for rel in heavy}
-            rendered = {}
-            for rel, future in futures.items():
-                rendered[rel], warnings = future.result()
-                view.warnings.extend(warnings)
-    finally:
-        _FORKED_VIEW = None
-    rendered.update({rel: _render(view, rel, ids) for rel, ids in wanted.items() if rel not in rendered})
-    return rendered
+    """Every file's new bytes, rendered here, one after the other. patchkit starts no helper
+    process for this: nothing it starts may outlive a killed run or hold its lock."""
+    return {rel: _render(view, rel, ids) for rel, ids in wanted.items()}
 
 
 def _build(view: View, wanted: dict[str, list[str]], applied: list[str]) -> tuple[list[FileWrite], State | None]:
@@ -369,7 +336,7 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     writes, new_state = _build(view, assignment, applied)
     for patch in (view.patches[s.id] for s in to_apply):
         view.warnings.extend(f"patch {patch.ID}: {w}" for w in patch.warnings)
-    # A transform that ran in this process and in a render worker warns once.
+    # A transform rendered for several files warns once.
     warnings = list(dict.fromkeys(view.warnings + _range_warnings(view, [s.id for s in to_apply])))
     return Plan(target, tuple(statuses), tuple(writes), view.state, new_state, tuple(warnings), tuple(s.id for s in to_apply))
 

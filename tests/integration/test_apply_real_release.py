@@ -173,20 +173,3 @@ def test_revert_only_of_a_patch_not_applied_changes_nothing(release):
     result = run("revert", "--site-packages", site, "--only", "mamba-slot-graceful")
     assert result.exit_code == 0 and "nothing to revert" in result.stdout
     assert snapshot(site) == before
-
-
-def test_parallel_and_serial_rendering_write_the_same_bytes(release, monkeypatch, tmp_path):
-    """Files are rendered in forked workers when there are several and more than one core."""
-    import os
-
-    parallel = release("0.5.17")
-    assert run("apply", "--site-packages", parallel).exit_code == 0
-    serial = parallel.parent / "serial"
-    from testing.releases import copy_release
-
-    copy_release("0.5.17", serial)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
-    assert run("apply", "--site-packages", serial).exit_code == 0
-    state = json.loads((parallel / ".patchkit/state.json").read_text())
-    for rel in state["files"]:
-        assert (parallel / rel).read_bytes() == (serial / rel).read_bytes(), rel
