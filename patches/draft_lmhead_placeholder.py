@@ -17,68 +17,48 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit.matchers import (
-    classes,
-    exactly_one,
-    find_class,
-    find_method,
-    functions,
-    insert_after,
-    methods,
-    parse_statements,
-    replace_member,
-    replace_statement,
-    self_attr,
-    statements,
-    string,
-)
-from patchkit.patch import Patch, SkipPatch
+from patchkit import edits
+from patchkit.matchers import self_attr, string
+from patchkit.patch import Patch, top_classes
+from patchkit.template import Snippet, walk_statements
 
 QWEN3_5_MTP = "sglang/srt/models/qwen3_5_mtp.py"
 CLASS = "Qwen3_5ForCausalLMMTP"
+# The MTP draft classes this patch covers, by file (one entry per model family).
+DRAFT_CLASSES = {QWEN3_5_MTP: CLASS}
 
 # `if <pp_group>.is_last_rank:` whose body assigns self.lm_head (the head is built there).
+_ASSIGNS_HEAD = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr("lm_head"))])])
 _BUILDS_HEAD = m.If(
     test=m.Attribute(value=m.SaveMatchedNode(m.DoNotCare(), "pp_group"), attr=m.Name("is_last_rank")),
-    body=m.MatchIfTrue(lambda body: bool(statements(body, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr("lm_head"))])])))),
+    body=m.MatchIfTrue(lambda body: any(m.matches(s, _ASSIGNS_HEAD) for s in walk_statements(body))),
 )
 
-_PLACEHOLDER_SOURCE = """\
-if {pp_group}.world_size == 1:
-    # patchkit draft-lmhead-placeholder: the target's embed/lm_head replace these in
-    # set_embed_and_head(); dropping them now keeps ~2 x vocab x hidden out of the KV budget.
-    self.model.embed_tokens.weight = torch.nn.Parameter(
-        self.model.embed_tokens.weight.new_empty(0), requires_grad=False
-    )
-    if not config.tie_word_embeddings:
-        self.lm_head.weight = torch.nn.Parameter(
-            self.lm_head.weight.new_empty(0), requires_grad=False
+PLACEHOLDER = Snippet("""
+    if {pp_group}.world_size == 1:
+        # patchkit draft-lmhead-placeholder: the target's embed/lm_head replace these in
+        # set_embed_and_head(); dropping them now keeps ~2 x vocab x hidden out of the KV budget.
+        self.model.embed_tokens.weight = torch.nn.Parameter(
+            self.model.embed_tokens.weight.new_empty(0), requires_grad=False
         )
-"""
+        if not config.tie_word_embeddings:
+            self.lm_head.weight = torch.nn.Parameter(
+                self.lm_head.weight.new_empty(0), requires_grad=False
+            )
+""", blank_lines_before=1)
 
-_PLACEHOLDER = m.If(
-    test=m.Comparison(left=m.Attribute(attr=m.Name("world_size"))),
-    body=m.MatchIfTrue(lambda body: bool(statements(body, m.SimpleStatementLine(body=[m.Assign(
-        targets=[m.AssignTarget(self_attr("model", "embed_tokens", "weight"))],
-        value=m.Call(func=m.Attribute(value=m.Attribute(value=m.Name("torch"), attr=m.Name("nn")), attr=m.Name("Parameter"))),
-    )])))),
-)
-
-# load_weights (0.5.20+): `if name in ("model.embed_tokens.weight", ...):` loads the checkpoint embedding.
+# load_weights (0.5.20+): `if name in ("model.embed_tokens.weight", ...):` loads the checkpoint
+# embedding; every such branch is guarded.
 _LOADS_EMBED = m.If(
     test=m.Comparison(
         left=m.Name("name"),
         comparisons=[m.ComparisonTarget(operator=m.In(), comparator=m.Tuple(elements=[m.ZeroOrMore(), m.Element(string("model.embed_tokens.weight")), m.ZeroOrMore()]))],
     )
 )
-_SKIP_LOAD_SOURCE = """\
-if self.model.embed_tokens.weight.numel() == 0:
-    continue  # patchkit draft-lmhead-placeholder: the target's embedding replaces it
-"""
-_SKIP_LOAD = m.If(
-    test=m.Comparison(left=m.Call(func=m.Attribute(value=self_attr("model", "embed_tokens", "weight"), attr=m.Name("numel")))),
-    body=m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Continue()])]),
-)
+SKIP_LOAD = Snippet("""
+    if self.model.embed_tokens.weight.numel() == 0:
+        continue  # patchkit draft-lmhead-placeholder: the target's embedding replaces it
+""")
 
 # The upstream fixes in review allocate no ParallelLMHead in the draft at all (sglang#38147).
 _ALLOCATES_HEAD = m.Call(func=m.Name("ParallelLMHead"))
@@ -99,35 +79,40 @@ class DraftLmheadPlaceholder(Patch):
     )
     DROP_WHEN = "drop when #38147 (or one of #35996/#37155/#35567) ships"
     APPLIES_TO = ">=0.5.14"
-    TARGETS = (QWEN3_5_MTP,)
+    TARGETS = tuple(DRAFT_CLASSES)
+    SCOPE = {path: (cls,) for path, cls in DRAFT_CLASSES.items()}
+    MARKS = {path: ((cls, PLACEHOLDER),) for path, cls in DRAFT_CLASSES.items()}
     ANCHOR_SYMBOLS = (CLASS,)
     WATCH = (f"{CLASS}.__init__", f"{CLASS}.set_embed_and_head", f"{CLASS}.load_weights")
 
-    def _cls(self, path: str, tree: cst.Module) -> cst.ClassDef:
-        if not classes(tree, CLASS):
-            raise SkipPatch(f"{path} has no {CLASS}")
-        return find_class(tree, CLASS, path)
-
-    def is_applied(self, path: str, tree: cst.Module) -> bool:
-        return any(statements(init, _PLACEHOLDER) for cls in classes(tree, CLASS) for init in methods(cls, "__init__"))
-
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         return any(
-            not m.findall(init, _ALLOCATES_HEAD) for cls in classes(tree, CLASS) for init in methods(cls, "__init__")
+            not m.findall(init, _ALLOCATES_HEAD)
+            for cls in self.scope_classes(path, tree) for init in cls.body.body
+            if m.matches(init, m.FunctionDef(name=m.Name("__init__")))
         )
 
-    def transform(self, path: str, tree: cst.Module) -> cst.Module:
-        cls = self._cls(path, tree)
-        if self.is_applied(path, tree):
-            return tree
-        init = find_method(cls, "__init__", path)
-        anchor = exactly_one(statements(init, _BUILDS_HEAD), f"{CLASS}.__init__: if <pp_group>.is_last_rank: self.lm_head = ...", path)
-        pp_group = cst.Module(body=[]).code_for_node(m.extract(anchor, _BUILDS_HEAD)["pp_group"])  # type: ignore[index]
-        new_cls = replace_member(cls, init, insert_after(init, anchor, parse_statements(_PLACEHOLDER_SOURCE.format(pp_group=pp_group), blank_lines_before=1)))
+    def edit(self, path: str, tree: cst.Module) -> cst.Module:
+        return edits.edit_class(tree, DRAFT_CLASSES[path], self._edit_class)
 
-        loaders = [fn for fn in functions(new_cls) if fn.name.value == "load_weights"]
-        for loader in loaders:
-            for branch in statements(loader, _LOADS_EMBED):
-                guarded = branch.with_changes(body=branch.body.with_changes(body=[*parse_statements(_SKIP_LOAD_SOURCE), *branch.body.body]))  # type: ignore[attr-defined]
-                new_cls = replace_member(new_cls, loader, replace_statement(loader, branch, [guarded]))
-        return replace_member(tree, cls, new_cls)
+    def _edit_class(self, cls: cst.ClassDef) -> cst.ClassDef:
+        name = cls.name.value
+        cls = edits.edit_method(cls, "__init__", lambda init: edits.replace(
+            init, _BUILDS_HEAD, self._add_placeholder, f"{name}.__init__: if <pp_group>.is_last_rank: self.lm_head = ...",
+        ))
+        # From 0.5.20, load_weights loads the checkpoint embedding into the draft's own copy.
+        loaders = [fn for fn in cls.body.body if m.matches(fn, m.FunctionDef(name=m.Name("load_weights")))]
+        if any(m.matches(stmt, _LOADS_EMBED) for fn in loaders for stmt in walk_statements(fn)):
+            cls = edits.edit_method(cls, "load_weights", lambda loader: edits.replace(
+                loader, _LOADS_EMBED, self._skip_load, f'{name}.load_weights: if name in ("model.embed_tokens.weight", ...)', every=True,
+            ))
+        return cls
+
+    def _add_placeholder(self, builds_head: cst.CSTNode) -> list[cst.BaseStatement]:
+        pp_group = m.extract(builds_head, _BUILDS_HEAD)["pp_group"]  # type: ignore[index]
+        return [builds_head, *PLACEHOLDER.fill(pp_group=pp_group)]  # type: ignore[list-item]
+
+    def _skip_load(self, branch: cst.CSTNode) -> cst.CSTNode:
+        if any(SKIP_LOAD.matches(stmt) for stmt in branch.body.body):  # type: ignore[attr-defined]
+            return branch  # guarded already (a second run over a partly patched file)
+        return edits.prepend_to_block(branch, SKIP_LOAD.fill(), "the embedding-load branch")

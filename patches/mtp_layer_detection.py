@@ -5,21 +5,13 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit.matchers import (
-    classes,
-    exactly_one,
-    find_class,
-    insert_after,
-    functions,
-    parse_statements,
-    replace_method,
-    self_attr,
-    statements,
-    string,
-)
-from patchkit.patch import Patch, SkipPatch
+from patchkit import edits
+from patchkit.matchers import self_attr, string
+from patchkit.patch import Patch, top_classes
+from patchkit.template import Snippet, walk_statements
 
 MODEL_CONFIG = "sglang/srt/configs/model_config.py"
+CLASS = "ModelConfig"
 
 # `self.num_nextn_predict_layers = getattr(self.hf_text_config, "num_nextn_predict_layers", None)`
 _READS_NEXTN = m.SimpleStatementLine(
@@ -36,38 +28,12 @@ _READS_NEXTN = m.SimpleStatementLine(
 
 # The fallback this patch inserts (the draft-only guard keeps target models unchanged: a
 # target with MTP layers and pipeline parallelism would otherwise trip SGLang's PP/MTP assert).
-_FALLBACK_SOURCE = """\
-if self.num_nextn_predict_layers is None and self.is_draft_model:
-    self.num_nextn_predict_layers = getattr(
-        self.hf_text_config, "mtp_num_hidden_layers", None
-    )
-"""
-
-_FALLBACK = m.If(
-    test=m.BooleanOperation(
-        left=m.Comparison(
-            left=self_attr("num_nextn_predict_layers"),
-            comparisons=[m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))],
-        ),
-        operator=m.And(),
-        right=self_attr("is_draft_model"),
-    ),
-    body=m.IndentedBlock(
-        body=[
-            m.SimpleStatementLine(
-                body=[
-                    m.Assign(
-                        targets=[m.AssignTarget(target=self_attr("num_nextn_predict_layers"))],
-                        value=m.Call(
-                            func=m.Name("getattr"),
-                            args=[m.Arg(self_attr("hf_text_config")), m.Arg(string("mtp_num_hidden_layers")), m.DoNotCare()],
-                        ),
-                    )
-                ]
-            )
-        ]
-    ),
-)
+FALLBACK = Snippet("""
+    if self.num_nextn_predict_layers is None and self.is_draft_model:
+        self.num_nextn_predict_layers = getattr(
+            self.hf_text_config, "mtp_num_hidden_layers", None
+        )
+""")
 
 _QWEN3_5_ARCH = string("Qwen3_5ForConditionalGeneration")
 _MENTIONS_QWEN3_5 = m.If(test=m.MatchIfTrue(lambda test: bool(m.findall(test, _QWEN3_5_ARCH))))
@@ -78,10 +44,10 @@ _GETATTR_MTP = m.Call(func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(string(
 
 def _lines_reading_mtp(fn: cst.FunctionDef) -> list[cst.CSTNode]:
     """Statement lines of `fn` that read mtp_num_hidden_layers, except inside our fallback."""
-    ours = {id(line) for fallback in statements(fn, _FALLBACK) for line in statements(fallback, m.SimpleStatementLine())}
+    ours = {id(line) for fallback in FALLBACK.find(fn) for line in walk_statements(fallback)}
     return [
-        line for line in statements(fn, m.SimpleStatementLine())
-        if id(line) not in ours and m.findall(line, _GETATTR_MTP)
+        line for line in walk_statements(fn)
+        if isinstance(line, cst.SimpleStatementLine) and id(line) not in ours and m.findall(line, _GETATTR_MTP)
     ]
 
 
@@ -98,37 +64,34 @@ class MtpLayerDetection(Patch):
     DROP_WHEN = "drop for releases >= 0.5.18 (the draft rewrite sets hf_text_config.num_nextn_predict_layers)"
     APPLIES_TO = ">=0.5.14"
     TARGETS = (MODEL_CONFIG,)
-    ANCHOR_SYMBOLS = ("ModelConfig",)
+    SCOPE = {MODEL_CONFIG: (CLASS,)}
+    MARKS = {MODEL_CONFIG: ((CLASS, FALLBACK),)}
+    ANCHOR_SYMBOLS = (CLASS,)
     WATCH = ("ModelConfig._derive_model_shapes", "ModelConfig._config_draft_model")
 
-    def _model_config(self, path: str, tree: cst.Module) -> cst.ClassDef:
-        if not classes(tree, "ModelConfig"):
-            raise SkipPatch(f"{path} has no ModelConfig class")
-        return find_class(tree, "ModelConfig", path)
-
-    def is_applied(self, path: str, tree: cst.Module) -> bool:
-        return any(statements(cls, _FALLBACK) for cls in classes(tree, "ModelConfig"))
-
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
-        for cls in classes(tree, "ModelConfig"):
-            # A Qwen3.5 draft branch that also sets hf_text_config.num_nextn_predict_layers.
-            for branch in statements(cls, _MENTIONS_QWEN3_5):
-                if statements(branch, m.SimpleStatementLine(body=[_SETS_TEXT_NEXTN])):
+        for cls in top_classes(tree, CLASS):
+            # Upstream's fix (0.5.18): a Qwen3.5 draft branch that also sets
+            # hf_text_config.num_nextn_predict_layers.
+            for branch in walk_statements(cls):
+                if m.matches(branch, _MENTIONS_QWEN3_5) and any(
+                    m.matches(line, m.SimpleStatementLine(body=[_SETS_TEXT_NEXTN])) for line in walk_statements(branch)
+                ):
                     return True
             # Or an upstream fallback of its own to mtp_num_hidden_layers, beside the read.
-            for fn in functions(cls):
-                if statements(fn, _READS_NEXTN) and _lines_reading_mtp(fn):
+            for fn in cls.body.body:
+                if isinstance(fn, cst.FunctionDef) and any(m.matches(s, _READS_NEXTN) for s in walk_statements(fn)) and _lines_reading_mtp(fn):
                     return True
         return False
 
-    def transform(self, path: str, tree: cst.Module) -> cst.Module:
-        cls = self._model_config(path, tree)
-        if self.is_applied(path, tree):
-            return tree
-        hits = [(fn, stmt) for fn in functions(cls) for stmt in statements(fn, _READS_NEXTN)]
-        fn, anchor = exactly_one(
-            hits, 'ModelConfig: self.num_nextn_predict_layers = getattr(self.hf_text_config, "num_nextn_predict_layers", None)', path
-        )
-        new_fn = insert_after(fn, anchor, parse_statements(_FALLBACK_SOURCE))
-        return replace_method(tree, cls, fn, new_fn)
+    def edit(self, path: str, tree: cst.Module) -> cst.Module:
+        # The one method of ModelConfig that reads num_nextn_predict_layers from the text config.
+        readers = m.FunctionDef(body=m.MatchIfTrue(lambda body: any(m.matches(s, _READS_NEXTN) for s in walk_statements(body))))
 
+        def add_fallback(fn: cst.CSTNode) -> cst.CSTNode:
+            return edits.insert_after(fn, _READS_NEXTN, FALLBACK.fill(), "self.num_nextn_predict_layers = getattr(...)")
+
+        return edits.edit_class(tree, CLASS, lambda cls: edits.edit_member(
+            cls, readers, add_fallback,
+            'ModelConfig: self.num_nextn_predict_layers = getattr(self.hf_text_config, "num_nextn_predict_layers", None)',
+        ))

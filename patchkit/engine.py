@@ -329,8 +329,9 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
             assignment.setdefault(rel, [])
             if s.id not in assignment[rel]:
                 assignment[rel].append(s.id)
+    classes = {pid: type(patch) for pid, patch in view.patches.items()}
     for rel in assignment:
-        assignment[rel].sort(key=ids.index)  # patches stack on a shared file in id order
+        assignment[rel] = registry.stack(assignment[rel], classes)  # the declared stacking order
     applied_before = list(view.state.patches) if view.state else []
     applied = [pid for pid in ids if pid in applied_before or pid in {s.id for s in to_apply}]
     writes, new_state = _build(view, assignment, applied)
