@@ -200,3 +200,30 @@ def image_build(base, version, wheel, tag, builder) -> None:
     from patchkit.commands.image import build
 
     _exit(lambda: build(base, version, wheel, tag, builder))
+
+
+@main.command(context_settings={**_CONTEXT, "allow_interspersed_args": False}, epilog=_epilog()
+              + "\n\b\ndoctor exits 1 when a finding is an error (the launch would fail or crash).")
+@click.option("--version", "version", metavar="V", help="Check against SGLang V (fetched into the cache) "
+              "instead of the installed one.")
+@site_packages_option
+@click.option("--gpus", type=int, metavar="N", help="GPUs on the machine (default: nvidia-smi).")
+@click.option("--gpu-memory", type=float, metavar="GIB", help="Total memory per GPU (default: nvidia-smi).")
+@click.option("--gpu-free", type=float, metavar="GIB", help="Free memory per GPU at weight-load start, the "
+              "\"avail mem\" SGLang logs (default: total minus a CUDA context + NCCL estimate).")
+@click.option("--sm", metavar="MAJOR.MINOR", help="Compute capability (default: nvidia-smi).")
+@click.option("--interconnect", type=click.Choice(["nvlink", "pcie"]), help="How the GPUs talk (default: nvidia-smi topo).")
+@click.option("--wsl", is_flag=True, help="Running under WSL2 (default: detected).")
+@click.option("--integrated", is_flag=True, help="A unified-memory GPU (GB10 class; default: from its name).")
+@json_option
+@click.argument("launch_args", nargs=-1, type=click.UNPROCESSED)
+def doctor(version, site_packages, gpus, gpu_memory, gpu_free, sm, interconnect, wsl, integrated, as_json,
+           launch_args) -> None:
+    """Check an SGLang launch before it runs: the memory budget as that release computes it, and
+    the known traps. Pass the sglang.launch_server arguments after --."""
+    from patchkit.commands.doctor import doctor as run
+    from patchkit.doctor.gpu import Overrides
+
+    overrides = Overrides(gpus=gpus, gpu_memory=gpu_memory, gpu_free=gpu_free, sm=sm, interconnect=interconnect,
+                          wsl=wsl, integrated=integrated)
+    _exit(lambda: run(version, site_packages, overrides, launch_args, as_json))

@@ -1,0 +1,29 @@
+"""`patchkit doctor`: the memory budget and the traps of one SGLang launch line."""
+
+from __future__ import annotations
+
+from patchkit import output
+from patchkit.commands.locate import locate, release_target
+from patchkit.constants import EXIT_OK, EXIT_PLAN
+from patchkit.doctor import diagnose
+from patchkit.doctor.gpu import Overrides, parse_sm
+from patchkit.errors import UsageError
+from patchkit.doctor.report import lines
+
+
+def doctor(version: str | None, site_packages: str | None, overrides: Overrides, launch_args: tuple[str, ...],
+           as_json: bool) -> int:
+    if version and site_packages:
+        raise UsageError("--version and --site-packages are mutually exclusive")
+    if any(v is not None and v <= 0 for v in (overrides.gpus, overrides.gpu_memory, overrides.gpu_free)):
+        raise UsageError("--gpus, --gpu-memory and --gpu-free must be positive")
+    if overrides.sm is not None and parse_sm(overrides.sm) is None:
+        raise UsageError(f"--sm {overrides.sm}: expected MAJOR.MINOR, e.g. 8.9")
+    target = release_target(version) if version else locate(site_packages)
+    report = diagnose(target, list(launch_args), overrides)
+    if as_json:
+        output.as_json(report.to_dict())
+    else:
+        for text in lines(report):
+            output.line(text)
+    return EXIT_PLAN if report.has_errors else EXIT_OK

@@ -1,0 +1,77 @@
+"""`patchkit doctor`: check an SGLang launch before it costs minutes.
+
+The memory budget is computed the way the targeted release's own sizing code computes it
+(`budget`, reading that code with `release`), the launch is parsed against that release's own
+flags (`flags`, `launch`), and the known traps are checked (`rules`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchkit.doctor import budget as budget_mod
+from patchkit.doctor import gpu as gpu_mod
+from patchkit.doctor import model as model_mod
+from patchkit.doctor import release as release_mod
+from patchkit.doctor import rules as rules_mod
+from patchkit.doctor.launch import parse
+from patchkit.doctor.report import Finding, Report
+from patchkit.errors import UsageError
+from patchkit.target import Target
+
+
+def patch_states(target: Target) -> dict[str, str]:
+    """Each patchkit patch's state in the targeted SGLang (what `patchkit status` reports)."""
+    from patchkit import engine
+
+    statuses, _warnings = engine.status(target)
+    return {s.id: s.state for s in statuses}
+
+
+def _draft(launch, model: model_mod.ModelFacts) -> model_mod.ModelFacts | None:
+    path = launch.get("speculative_draft_model_path")
+    if not path:
+        return None
+    if Path(str(path)).resolve() == model.path.resolve():
+        return model
+    if not Path(str(path)).is_dir():
+        return None  # a hub id: nothing local to read
+    return model_mod.load(str(path))
+
+
+def diagnose(target: Target, argv: list[str] | tuple[str, ...], overrides: gpu_mod.Overrides,
+             probe: bool = True, environ: dict[str, str] | None = None,
+             states: dict[str, str] | None = None) -> Report:
+    """Everything `patchkit doctor` reports for one launch line against one SGLang."""
+    environ = gpu_mod.environ() if environ is None else environ
+    release = release_mod.read(target.version, target.package_dir)
+    launch = parse(argv, release.flags)
+    model_path = launch.get("model_path")
+    if not model_path:
+        raise UsageError("the launch arguments have no --model-path (pass them after --)")
+    model = model_mod.load(str(model_path))
+    draft = _draft(launch, model)
+    tp = int(launch.get("tp_size") or 1)
+    gpu = gpu_mod.facts(overrides, tp, probe=probe)
+    states = patch_states(target) if states is None else states
+    budget = budget_mod.compute(release, launch, model, draft, gpu, environ, states)
+    ctx = rules_mod.Context(release=release, launch=launch, model=model, draft=draft, gpu=gpu, budget=budget,
+                            patch_states=states, environ=environ)
+    findings = rules_mod.run(ctx)
+    if gpu.free_gib is None:
+        findings.append(Finding("gpu-facts-missing", "info",
+                                "no nvidia-smi and no --gpu-memory/--gpu-free: the memory budget is not computed",
+                                "--gpu-memory GIB (and --gpu-free GIB)"))
+    if budget.mem_fraction_source == "estimate" and budget.mem_fraction_static is not None:
+        findings.append(Finding("mem-fraction-estimated", "info",
+                                f"--mem-fraction-static is not set; its default is estimated as "
+                                f"{budget.mem_fraction_static:.3f} (SGLang derives it from the GPU, chunked prefill "
+                                f"and CUDA-graph sizes)", f"--mem-fraction-static {budget.mem_fraction_static:.3f}"))
+    return Report(
+        sglang={"version": target.version, "path": str(target.site)},
+        gpu=gpu,
+        budget=budget,
+        findings=findings,
+        model={"path": str(model.path), "architecture": model.arch, "weights_source": model.weights_source,
+               "hybrid": model.is_hybrid_gdn},
+    )

@@ -1,0 +1,420 @@
+"""The memory budget of one GPU, computed the way the release's own sizing code computes it.
+
+Every step names the SGLang function it mirrors. Figures are per GPU (per TP rank); SGLang
+works in GiB floats ("GB" in its log) for the budget and in bytes for the pools, and so does
+this module, so rounding follows the release's code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from patchkit.doctor.gpu import GIB, GpuFacts
+from patchkit.doctor.launch import Launch
+from patchkit.doctor.model import ModelFacts
+from patchkit.doctor.release import ReleaseCode
+
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+_DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2}
+
+
+@dataclass
+class Budget:
+    """The figures `--json` reports under "budget" (bytes unless named otherwise)."""
+
+    tp_size: int = 1
+    attn_dp_size: int = 1
+    free_at_load_gib: float | None = None
+    mem_fraction_static: float | None = None
+    mem_fraction_source: str = "flag"  # "flag" or "estimate" (the release's default, approximated)
+    weights_bytes: int | None = None  # per GPU
+    draft_weights_bytes: int = 0  # per GPU
+    slack_bytes: int = 0  # free-at-load x (1 - mem-fraction-static): activations and graphs
+    multimodal_reserve_bytes: int = 0
+    hybrid: bool = False
+    conv_state_bytes: int = 0  # one slot, all linear layers
+    ssm_state_bytes: int = 0  # one slot, all linear layers
+    state_slot_bytes: int = 0
+    state_slots: int | None = None  # max_mamba_cache_size (the pool holds one more, for padding)
+    state_slots_source: str = ""  # "flag", "max-running-requests" or "ratio"
+    state_pool_bytes: int = 0
+    slots_per_request: int | None = None  # S, from _calculate_mamba_ratio
+    intermediate_state_bytes: int = 0
+    replayssm_bytes: int = 0
+    speculative_algorithm: str | None = None
+    draft_tokens: int | None = None
+    draft_layers: int | None = None
+    full_attention_layers: int | None = None
+    kv_dtype_bytes: float | None = None
+    kv_bytes_per_token: int | None = None
+    kv_budget_bytes: int | None = None
+    kv_tokens: int | None = None
+    context_length: int | None = None
+    max_request_tokens: int | None = None
+    requested_max_running_requests: int | None = None
+    max_running_source: str = ""  # "flag", "speculative default" or "estimate"
+    effective_max_running_requests: int | None = None
+    state_cap_requests: int | None = None  # floor(slots / S)
+    errors: list[str] = field(default_factory=list)  # what would make SGLang's sizing raise
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _int(value: object, default: int | None = None) -> int | None:
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
+def model_dtype_bytes(model: ModelFacts, launch: Launch) -> int:
+    dtype = str(launch.get("dtype", "auto"))
+    if dtype == "auto":
+        dtype = str(model.text.get("torch_dtype") or model.config.get("torch_dtype") or model.text.get("dtype")
+                    or "bfloat16")
+        if dtype in ("float32", "fp32"):
+            dtype = "bfloat16"  # SGLang serves float32 checkpoints in bfloat16 under --dtype auto
+    return _DTYPE_BYTES.get(dtype, 2)
+
+
+def kv_dtype_bytes(model: ModelFacts, launch: Launch) -> float:
+    """`ModelRunner.configure_kv_cache_dtype`: auto = the model dtype; fp8_* = 1 byte; fp4 = half."""
+    kv = str(launch.get("kv_cache_dtype", "auto")).lower()
+    if kv.startswith("fp8") or kv == "int8":
+        return 1
+    if kv.startswith("fp4"):
+        return 0.5
+    if kv in _DTYPE_BYTES:
+        return _DTYPE_BYTES[kv]
+    return model_dtype_bytes(model, launch)
+
+
+def hybrid_layers(model: ModelFacts) -> tuple[list[int], list[int]]:
+    """(linear, full-attention) layer ids: `Qwen3NextConfig.layers_block_type` (configs/qwen3_next.py),
+    which Qwen3.5/3.8's text config inherits: layer l is full attention when (l + 1) is a multiple
+    of `full_attention_interval`."""
+    n = int(model.text.get("num_hidden_layers") or 0)
+    interval = int(model.text.get("full_attention_interval") or 4)
+    full = [layer for layer in range(n) if (layer + 1) % interval == 0]
+    linear = [layer for layer in range(n) if (layer + 1) % interval != 0]
+    return linear, full
+
+
+def _divide(a: int, b: int) -> int:
+    return a // b
+
+
+def gdn_state_bytes(model: ModelFacts, attn_tp: int, ssm_dtype_bytes: int, conv_dtype_bytes: int) -> tuple[int, int]:
+    """(conv, ssm) bytes of one state slot over all linear layers.
+
+    `Mamba2StateShape.create` (configs/mamba_utils.py) with the arguments
+    `Qwen3NextConfig.mamba2_cache_params` passes (configs/qwen3_next.py):
+    intermediate_size = value heads x value dim, n_groups = key heads (extended to a multiple of
+    TP when it does not divide), conv_dim = intermediate + 2 x n_groups x key dim, conv state
+    (conv_dim / TP, kernel - 1), temporal state (value heads / TP, value dim, key dim);
+    `BaseLinearStateParams.mamba_cache_per_req` sums them per layer in their dtypes.
+    """
+    t = model.text
+    key_heads = int(t["linear_num_key_heads"])
+    value_heads = int(t["linear_num_value_heads"])
+    key_dim = int(t["linear_key_head_dim"])
+    value_dim = int(t["linear_value_head_dim"])
+    kernel = int(t.get("linear_conv_kernel_dim") or 4)
+    n_groups = key_heads
+    if n_groups % attn_tp != 0:  # extra_groups_for_head_shards
+        n_groups += attn_tp - n_groups
+    conv_dim = value_heads * value_dim + 2 * n_groups * key_dim
+    conv_numel = _divide(conv_dim, attn_tp) * (kernel - 1)
+    ssm_numel = _divide(value_heads, attn_tp) * value_dim * key_dim
+    layers = len(hybrid_layers(model)[0])
+    return conv_numel * conv_dtype_bytes * layers, ssm_numel * ssm_dtype_bytes * layers
+
+
+def replayssm_ring_bytes(model: ModelFacts, attn_tp: int, conv_dtype_bytes: int, record_len: int) -> int:
+    """`BaseLinearStateParams.replayssm_ring_bytes_per_req` for GDN (configs/mamba_utils.py, 0.5.19 on)."""
+    t = model.text
+    hv = _divide(int(t["linear_num_value_heads"]), attn_tp)
+    v_dim, k_dim = int(t["linear_value_head_dim"]), int(t["linear_key_head_dim"])
+    key_heads = int(t["linear_num_key_heads"])
+    h_k = key_heads // attn_tp if key_heads % attn_tp == 0 else -(-key_heads // attn_tp)
+    per_layer = hv * record_len * v_dim * conv_dtype_bytes + h_k * record_len * k_dim * conv_dtype_bytes + hv * record_len * 4
+    if conv_dtype_bytes != 4:
+        per_layer += hv * record_len * v_dim * conv_dtype_bytes + h_k * record_len * k_dim * conv_dtype_bytes
+    return per_layer * len(hybrid_layers(model)[0])
+
+
+def default_mem_fraction(launch: Launch, model: ModelFacts, gpu_total_gib: float, tp: int, pp: int) -> float:
+    """An approximation of `ServerArgs._handle_gpu_memory_settings` (server_args.py; from 0.5.19
+    `handle_gpu_memory_settings` in arg_groups/memory_hook.py): reserved MiB = 512 + activations
+    (chunked prefill x 1.5) + decode graphs (max bs x 2) + TP x PP / 8 GiB, at least 10 GiB above
+    60 GiB cards; then `adjust_mem_fraction_for_vlm` for multimodal models. The piecewise-graph
+    term is left out (it depends on the graph batch list)."""
+    gpu_mem = gpu_total_gib * 1024
+    tiers = [(20, 2048, 8, 8), (35, 2048, 24, 80), (60, 4096, 32, 160), (90, 8192, 256, 512), (160, 8192, 256, 512)]
+    chunked, max_bs = 16384, 512
+    for limit, c, bs_small, bs_large in tiers:
+        if gpu_mem < limit * 1024:
+            chunked, max_bs = c, (bs_small if tp < 4 else bs_large)
+            break
+    chunked = _int(launch.get("chunked_prefill_size"), chunked) or chunked
+    max_bs = _int(launch.get("cuda_graph_max_bs_decode") or launch.get("cuda_graph_max_bs"), max_bs) or max_bs
+    reserved = 512 + (max(chunked, 2048) * 1.5 if chunked > 0 else 2048 * 1.5) + max_bs * 2 + tp * pp / 8 * 1024
+    if gpu_mem > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    fraction = round((gpu_mem - reserved) / gpu_mem, 3)
+    vision = model.config.get("vision_config")
+    if isinstance(vision, dict) and not launch.get("language_only", False):
+        ratio = int(vision.get("num_hidden_layers", 24)) * int(vision.get("hidden_size", 1024)) ** 2 / (24 * 1024**2)
+        fraction *= 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+    return fraction
+
+
+def resolve_mamba_strategy(release: ReleaseCode, launch: Launch, model: ModelFacts) -> tuple[str, bool]:
+    """(strategy, disable_overlap_schedule) after `_handle_mamba_radix_cache` (server_args.py; from
+    0.5.19 the mamba-radix-cache override in arg_groups/overrides.py): `auto` becomes extra_buffer
+    when overlap or paging is wanted and the architecture supports it with the triton linear-attention
+    backend, else no_buffer with the overlap scheduler turned off."""
+    strategy = str(launch.get("mamba_radix_cache_strategy", "auto"))
+    disable_overlap = bool(launch.get("disable_overlap_schedule", False))
+    if launch.get("disable_radix_cache", False) or strategy != "auto":
+        return strategy, disable_overlap
+    page = _int(launch.get("page_size"), 1) or 1
+    supports = model.is_hybrid_gdn and str(launch.get("linear_attn_backend", "triton")) == "triton"
+    if (not disable_overlap or page > 1) and supports:
+        return "extra_buffer", disable_overlap
+    return "no_buffer", True
+
+
+def mamba_ratio(release: ReleaseCode, launch: Launch, strategy: str, disable_overlap: bool, environ: dict) -> int:
+    """`_calculate_mamba_ratio` (state slots one running request holds) with the release's constants."""
+    if launch.get("disable_radix_cache", False):
+        return 1
+    c = release.ratio_constants
+    skip = release.ratio_reads_skip_decode_lock and bool(release.env("SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK", environ))
+    base = c["MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO"] - (c.get("MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP", 0) if skip else 0)
+    additional = 0
+    if strategy in ("extra_buffer", "extra_buffer_lazy"):
+        if not disable_overlap:
+            additional = (c["MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP_LAZY"] if strategy == "extra_buffer_lazy"
+                          else c["MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP"])
+        else:
+            additional = c["MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP"]
+    elif skip:
+        additional = c.get("MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_BUFFER", 0)
+    return base + additional
+
+
+def speculative(launch: Launch) -> tuple[str | None, int | None, int | None]:
+    """(algorithm, topk, draft tokens) after `_auto_choose_speculative_params` (speculative hook):
+    steps/topk/draft tokens default to (3, 1, 4); DFLASH defaults to 16 draft tokens."""
+    algo = launch.get("speculative_algorithm")
+    if not algo:
+        return None, None, None
+    algo = str(algo).upper()
+    topk = _int(launch.get("speculative_eagle_topk"))
+    tokens = _int(launch.get("speculative_num_draft_tokens"))
+    if algo in ("DFLASH", "DSPARK"):
+        return algo, topk, tokens or 16
+    if launch.get("speculative_num_steps") is None:
+        topk, tokens = topk or 1, tokens or 4
+    return algo, topk, tokens or 4
+
+
+def draft_layer_count(model: ModelFacts, draft: ModelFacts | None, mtp_read_right: bool) -> int | None:
+    """`ModelRunner.eagle_draft_num_layers`: the draft config's `num_nextn_predict_layers`, else
+    max(num_hidden_layers, num_attention_layers). A Qwen3.5/3.8 MTP draft declares its depth only as
+    `mtp_num_hidden_layers`, which ModelConfig reads only where the mtp-layer-detection patch is
+    applied (or upstream fixed it); otherwise it falls back to all the model's layers."""
+    source = draft or model
+    nextn = source.text.get("num_nextn_predict_layers")
+    if nextn is not None:
+        return int(nextn)
+    if source.text.get("mtp_num_hidden_layers") is not None and mtp_read_right:
+        return int(source.text["mtp_num_hidden_layers"])
+    return int(source.text.get("num_hidden_layers") or 0) or None
+
+
+def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: ModelFacts | None, gpu: GpuFacts,
+            environ: dict, patch_states: dict[str, str]) -> Budget:
+    b = Budget()
+    tp = _int(launch.get("tp_size"), 1) or 1
+    pp = _int(launch.get("pp_size"), 1) or 1
+    dp = (_int(launch.get("dp_size"), 1) or 1) if launch.get("enable_dp_attention", False) else 1
+    attn_tp = max(1, tp // dp)
+    b.tp_size, b.attn_dp_size = tp, dp
+    algo, topk, draft_tokens = speculative(launch)
+    b.speculative_algorithm, b.draft_tokens = algo, draft_tokens
+
+    # Free memory at weight-load start: `ModelRunner.init_torch_distributed` returns it as
+    # pre_model_load_memory (GiB, "avail mem" in the log).
+    b.free_at_load_gib = gpu.free_gib
+    if launch.get("mem_fraction_static") is not None:
+        b.mem_fraction_static, b.mem_fraction_source = float(launch.get("mem_fraction_static")), "flag"
+    elif gpu.total_gib is not None:
+        b.mem_fraction_static = default_mem_fraction(launch, model, gpu.total_gib, tp, pp)
+        b.mem_fraction_source = "estimate"
+
+    # Weights: the target's, split across TP x PP ranks, then the draft model's (loaded before the
+    # KV pool is sized: "draft weights are now counted" in `_profile_available_bytes`).
+    # The target skips the checkpoint's mtp.* tensors (the MTP draft loads them).
+    if model.weights_bytes is not None:
+        b.weights_bytes = (model.weights_bytes - (model.mtp_bytes or 0)) // (tp * pp)
+    mtp_draft = algo in EAGLE_FAMILY and (draft is None or draft.path.resolve() == model.path.resolve())
+    if algo and draft is not None and not mtp_draft and draft.weights_bytes is not None:
+        b.draft_weights_bytes = draft.weights_bytes // tp
+    elif mtp_draft and algo:
+        b.draft_weights_bytes = (model.mtp_bytes or 0) // tp
+        if patch_states.get("draft-lmhead-placeholder") in ("pending", "failed", "drifted") and model.is_hybrid_gdn:
+            # Without the patch the MTP draft allocates its own embedding and lm_head before
+            # `set_embed_and_head()` swaps in the target's (Qwen3_5MTP, models/qwen3_5_mtp.py).
+            vocab, hidden = int(model.text.get("vocab_size") or 0), int(model.text.get("hidden_size") or 0)
+            tensors = 1 if model.config.get("tie_word_embeddings") or model.text.get("tie_word_embeddings") else 2
+            b.draft_weights_bytes += tensors * vocab * hidden * model_dtype_bytes(model, launch) // tp
+            b.notes.append("draft-lmhead-placeholder pending: the MTP draft's own vocab tensors count")
+
+    if b.free_at_load_gib is None or b.mem_fraction_static is None or b.weights_bytes is None:
+        b.notes.append("budget incomplete: GPU memory or weight size unknown")
+        _requests_only(b, release, launch, model, algo)
+        return b
+
+    # `_profile_available_bytes`: available after load minus the non-static slack, minus (where the
+    # release has `mm_runtime_reservation_gb`) the multimodal reserve.
+    pre = b.free_at_load_gib
+    available = pre - (b.weights_bytes + b.draft_weights_bytes) / GIB
+    slack = pre * (1 - b.mem_fraction_static)
+    b.slack_bytes = int(slack * GIB)
+    is_multimodal = (model.arch in release.multimodal_archs or model.has_vision) and not launch.get("language_only", False)
+    mm_gib = 0.0
+    if release.multimodal_reservation and is_multimodal:
+        mb = release.env("SGLANG_VLM_CACHE_SIZE_MB", environ) or 0
+        if str(launch.get("mm_feature_transport")) in ("cuda_ipc", "cuda_vmm"):
+            mb += release.env("SGLANG_MM_FEATURE_CACHE_MB", environ) or 0
+        mm_gib = mb / 1024
+    b.multimodal_reserve_bytes = int(mm_gib * GIB)
+    rest = available - slack - mm_gib
+
+    requested = _int(launch.get("max_running_requests"))
+    b.max_running_source = "flag" if requested is not None else ""
+    if requested is None and algo is not None:
+        requested, b.max_running_source = release.spec_default_max_running or 48, "speculative default"
+    b.requested_max_running_requests = requested
+
+    if model.is_hybrid_gdn:
+        rest = _hybrid_state(b, release, launch, model, environ, rest, requested, attn_tp, dp, algo, draft_tokens)
+
+    if rest <= 0:
+        b.errors.append("budget-negative")
+    # KV cell: `DefaultPoolConfigurator._compute_cell_size` (model_executor/pool_configurator.py).
+    linear, full = hybrid_layers(model) if model.is_hybrid_gdn else ([], list(range(int(model.text.get("num_hidden_layers") or 0))))
+    b.full_attention_layers = len(full) // pp
+    heads = int(model.text.get("num_attention_heads") or 1)
+    kv_heads_total = int(model.text.get("num_key_value_heads") or heads)
+    head_dim = int(model.text.get("head_dim") or int(model.text.get("hidden_size") or 0) // heads)
+    kv_heads = max(1, kv_heads_total // attn_tp)  # ModelConfig.get_num_kv_heads
+    b.kv_dtype_bytes = kv_dtype_bytes(model, launch)
+    cell = kv_heads * (head_dim + head_dim) * b.full_attention_layers * b.kv_dtype_bytes
+    if b.kv_dtype_bytes == 0.5:  # FP4: half the bytes plus one scale byte per 16 elements
+        cell = kv_heads * head_dim * 2 * b.full_attention_layers * 0.5 + kv_heads * head_dim * b.full_attention_layers * 2 // 16
+    cell = int(cell)
+    if algo in EAGLE_FAMILY and launch.get("speculative_draft_model_path"):
+        mtp_ok = patch_states.get("mtp-layer-detection") not in ("pending", "failed", "drifted")
+        b.draft_layers = draft_layer_count(model, draft, mtp_ok)
+        if b.draft_layers and b.full_attention_layers:
+            cell = int(cell * (1 + b.draft_layers / b.full_attention_layers))
+    b.kv_bytes_per_token = cell
+
+    page = _int(launch.get("page_size"), 1) or 1
+    b.kv_budget_bytes = max(0, int(rest * GIB))
+    tokens = (b.kv_budget_bytes // cell) // page * page if cell else 0
+    # `_apply_token_constraints`: --max-total-tokens only lowers the profiled value.
+    user_limit = _int(launch.get("max_total_tokens"))
+    if user_limit is not None:
+        tokens = min(tokens, user_limit) // page * page
+    b.kv_tokens = tokens
+    b.context_length = _int(launch.get("context_length")) or _int(model.text.get("max_position_embeddings"))
+    if b.context_length:
+        b.max_request_tokens = max(0, min(b.context_length - 1, tokens - 1))
+
+    # `resolve_max_num_reqs` / `_resolve_max_num_reqs`.
+    estimated = max(min(int(tokens / (b.context_length or 4096) * 512), 4096), 2048)
+    if requested is not None:
+        effective = min(requested // dp, tokens // 2)
+    else:
+        effective = min(estimated, tokens // 2)
+        b.max_running_source = "estimate"
+        b.requested_max_running_requests = estimated
+    if b.state_cap_requests is not None:
+        effective = min(effective, b.state_cap_requests)
+    b.effective_max_running_requests = effective
+    if model.is_hybrid_gdn and effective <= 0 and "mamba-slots-zero" not in b.errors:
+        b.errors.append("mamba-slots-zero")
+    return b
+
+
+def _requests_only(b: Budget, release: ReleaseCode, launch: Launch, model: ModelFacts, algo: str | None) -> None:
+    requested = _int(launch.get("max_running_requests"))
+    b.max_running_source = "flag" if requested is not None else ""
+    if requested is None and algo is not None:
+        requested, b.max_running_source = release.spec_default_max_running or 48, "speculative default"
+    b.requested_max_running_requests = requested
+    b.context_length = _int(launch.get("context_length")) or _int(model.text.get("max_position_embeddings"))
+
+
+def _hybrid_state(b: Budget, release: ReleaseCode, launch: Launch, model: ModelFacts, environ: dict, rest: float,
+                  requested: int | None, attn_tp: int, dp: int, algo: str | None, draft_tokens: int | None) -> float:
+    """`handle_max_mamba_cache` (0.5.14-0.5.15) / `_handle_max_mamba_cache` (0.5.16 on): the state pool
+    and the speculative intermediate state come out of the budget before the KV pool is sized."""
+    b.hybrid = True
+    ssm_name = launch.get("mamba_ssm_dtype") or environ.get("SGLANG_MAMBA_SSM_DTYPE") or model.text.get("mamba_ssm_dtype") or "float32"
+    conv_name = release.env("SGLANG_MAMBA_CONV_DTYPE", environ) or "bfloat16"
+    conv, ssm = gdn_state_bytes(model, attn_tp, _DTYPE_BYTES.get(str(ssm_name), 4), _DTYPE_BYTES.get(str(conv_name), 2))
+    per_req = conv + ssm
+    b.conv_state_bytes, b.ssm_state_bytes, b.state_slot_bytes = conv, ssm, per_req
+    strategy, disable_overlap = resolve_mamba_strategy(release, launch, model)
+    ratio = mamba_ratio(release, launch, strategy, disable_overlap, environ)
+    b.slots_per_request = ratio
+    pad = 1 if release.padding_slot else 0
+    has_spec = algo is not None
+    replay_flag = launch.get("enable_linear_replayssm_spec") or launch.get("enable_gdn_replayssm_spec")
+    replay = bool(replay_flag) and release.replayssm_in_budget
+    fixed, ring_slot = 0, 0
+    if replay:
+        record_len = _int(launch.get("linear_replayssm_cache_len"), 0) or (draft_tokens or 4)
+        ring = replayssm_ring_bytes(model, attn_tp, _DTYPE_BYTES.get(str(conv_name), 2), record_len)
+        fixed = ring * ((requested or 1) // dp + 1)
+        b.replayssm_bytes = fixed
+    D = draft_tokens or 0
+    explicit = _int(launch.get("max_mamba_cache_size"))
+    if explicit is not None:
+        slots = explicit // dp
+        b.state_slots_source = "flag"
+        if has_spec and not replay:
+            capped = min((requested or 0) // dp, slots // ratio)
+            b.intermediate_state_bytes = per_req * (capped + pad) * D
+    elif launch.get("disable_radix_cache", False) and requested is not None:
+        slots = requested // dp
+        b.state_slots_source = "max-running-requests"
+        if has_spec and not replay:
+            b.intermediate_state_bytes = per_req * (slots + pad) * D
+    else:
+        b.state_slots_source = "ratio"
+        r = float(launch.get("mamba_full_memory_ratio") or 0.9)
+        budget_bytes = rest * r / (1 + r) * GIB
+        if has_spec and not replay:
+            slots = int((budget_bytes - pad * per_req * (1 + D)) // (per_req * (1 + D / ratio)))
+            capped = min((requested or 0) // dp, slots // ratio)
+            b.intermediate_state_bytes = per_req * (capped + pad) * D
+        else:
+            per_slot = per_req + ring_slot
+            slots = int((budget_bytes - fixed - pad * per_slot) // per_slot)
+    rest -= b.intermediate_state_bytes / GIB
+    b.state_slots = slots
+    if slots <= 0:
+        b.errors.append("mamba-slots-zero")
+        b.state_cap_requests = 0
+        return rest
+    b.state_cap_requests = slots // ratio
+    b.state_pool_bytes = (slots + pad) * (per_req + ring_slot) + fixed
+    return rest - b.state_pool_bytes / GIB

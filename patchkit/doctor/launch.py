@@ -1,0 +1,145 @@
+"""Parse a `sglang.launch_server` argument list against one release's own flags.
+
+An unknown or removed flag is recorded (the rules turn it into a finding); it never stops the
+parse. Values are converted the way the release's parser converts them (int, float, str, lists).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from patchkit.doctor.flags import Flag, FlagTable
+
+# Flags that earlier releases accepted and later ones dropped, with what replaces them. The
+# replacement comes from the `new_flag=` of the release that still accepted the old spelling as a
+# deprecated alias (tests check each entry against the real releases).
+REMOVED_FLAGS = {
+    "--mamba-scheduler-strategy": "--mamba-radix-cache-strategy",
+    "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
+    "--cuda-graph-bs": "--cuda-graph-bs-decode",
+    "--enable-gdn-replayssm-spec": "--enable-linear-replayssm-spec",
+    "--nsa-prefill-backend": "--dsa-prefill-backend",
+    "--nsa-decode-backend": "--dsa-decode-backend",
+    "--disable-piecewise-cuda-graph": "--cuda-graph-backend-prefill=disabled",
+    "--piecewise-cuda-graph-max-tokens": "--cuda-graph-max-bs-prefill",
+}
+
+
+@dataclass(frozen=True)
+class FlagUse:
+    """One flag as written on the launch line."""
+
+    written: str  # as the user wrote it (without `=value`)
+    flag: Flag | None  # None: the release has no such flag
+    values: tuple[str, ...] = ()
+
+
+@dataclass
+class Launch:
+    """A parsed launch line: values by destination, and what did not parse."""
+
+    argv: tuple[str, ...]
+    values: dict[str, object] = field(default_factory=dict)
+    explicit: set[str] = field(default_factory=set)  # dests the user set
+    uses: list[FlagUse] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)  # flags this release does not know
+    deprecated: list[tuple[str, str]] = field(default_factory=list)  # (flag, replacement)
+    bad_values: list[tuple[str, str, str]] = field(default_factory=list)  # (flag, value, why)
+    stray: list[str] = field(default_factory=list)  # tokens that belong to no flag
+
+    def get(self, dest: str, default: object = None) -> object:
+        value = self.values.get(dest)
+        return default if value is None else value
+
+    def is_set(self, dest: str) -> bool:
+        return dest in self.explicit
+
+
+def _looks_like_flag(token: str) -> bool:
+    if not token.startswith("-") or token == "-":
+        return False
+    try:
+        float(token)
+        return False  # a negative number is a value
+    except ValueError:
+        return True
+
+
+def _convert(flag: Flag, raw: str) -> object:
+    if flag.kind == "int":
+        return int(raw)
+    if flag.kind == "float":
+        return float(raw)
+    return raw
+
+
+def _resolve(table: FlagTable, name: str) -> Flag | None:
+    """Exact name, else a unique prefix (argparse's `allow_abbrev`, on in SGLang's parser)."""
+    flag = table.get(name)
+    if flag is not None:
+        return flag
+    if not name.startswith("--"):
+        return None
+    matches = {table.get(n).dest: table.get(n) for n in table.by_name if n.startswith(name)}
+    return next(iter(matches.values())) if len(matches) == 1 else None
+
+
+def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
+    launch = Launch(argv=tuple(argv))
+    for flag in table.by_name.values():
+        if flag.deprecated_for is None and flag.dest not in launch.values:
+            launch.values[flag.dest] = flag.default
+    tokens = list(argv)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if not _looks_like_flag(token):
+            launch.stray.append(token)
+            continue
+        name, has_inline, inline = token.partition("=")
+        flag = _resolve(table, name)
+        if flag is None:
+            launch.unknown.append(name)
+            launch.uses.append(FlagUse(written=name, flag=None))
+            # Skip the values that follow an unknown flag, so they are not read as stray tokens.
+            values = [inline] if has_inline else []
+            while i < len(tokens) and not _looks_like_flag(tokens[i]):
+                values.append(tokens[i])
+                i += 1
+            continue
+        if flag.deprecated_for is not None:
+            launch.deprecated.append((name, flag.deprecated_for))
+        values: list[str] = []
+        if has_inline:
+            values = [inline]
+        elif flag.takes_value:
+            if flag.nargs in ("+", "*"):
+                while i < len(tokens) and not _looks_like_flag(tokens[i]):
+                    values.append(tokens[i])
+                    i += 1
+            elif flag.nargs == "?":
+                if i < len(tokens) and not _looks_like_flag(tokens[i]):
+                    values.append(tokens[i])
+                    i += 1
+            elif i < len(tokens):
+                values.append(tokens[i])
+                i += 1
+        launch.uses.append(FlagUse(written=name, flag=flag, values=tuple(values)))
+        launch.explicit.add(flag.dest)
+        if not flag.takes_value:
+            launch.values[flag.dest] = True
+            continue
+        if not values and flag.nargs not in ("*", "?"):
+            launch.bad_values.append((name, "", "expects a value"))
+            continue
+        try:
+            converted = [_convert(flag, v) for v in values]
+        except ValueError:
+            launch.bad_values.append((name, " ".join(values), f"is not a valid {flag.kind}"))
+            continue
+        if flag.choices and any(str(v) not in flag.choices for v in converted):
+            launch.bad_values.append((name, " ".join(values), "is not one of " + ", ".join(flag.choices)))
+        launch.values[flag.dest] = converted if flag.nargs in ("+", "*") else (
+            converted[0] if converted else None)
+    return launch

@@ -1,0 +1,259 @@
+"""What one SGLang release's own code says, read from its source with `ast` (never imported).
+
+The memory-sizing code moved between releases; each fact names the function it comes from:
+- `ModelRunnerKVCacheMixin` in `model_executor/model_runner_kv_cache_mixin.py` (0.5.14-0.5.15),
+  `KVCacheConfigurator` in `mem_cache/kv_cache_configurator.py` (0.5.16 on):
+  `_profile_available_bytes`, `handle_max_mamba_cache` / `_handle_max_mamba_cache`,
+  `_calculate_mamba_ratio` and the `MAMBA_CACHE_*` ratio constants beside them;
+- `environ.py`: the defaults of the `SGLANG_*` variables the sizing reads;
+- `configs/model_config.py`: `multimodal_model_archs`;
+- `speculative/spec_info.py`: the `SpeculativeAlgorithm` members;
+- the speculative hook (`server_args.py` / `arg_groups/speculative_hook.py`): the
+  `max_running_requests` it sets when speculative decoding runs without one.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+from patchkit.doctor.flags import FlagTable, flag_table
+
+SIZING_FILES = (
+    "srt/mem_cache/kv_cache_configurator.py",  # 0.5.16 on
+    "srt/model_executor/model_runner_kv_cache_mixin.py",  # 0.5.14-0.5.15
+)
+RATIO_CONSTANTS = (
+    "MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO",
+    "MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP",
+    "MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP",
+    "MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP_LAZY",
+    "MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP",
+    "MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_BUFFER",
+)
+
+
+def _parse(path: Path) -> ast.Module | None:
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    return _parse_cached(str(path), stamp)
+
+
+@lru_cache(maxsize=64)
+def _parse_cached(path: str, _mtime_ns: int) -> ast.Module | None:
+    """Parsed modules are kept per file and modification time (release trees do not change)."""
+    try:
+        return ast.parse(Path(path).read_bytes(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _functions(tree: ast.AST, names: tuple[str, ...]) -> list[ast.FunctionDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in names]
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    """Every identifier and attribute name used inside a node."""
+    found = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            found.add(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            found.add(sub.attr)
+    return found
+
+
+def _adds_one_to(node: ast.AST, names: tuple[str, ...]) -> bool:
+    """Whether the function adds 1 to one of `names` (the pool's padding slot)."""
+    for sub in ast.walk(node):
+        if (isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Add)
+                and isinstance(sub.right, ast.Constant) and sub.right.value == 1
+                and _names_in(sub.left) & set(names)):
+            return True
+    return False
+
+
+def _string_keys(tree: ast.AST, name: str) -> set[str]:
+    """Keys of a dict literal assigned to `name` (a module or class attribute)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(node.value, ast.Dict):
+                return {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    return set()
+
+
+def _string_list(tree: ast.AST, name: str) -> set[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if isinstance(node.value, (ast.List, ast.Tuple, ast.Set)):
+                return {e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
+
+
+@dataclass
+class ReleaseCode:
+    """Facts about one release, read from the folder holding its `sglang/` package."""
+
+    version: str
+    package_dir: Path
+    _trees: dict[str, ast.Module | None] = field(default_factory=dict, repr=False)
+
+    def tree(self, rel: str) -> ast.Module | None:
+        """The parsed module `rel` (relative to `sglang/`), or None when the release lacks it."""
+        if rel not in self._trees:
+            self._trees[rel] = _parse(self.package_dir / rel)
+        return self._trees[rel]
+
+    @cached_property
+    def flags(self) -> FlagTable:
+        return flag_table(self.package_dir)
+
+    @cached_property
+    def sizing_file(self) -> str | None:
+        """Where `_calculate_mamba_ratio` lives in this release."""
+        for rel in SIZING_FILES:
+            tree = self.tree(rel)
+            if tree is not None and _functions(tree, ("_calculate_mamba_ratio",)):
+                return rel
+        return None
+
+    def _sizing_function(self, *names: str) -> ast.FunctionDef | None:
+        if self.sizing_file is None:
+            return None
+        found = _functions(self.tree(self.sizing_file), names)
+        return found[0] if found else None
+
+    @cached_property
+    def ratio_constants(self) -> dict[str, int]:
+        """The `MAMBA_CACHE_*` constants beside `_calculate_mamba_ratio` (defaults: 0.5.14's values)."""
+        values = {RATIO_CONSTANTS[0]: 3, RATIO_CONSTANTS[2]: 2, RATIO_CONSTANTS[3]: 1, RATIO_CONSTANTS[4]: 1}
+        tree = self.tree(self.sizing_file) if self.sizing_file else None
+        for node in (tree.body if tree else []):
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and node.targets[0].id in RATIO_CONSTANTS and isinstance(node.value, ast.Constant)):
+                values[node.targets[0].id] = int(node.value.value)
+        return values
+
+    @cached_property
+    def ratio_reads_skip_decode_lock(self) -> bool:
+        """`_calculate_mamba_ratio` lowers the base under SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK (0.5.19 on)."""
+        fn = self._sizing_function("_calculate_mamba_ratio")
+        return fn is not None and "SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK" in _names_in(fn)
+
+    @cached_property
+    def padding_slot(self) -> bool:
+        """`_handle_max_mamba_cache` charges each pool's +1 padding slot (later releases)."""
+        fn = self._sizing_function("_handle_max_mamba_cache", "handle_max_mamba_cache")
+        return fn is not None and _adds_one_to(fn, ("max_mamba_cache_size", "capped_reqs"))
+
+    @cached_property
+    def replayssm_in_budget(self) -> bool:
+        """`_handle_max_mamba_cache` skips the intermediate state under ReplaySSM."""
+        fn = self._sizing_function("_handle_max_mamba_cache", "handle_max_mamba_cache")
+        return fn is not None and any("replayssm" in name for name in _names_in(fn))
+
+    @cached_property
+    def multimodal_reservation(self) -> bool:
+        """`_profile_available_bytes` subtracts `mm_runtime_reservation_gb(...)` from the budget."""
+        fn = self._sizing_function("_profile_available_bytes")
+        return fn is not None and "mm_runtime_reservation_gb" in _names_in(fn)
+
+    @cached_property
+    def env_defaults(self) -> dict[str, object]:
+        """`SGLANG_X = EnvInt(100)` and the like in `srt/environ.py`."""
+        tree = self.tree("srt/environ.py")
+        found: dict[str, object] = {}
+        for node in ast.walk(tree) if tree else []:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Call) and node.value.args):
+                try:
+                    found[node.targets[0].id] = ast.literal_eval(node.value.args[0])
+                except (ValueError, TypeError, SyntaxError):
+                    continue
+        return found
+
+    @cached_property
+    def multimodal_archs(self) -> set[str]:
+        tree = self.tree("srt/configs/model_config.py")
+        return _string_list(tree, "multimodal_model_archs") if tree else set()
+
+    @cached_property
+    def spec_algorithms(self) -> set[str]:
+        """Names `--speculative-algorithm` accepts: `SpeculativeAlgorithm` members and aliases."""
+        tree = self.tree("srt/speculative/spec_info.py")
+        names: set[str] = set()
+        for node in ast.walk(tree) if tree else []:
+            if isinstance(node, ast.ClassDef) and node.name == "SpeculativeAlgorithm":
+                names |= {t.id for stmt in node.body if isinstance(stmt, ast.Assign)
+                          for t in stmt.targets if isinstance(t, ast.Name)}
+        if tree is not None:
+            names |= _string_list(tree, "_RESERVED_ALIASES") or {"NEXTN"}
+        return names
+
+    @cached_property
+    def spec_default_max_running(self) -> int | None:
+        """What the speculative hook sets `max_running_requests` to when it is unset (48)."""
+        for rel in ("srt/arg_groups/speculative_hook.py", "srt/server_args.py"):
+            tree = self.tree(rel)
+            for node in ast.walk(tree) if tree else []:
+                if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                        and isinstance(node.targets[0], ast.Attribute)
+                        and node.targets[0].attr == "max_running_requests"
+                        and isinstance(node.value, ast.Constant) and isinstance(node.value.value, int)):
+                    return node.value.value
+                # 0.5.19 on: `get_context().override(..., max_running_requests=48)`
+                if isinstance(node, ast.Call):
+                    for kw in node.keywords:
+                        if (kw.arg == "max_running_requests" and isinstance(kw.value, ast.Constant)
+                                and isinstance(kw.value.value, int)):
+                            return kw.value.value
+        return None
+
+    @cached_property
+    def tool_call_parsers(self) -> set[str]:
+        tree = self.tree("srt/function_call/function_call_parser.py")
+        return _string_keys(tree, "ToolCallParserEnum") if tree else set()
+
+    @cached_property
+    def reasoning_parsers(self) -> set[str]:
+        tree = self.tree("srt/parser/reasoning_parser.py")
+        return _string_keys(tree, "DetectorMap") if tree else set()
+
+    def defines_class(self, folder: str, name: str) -> bool:
+        """Whether a module under `sglang/<folder>` defines class `name` (e.g. a model architecture)."""
+        needle = f"class {name}".encode()
+        for path in sorted((self.package_dir / folder).glob("*.py")):
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if needle not in data:  # cheap pre-filter; the parse below decides
+                continue
+            tree = self.tree(path.relative_to(self.package_dir).as_posix())
+            if tree is not None and any(isinstance(n, ast.ClassDef) and n.name == name for n in ast.walk(tree)):
+                return True
+        return False
+
+    def env(self, name: str, environ: dict[str, str]) -> object:
+        """An `SGLANG_*` variable as the release reads it: the environment, else its default."""
+        default = self.env_defaults.get(name)
+        raw = environ.get(name)
+        if raw is None:
+            return default
+        if isinstance(default, bool):
+            return raw.strip().lower() in ("1", "true", "yes", "on")
+        if isinstance(default, int):
+            try:
+                return int(raw)
+            except ValueError:
+                return default
+        return raw
+
+
+def read(version: str, package_dir: Path) -> ReleaseCode:
+    return ReleaseCode(version=version, package_dir=Path(package_dir))

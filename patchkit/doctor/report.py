@@ -1,0 +1,103 @@
+"""Findings and the doctor's report: plain data, a dict for --json, lines for the terminal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from patchkit.doctor.budget import Budget
+from patchkit.doctor.gpu import GIB, GpuFacts
+
+LEVELS = ("error", "warning", "info")
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    level: str  # error: the launch will fail or crash; warning: runs, not as intended; info
+    message: str  # one sentence, with the numbers behind it
+    fix: str = ""  # the exact flag (or command) that fixes it
+
+    def to_dict(self) -> dict:
+        return {"rule": self.rule, "level": self.level, "message": self.message, "fix": self.fix}
+
+
+@dataclass
+class Report:
+    sglang: dict
+    gpu: GpuFacts
+    budget: Budget
+    findings: list[Finding] = field(default_factory=list)
+    model: dict = field(default_factory=dict)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(f.level == "error" for f in self.findings)
+
+    def to_dict(self) -> dict:
+        return {
+            "sglang": self.sglang,
+            "gpu": self.gpu.to_dict(),
+            "model": self.model,
+            "budget": self.budget.to_dict(),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def gib(n: float | int | None) -> str:
+    return "?" if n is None else f"{n / GIB:.2f} GiB"
+
+
+def mib(n: float | int | None) -> str:
+    return "?" if n is None else f"{n / MIB:.2f} MiB"
+
+
+def lines(report: Report) -> list[str]:
+    """The terminal rendering: the budget table of one GPU, then the findings."""
+    b, g = report.budget, report.gpu
+    out = [f"SGLang {report.sglang.get('version')} at {report.sglang.get('path')}"]
+    gpu_bits = [f"{g.count or '?'} GPU(s)", f"{g.total_gib:.2f} GiB each" if g.total_gib else "memory unknown"]
+    if g.sm:
+        gpu_bits.append(f"SM {g.sm[0]}.{g.sm[1]}")
+    if g.interconnect:
+        gpu_bits.append(g.interconnect)
+    if g.wsl:
+        gpu_bits.append("WSL2")
+    out.append("GPU: " + ", ".join(gpu_bits))
+    out.append(f"Budget per GPU (TP {b.tp_size}):")
+    rows: list[tuple[str, str]] = []
+    free = None if b.free_at_load_gib is None else b.free_at_load_gib * GIB
+    rows.append((f"free at weight load ({g.free_source})", gib(free)))
+    if b.mem_fraction_static is not None:
+        rows.append((f"mem-fraction-static ({b.mem_fraction_source})", f"{b.mem_fraction_static:.3f}"))
+    rows.append(("- runtime slack (activations, graphs)", gib(b.slack_bytes)))
+    rows.append(("- weights", gib(b.weights_bytes)))
+    if b.draft_weights_bytes:
+        rows.append(("- draft weights", gib(b.draft_weights_bytes)))
+    if b.multimodal_reserve_bytes:
+        rows.append(("- multimodal reserve", gib(b.multimodal_reserve_bytes)))
+    if b.hybrid:
+        rows.append((f"- state pool ({b.state_slots} slots + padding x {mib(b.state_slot_bytes)})", gib(b.state_pool_bytes)))
+        if b.intermediate_state_bytes:
+            rows.append(("- intermediate speculative state", gib(b.intermediate_state_bytes)))
+        if b.replayssm_bytes:
+            rows.append(("- ReplaySSM rings", gib(b.replayssm_bytes)))
+    rows.append(("= KV pool", gib(b.kv_budget_bytes)))
+    rows.append(("KV bytes per token", "?" if b.kv_bytes_per_token is None else f"{b.kv_bytes_per_token:,} B"))
+    rows.append(("KV tokens", "?" if b.kv_tokens is None else f"{b.kv_tokens:,}"))
+    if b.hybrid:
+        rows.append(("state slots per running request", str(b.slots_per_request)))
+    rows.append(("max running requests (effective)", "?" if b.effective_max_running_requests is None
+                 else f"{b.effective_max_running_requests} (asked: {b.requested_max_running_requests}, {b.max_running_source})"))
+    rows.append(("longest request (tokens)", "?" if b.max_request_tokens is None else f"{b.max_request_tokens:,}"))
+    width = max(len(label) for label, _ in rows)
+    out += [f"  {label:<{width}}  {value:>14}" for label, value in rows]
+    if report.findings:
+        out.append("Findings:")
+        for f in report.findings:
+            out.append(f"  {f.level:<7} {f.rule}: {f.message}")
+            if f.fix:
+                out.append(f"  {'':<7} fix: {f.fix}")
+    else:
+        out.append("No findings.")
+    return out

@@ -1,0 +1,434 @@
+"""The traps a launch can fall into. Each rule is one function from the gathered facts to
+findings; `RULES` lists them by id (the ids are an interface)."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from patchkit.doctor.budget import EAGLE_FAMILY, Budget
+from patchkit.doctor.gpu import GIB, GpuFacts
+from patchkit.doctor.launch import REMOVED_FLAGS, Launch
+from patchkit.doctor.model import ModelFacts
+from patchkit.doctor.release import ReleaseCode
+from patchkit.doctor.report import Finding, gib, mib
+
+NOT_IN_PLACE = ("pending", "failed", "drifted")
+
+
+@dataclass
+class Context:
+    release: ReleaseCode
+    launch: Launch
+    model: ModelFacts | None
+    draft: ModelFacts | None
+    gpu: GpuFacts
+    budget: Budget
+    patch_states: dict[str, str] = field(default_factory=dict)
+    environ: dict[str, str] = field(default_factory=dict)
+
+    def flag(self, dest: str, fallback: str) -> str:
+        """The release's own spelling of a flag (its first name), for a fix."""
+        names = [n for n in self.release.flags.names_for(dest) if self.release.flags.get(n).deprecated_for is None]
+        return names[0] if names else fallback
+
+    @property
+    def algo(self) -> str | None:
+        return self.budget.speculative_algorithm
+
+    @property
+    def hybrid(self) -> bool:
+        return self.model is not None and self.model.is_hybrid_gdn
+
+    def sm(self) -> tuple[int, int] | None:
+        return self.gpu.sm
+
+
+Rule = Callable[[Context], Iterator[Finding]]
+
+
+def spec_max_running_default(ctx: Context) -> Iterator[Finding]:
+    b = ctx.budget
+    if ctx.algo is None or ctx.launch.is_set("max_running_requests"):
+        return
+    default = ctx.release.spec_default_max_running or 48
+    gets = ""
+    if ctx.hybrid and b.effective_max_running_requests is not None:
+        gets = (f"; with {b.state_slots} state slots at {b.slots_per_request} per request this launch really "
+                f"gets {b.effective_max_running_requests}")
+    yield Finding("spec-max-running-default", "warning",
+                  f"speculative decoding ({ctx.algo}) without --max-running-requests sets it to {default}{gets}",
+                  f"--max-running-requests N (the concurrency you want)")
+
+
+def mamba_slots_cap(ctx: Context) -> Iterator[Finding]:
+    b = ctx.budget
+    if not ctx.hybrid or b.state_cap_requests is None or b.state_cap_requests <= 0:
+        return
+    asked = b.requested_max_running_requests
+    if asked is None or b.max_running_source == "estimate" or b.state_cap_requests >= asked // b.attn_dp_size:
+        return
+    needed = asked * b.slots_per_request
+    extra_bytes = max(0, needed - (b.state_slots or 0)) * b.state_slot_bytes
+    cost = ""
+    if b.kv_bytes_per_token:
+        lost = extra_bytes // b.kv_bytes_per_token
+        cost = f", costing about {lost:,} KV tokens ({gib(extra_bytes)})"
+        if b.kv_tokens is not None and lost >= b.kv_tokens:
+            cost += ", more than the whole KV pool: lower --max-running-requests instead"
+    yield Finding("mamba-slots-cap", "warning",
+                  f"concurrency is capped at {b.state_cap_requests} = floor({b.state_slots} state slots / "
+                  f"{b.slots_per_request} per request), below the {asked} asked ({b.max_running_source}); "
+                  f"{needed} slots would lift it{cost}",
+                  f"{ctx.flag('max_mamba_cache_size', '--max-mamba-cache-size')} {needed}")
+
+
+def mamba_slots_zero(ctx: Context) -> Iterator[Finding]:
+    b = ctx.budget
+    if not ctx.hybrid or "mamba-slots-zero" not in b.errors:
+        return
+    yield Finding("mamba-slots-zero", "error",
+                  f"the state pool gets {b.state_slots} slots ({mib(b.state_slot_bytes)} each, "
+                  f"{b.slots_per_request} per request): startup fails with \"state cache is too small\"",
+                  f"raise {ctx.flag('mem_fraction_static', '--mem-fraction-static')}, set "
+                  f"{ctx.flag('max_mamba_cache_size', '--max-mamba-cache-size')} or "
+                  f"{ctx.flag('mamba_ssm_dtype', '--mamba-ssm-dtype')} bfloat16")
+
+
+def mamba_ratio_ignored(ctx: Context) -> Iterator[Finding]:
+    if not ctx.launch.is_set("mamba_full_memory_ratio"):
+        return
+    why = None
+    if ctx.launch.is_set("max_mamba_cache_size"):
+        why = "--max-mamba-cache-size is set"
+    elif ctx.launch.get("disable_radix_cache", False) and ctx.launch.is_set("max_running_requests"):
+        why = "--disable-radix-cache with --max-running-requests sizes the state pool"
+    if why:
+        yield Finding("mamba-ratio-ignored", "warning",
+                      f"--mamba-full-memory-ratio has no effect: {why}",
+                      "drop --mamba-full-memory-ratio (or --max-mamba-cache-size)")
+
+
+def kv_below_context(ctx: Context) -> Iterator[Finding]:
+    b = ctx.budget
+    if b.kv_tokens is None or not b.context_length or b.kv_tokens >= b.context_length:
+        return
+    yield Finding("kv-below-context", "warning",
+                  f"the KV pool holds {b.kv_tokens:,} tokens, less than the {b.context_length:,}-token context: "
+                  f"a single request over {b.max_request_tokens:,} tokens is rejected with HTTP 400",
+                  f"{ctx.flag('context_length', '--context-length')} {max(b.kv_tokens - 1, 0)} "
+                  f"(or free memory for the KV pool)")
+
+
+def max_total_tokens_cap_only(ctx: Context) -> Iterator[Finding]:
+    b = ctx.budget
+    limit = ctx.launch.get("max_total_tokens")
+    if limit is None or b.kv_budget_bytes is None or not b.kv_bytes_per_token:
+        return
+    profiled = b.kv_budget_bytes // b.kv_bytes_per_token
+    if int(limit) > profiled:
+        yield Finding("max-total-tokens-cap-only", "warning",
+                      f"--max-total-tokens {int(limit):,} only caps the pool, it never grows it: "
+                      f"the memory budget gives {profiled:,} tokens",
+                      f"raise {ctx.flag('mem_fraction_static', '--mem-fraction-static')} "
+                      f"(or lower --max-total-tokens to {profiled:,})")
+
+
+def _replay_flag(ctx: Context) -> str | None:
+    for name in ("--enable-linear-replayssm-spec", "--enable-gdn-replayssm-spec"):
+        flag = ctx.release.flags.get(name)
+        if flag is not None and flag.deprecated_for is None:
+            return name
+    return None
+
+
+def replayssm_spec(ctx: Context) -> Iterator[Finding]:
+    b = ctx.budget
+    if not ctx.hybrid or ctx.algo is None:
+        return
+    name = _replay_flag(ctx)
+    on = bool(ctx.launch.get("enable_linear_replayssm_spec") or ctx.launch.get("enable_gdn_replayssm_spec"))
+    topk = ctx.launch.get("speculative_eagle_topk")
+    decode = ctx.launch.get("linear_attn_decode_backend") or ctx.launch.get("linear_attn_backend") or "triton"
+    if on:
+        if topk not in (None, 1):
+            yield Finding("replayssm-spec", "error",
+                          f"{name or 'ReplaySSM'} needs a linear draft chain, --speculative-eagle-topk is {topk}",
+                          "--speculative-eagle-topk 1")
+        elif decode not in ("triton", "flashinfer"):
+            yield Finding("replayssm-spec", "error",
+                          f"{name or 'ReplaySSM'} needs the triton or flashinfer linear-attention decode backend, got {decode}",
+                          "--linear-attn-decode-backend triton")
+        return
+    if not b.intermediate_state_bytes:
+        return
+    if name is None:
+        yield Finding("replayssm-spec", "info",
+                      f"speculative decoding reserves {gib(b.intermediate_state_bytes)} of intermediate state "
+                      f"({b.draft_tokens} draft tokens); SGLang {ctx.release.version} has no ReplaySSM flag to avoid it "
+                      f"(0.5.16: --enable-gdn-replayssm-spec, from 0.5.17: --enable-linear-replayssm-spec)")
+        return
+    usable = topk in (None, 1) and decode in ("triton", "flashinfer")
+    yield Finding("replayssm-spec", "info",
+                  f"speculative decoding reserves {gib(b.intermediate_state_bytes)} of intermediate state "
+                  f"({b.draft_tokens} draft tokens x {mib(b.state_slot_bytes)} per request slot); "
+                  + ("ReplaySSM drops it (topk 1, triton/flashinfer decode)" if usable else
+                     "ReplaySSM would drop it but needs --speculative-eagle-topk 1 and a triton/flashinfer decode backend"),
+                  name)
+
+
+def draft_quantization_inherit(ctx: Context) -> Iterator[Finding]:
+    if ctx.algo is None or not ctx.launch.is_set("quantization"):
+        return
+    if ctx.launch.is_set("speculative_draft_model_quantization"):
+        return
+    draft = ctx.draft
+    if draft is None or ctx.model is None or draft.path.resolve() == ctx.model.path.resolve():
+        return  # an MTP head inside the target checkpoint is quantized with it
+    if draft.quantization is not None:
+        return
+    flag = ctx.flag("speculative_draft_model_quantization", "--speculative-draft-model-quantization")
+    yield Finding("draft-quantization-inherit", "warning",
+                  f"--quantization {ctx.launch.get('quantization')} also applies to the draft model, whose "
+                  f"checkpoint is not quantized: loading it fails or reads garbage",
+                  f"{flag} unquant")
+
+
+def flags(ctx: Context) -> Iterator[Finding]:
+    for name in ctx.launch.unknown:
+        if name in REMOVED_FLAGS:
+            yield Finding("flag-removed", "error",
+                          f"{name} is not a flag of SGLang {ctx.release.version} (removed; argparse rejects the launch)",
+                          REMOVED_FLAGS[name])
+        else:
+            close = difflib.get_close_matches(name, list(ctx.release.flags.by_name), n=1)
+            yield Finding("flag-unknown", "error",
+                          f"{name} is not a flag of SGLang {ctx.release.version} (argparse rejects the launch)",
+                          close[0] if close else "remove it")
+    for name, new in ctx.launch.deprecated:
+        yield Finding("flag-deprecated", "info", f"{name} is deprecated in SGLang {ctx.release.version}", new)
+    for name, value, why in ctx.launch.bad_values:
+        yield Finding("flag-value", "error", f"{name} {value}: {why}".replace("  ", " "), f"{name} <valid value>")
+    if ctx.launch.stray:
+        yield Finding("flag-value", "error", f"arguments that belong to no flag: {' '.join(ctx.launch.stray)}",
+                      "remove them")
+
+
+def feature_missing(ctx: Context) -> Iterator[Finding]:
+    algo = ctx.launch.get("speculative_algorithm")
+    if algo and ctx.release.spec_algorithms and str(algo).upper() not in ctx.release.spec_algorithms:
+        yield Finding("feature-missing", "error",
+                      f"SGLang {ctx.release.version} has no speculative algorithm {algo} (DSpark came in 0.5.16)",
+                      "upgrade SGLang (patchkit doctor --version V checks another release)")
+    for facts, what in ((ctx.model, "model"), (ctx.draft, "draft model")):
+        if facts is None or not facts.arch or (what == "draft model" and ctx.model and facts.path == ctx.model.path):
+            continue
+        if not ctx.release.defines_class("srt/models", facts.arch):
+            hint = " (DFlash2 came in 0.5.19)" if "DFlash2" in facts.arch else ""
+            yield Finding("feature-missing", "error",
+                          f"SGLang {ctx.release.version} has no {what} architecture {facts.arch}{hint}",
+                          "upgrade SGLang (patchkit doctor --version V checks another release)")
+
+
+def no_buffer_overlap(ctx: Context) -> Iterator[Finding]:
+    if not ctx.hybrid or ctx.launch.get("disable_radix_cache", False):
+        return
+    if ctx.launch.get("mamba_radix_cache_strategy") == "no_buffer" and ctx.launch.is_set("mamba_radix_cache_strategy") \
+            and not ctx.launch.get("disable_overlap_schedule", False):
+        yield Finding("no-buffer-overlap", "error",
+                      "the no_buffer mamba strategy without --disable-overlap-schedule asserts at startup "
+                      "(\"no_buffer do not support overlap schedule\")",
+                      "--disable-overlap-schedule")
+
+
+def _backends(ctx: Context, *dests: str) -> set[str]:
+    return {str(ctx.launch.get(d)) for d in dests if ctx.launch.get(d)}
+
+
+def fp8_triton_sm89(ctx: Context) -> Iterator[Finding]:
+    kv = str(ctx.launch.get("kv_cache_dtype", "auto"))
+    if ctx.sm() != (8, 9) or not kv.startswith("fp8"):
+        return
+    if "triton" in _backends(ctx, "attention_backend", "decode_attention_backend", "prefill_attention_backend"):
+        yield Finding("fp8-triton-sm89", "warning",
+                      f"--kv-cache-dtype {kv} with the triton attention backend on SM 8.9: triton has no FP8 "
+                      f"tensor-core attention below SM 9.0, decode upcasts every step (slow) and fp8_e4m3 "
+                      f"kernels may fail to compile",
+                      "--attention-backend flashinfer")
+
+
+def cutedsl_decode_sm90(ctx: Context) -> Iterator[Finding]:
+    sm = ctx.sm()
+    if sm is None or sm >= (9, 0):
+        return
+    if "cutedsl" in _backends(ctx, "linear_attn_decode_backend", "linear_attn_backend"):
+        yield Finding("cutedsl-decode-sm90", "error",
+                      f"the cutedsl linear-attention decode kernels need SM 9.0 or newer; this GPU is SM {sm[0]}.{sm[1]}",
+                      "--linear-attn-decode-backend triton")
+
+
+def flashinfer_gdn_sm90(ctx: Context) -> Iterator[Finding]:
+    sm = ctx.sm()
+    if sm is None or sm >= (9, 0) or not ctx.hybrid:
+        return
+    if "flashinfer" in _backends(ctx, "linear_attn_backend", "linear_attn_decode_backend", "linear_attn_prefill_backend"):
+        yield Finding("flashinfer-gdn-sm90", "error",
+                      f"FlashInfer's Gated DeltaNet kernels need SM 9.0 or newer; this GPU is SM {sm[0]}.{sm[1]}",
+                      "--linear-attn-backend triton")
+
+
+def fa3_sm90(ctx: Context) -> Iterator[Finding]:
+    sm = ctx.sm()
+    if sm is None or sm[0] == 9:
+        return
+    if "fa3" in _backends(ctx, "attention_backend", "prefill_attention_backend", "decode_attention_backend"):
+        yield Finding("fa3-sm90", "error",
+                      f"FlashAttention 3 (fa3) runs on Hopper (SM 9.0) only; this GPU is SM {sm[0]}.{sm[1]}",
+                      "--attention-backend flashinfer (or triton)")
+
+
+def dtype_fp16_gdn(ctx: Context) -> Iterator[Finding]:
+    if not ctx.hybrid or str(ctx.launch.get("dtype", "auto")) not in ("float16", "half"):
+        return
+    conv = ctx.release.env("SGLANG_MAMBA_CONV_DTYPE", ctx.environ) or "bfloat16"
+    yield Finding("dtype-fp16-gdn", "warning",
+                  f"--dtype {ctx.launch.get('dtype')} on a Gated DeltaNet model: the conv state is kept in {conv} "
+                  f"(SGLANG_MAMBA_CONV_DTYPE), so the linear layers mix float16 activations with {conv} state",
+                  "--dtype bfloat16")
+
+
+def reasoning_parser_forced(ctx: Context) -> Iterator[Finding]:
+    if ctx.launch.get("reasoning_parser") != "qwen3-thinking":
+        return
+    yield Finding("reasoning-parser-forced", "warning",
+                  "--reasoning-parser qwen3-thinking treats every reply as reasoning (force_reasoning): "
+                  "requests with enable_thinking=false get their answer in reasoning_content",
+                  "--reasoning-parser qwen3")
+
+
+def tool_parser_name(ctx: Context) -> Iterator[Finding]:
+    name = ctx.launch.get("tool_call_parser")
+    known = ctx.release.tool_call_parsers
+    if not name or not known or name in known or name == "auto":
+        return
+    fix = "qwen3_coder" if name in ("qwen3_xml", "qwen3-xml") and "qwen3_coder" in known else None
+    close = difflib.get_close_matches(str(name), sorted(known), n=1)
+    yield Finding("tool-parser-name", "error",
+                  f"--tool-call-parser {name} is not a parser of SGLang {ctx.release.version}"
+                  + (" (vLLM's qwen3_xml is SGLang's qwen3_coder)" if fix else ""),
+                  f"--tool-call-parser {fix or (close[0] if close else 'auto')}")
+
+
+def mtp_weights_missing(ctx: Context) -> Iterator[Finding]:
+    if ctx.algo not in ("NEXTN", "EAGLE") or ctx.model is None or not ctx.model.mtp_layers:
+        return
+    draft = ctx.draft
+    if draft is not None and draft.path.resolve() != ctx.model.path.resolve():
+        return
+    if ctx.model.has_mtp_weights is False:
+        yield Finding("mtp-weights-missing", "error",
+                      f"{ctx.algo} uses the checkpoint's MTP head, but {ctx.model.path} has no mtp.* weights "
+                      f"(a quantized or pruned export dropped them): the draft runs on random weights",
+                      "use a checkpoint with its mtp.* tensors, or drop --speculative-algorithm")
+
+
+def pcie_custom_allreduce(ctx: Context) -> Iterator[Finding]:
+    if ctx.budget.tp_size <= 1 or ctx.gpu.interconnect != "pcie" or ctx.launch.get("disable_custom_all_reduce", False):
+        return
+    yield Finding("pcie-custom-allreduce", "warning",
+                  f"TP {ctx.budget.tp_size} over PCIe with SGLang's custom all-reduce: it needs peer-to-peer "
+                  f"access and hangs or is slower than NCCL without NVLink",
+                  "--disable-custom-all-reduce")
+
+
+def integrated_gpu_headroom(ctx: Context) -> Iterator[Finding]:
+    f = ctx.budget.mem_fraction_static
+    if not ctx.gpu.integrated or f is None or f <= 0.80:
+        return
+    yield Finding("integrated-gpu-headroom", "warning",
+                  f"unified-memory GPU (GB10 class): --mem-fraction-static {f:.3f} takes the host's RAM too; "
+                  f"the OS and the tokenizer processes need headroom",
+                  f"{ctx.flag('mem_fraction_static', '--mem-fraction-static')} 0.80")
+
+
+def _patch_triggers(ctx: Context) -> list[tuple[str, str, str]]:
+    """(patch id, level, why this launch depends on it)."""
+    m = ctx.model
+    hits: list[tuple[str, str, str]] = []
+    qwen35 = m is not None and m.is_hybrid_gdn and m.text.get("mtp_num_hidden_layers") is not None
+    if ctx.algo in EAGLE_FAMILY and qwen35 and ctx.launch.get("speculative_draft_model_path"):
+        layers = int(m.text.get("num_hidden_layers") or 0)
+        full = ctx.budget.full_attention_layers or 1
+        hits.append(("mtp-layer-detection", "warning",
+                     f"the MTP draft is counted as {layers} layers, the KV cell is scaled by 1 + {layers}/{full} "
+                     f"= {1 + layers / full:g}x"))
+    if ctx.algo in EAGLE_FAMILY and qwen35:
+        hits.append(("draft-lmhead-placeholder", "warning",
+                     "the MTP draft allocates its own vocab-sized embedding and lm_head before the KV pool is sized"))
+    if ctx.algo == "EAGLE3" and m is not None and m.arch.startswith("Qwen3_5"):
+        hits.append(("eagle3-capture-hook", "error", "EAGLE-3 cannot capture the Qwen3.5/3.8 hidden states"))
+    if m is not None and m.is_hybrid_gdn and not ctx.launch.get("disable_radix_cache", False) \
+            and (ctx.budget.effective_max_running_requests or 2) > 1:
+        hits.append(("mamba-slot-graceful", "warning",
+                     "long concurrent chunked prefills can run the state pool dry and crash the scheduler"))
+    if ctx.budget.tp_size > 1 and (ctx.gpu.interconnect == "pcie" or ctx.gpu.wsl):
+        hits.append(("symm-mem-kill-switch", "error",
+                     "symmetric memory's rendezvous dies with SIGFPE on PCIe/WSL2 with TP > 1"))
+    quant = (m.quantization or {}) if m is not None else {}
+    if str(quant.get("quant_method", "")).replace("_", "-") in ("auto-round", "autoround"):
+        hits.append(("autoround-packed-mapping", "error",
+                     "AutoRound's fused modules lose their packed mapping and load the wrong bits"))
+    return hits
+
+
+def patch_needed(ctx: Context) -> Iterator[Finding]:
+    for pid, level, why in _patch_triggers(ctx):
+        state = ctx.patch_states.get(pid)
+        if state in NOT_IN_PLACE:
+            yield Finding("patch-needed", level,
+                          f"patchkit patch {pid} is {state} in this SGLang: {why}",
+                          f"patchkit apply --only {pid}")
+
+
+def budget_negative(ctx: Context) -> Iterator[Finding]:
+    b = ctx.budget
+    if "budget-negative" not in b.errors:
+        return
+    yield Finding("budget-negative", "error",
+                  f"weights ({gib(b.weights_bytes)} + draft {gib(b.draft_weights_bytes)}) and the state pool leave "
+                  f"no memory for the KV cache under mem-fraction-static {b.mem_fraction_static:.3f}: startup fails",
+                  f"raise {ctx.flag('mem_fraction_static', '--mem-fraction-static')}, use more TP ranks or a smaller checkpoint")
+
+
+RULES: dict[str, Rule] = {
+    "flag-unknown": flags,  # also flag-removed, flag-deprecated and flag-value
+    "feature-missing": feature_missing,
+    "budget-negative": budget_negative,
+    "mamba-slots-zero": mamba_slots_zero,
+    "mamba-slots-cap": mamba_slots_cap,
+    "spec-max-running-default": spec_max_running_default,
+    "mamba-ratio-ignored": mamba_ratio_ignored,
+    "kv-below-context": kv_below_context,
+    "max-total-tokens-cap-only": max_total_tokens_cap_only,
+    "replayssm-spec": replayssm_spec,
+    "draft-quantization-inherit": draft_quantization_inherit,
+    "no-buffer-overlap": no_buffer_overlap,
+    "fp8-triton-sm89": fp8_triton_sm89,
+    "cutedsl-decode-sm90": cutedsl_decode_sm90,
+    "flashinfer-gdn-sm90": flashinfer_gdn_sm90,
+    "fa3-sm90": fa3_sm90,
+    "dtype-fp16-gdn": dtype_fp16_gdn,
+    "reasoning-parser-forced": reasoning_parser_forced,
+    "tool-parser-name": tool_parser_name,
+    "mtp-weights-missing": mtp_weights_missing,
+    "pcie-custom-allreduce": pcie_custom_allreduce,
+    "integrated-gpu-headroom": integrated_gpu_headroom,
+    "patch-needed": patch_needed,
+}
+
+
+def run(ctx: Context) -> list[Finding]:
+    found = [finding for rule in RULES.values() for finding in rule(ctx)]
+    order = {level: i for i, level in enumerate(("error", "warning", "info"))}
+    return sorted(found, key=lambda f: order[f.level])

@@ -1,0 +1,151 @@
+"""The budget against figures computed by hand from each release's own sizing code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from patchkit.doctor import budget
+from patchkit.doctor.model import load
+from testing.doctor import GIB, QWEN38, model_folder, run
+
+MIB = 1 << 20
+
+
+@pytest.fixture
+def qwen38(tmp_path):
+    return load(model_folder(tmp_path / "qwen3.8-27b"))
+
+
+def test_fixture_config_is_the_shared_geometry():
+    text = json.loads(QWEN38.read_text())["text_config"]
+    assert (text["num_hidden_layers"], text["full_attention_interval"], text["mtp_num_hidden_layers"]) == (64, 4, 1)
+    assert (text["linear_num_key_heads"], text["linear_num_value_heads"], text["linear_key_head_dim"]) == (16, 48, 128)
+
+
+def test_worked_check_state_per_slot(qwen38):
+    # The issue's worked check: fp32 state at TP1 146.81 MiB per slot, 74.81 MiB bf16, TP4 36.70 MiB.
+    conv, ssm = budget.gdn_state_bytes(qwen38, attn_tp=1, ssm_dtype_bytes=4, conv_dtype_bytes=2)
+    # Mamba2StateShape.create: conv (48*128 + 2*16*128) x (4 - 1) bf16; temporal 48 x 128 x 128 fp32; 48 layers.
+    assert conv == (48 * 128 + 2 * 16 * 128) * 3 * 2 * 48
+    assert ssm == 48 * 128 * 128 * 4 * 48
+    assert round((conv + ssm) / MIB, 2) == 146.81
+    conv16, ssm16 = budget.gdn_state_bytes(qwen38, attn_tp=1, ssm_dtype_bytes=2, conv_dtype_bytes=2)
+    assert round((conv16 + ssm16) / MIB, 2) == 74.81
+    conv4, ssm4 = budget.gdn_state_bytes(qwen38, attn_tp=4, ssm_dtype_bytes=4, conv_dtype_bytes=2)
+    assert round((conv4 + ssm4) / MIB, 2) == 36.70
+
+
+def test_worked_check_fp8_kv_per_token(tmp_path):
+    # 16 full-attention layers x 4 KV heads x 256 x 2 (K, V) x 1 byte = 32 KiB per token at TP1.
+    report = run("0.5.20", ["--model-path", str(model_folder(tmp_path / "m")), "--kv-cache-dtype", "fp8_e4m3",
+                            "--mem-fraction-static", "0.88"])
+    assert report.budget.full_attention_layers == 16
+    assert report.budget.kv_bytes_per_token == 32 * 1024
+
+
+SPEC_LAUNCH = ["--mem-fraction-static", "0.88", "--kv-cache-dtype", "fp8_e4m3", "--speculative-algorithm", "NEXTN",
+               "--max-running-requests", "16", "--context-length", "131072"]
+PER_SLOT = 153_944_064  # 146.81 MiB, fp32 SSM state at TP1 (test above)
+TARGET = 30 * GIB - 100 * MIB  # total_size minus the mtp.* tensors the target does not load
+DRAFT = 100 * MIB + 2 * 248320 * 5120 * 2  # mtp.* tensors + the draft's own embedding and lm_head (bf16)
+
+
+def _launch(folder):
+    return ["--model-path", str(folder), "--speculative-draft-model-path", str(folder), *SPEC_LAUNCH]
+
+
+def test_budget_0_5_15_by_hand(tmp_path):
+    """0.5.15: ModelRunnerKVCacheMixin in model_executor/model_runner_kv_cache_mixin.py."""
+    folder = model_folder(tmp_path / "m")
+    report = run("0.5.15", _launch(folder), gpu_memory=80.0, gpu_free=79.0)
+    b = report.budget
+    # _profile_available_bytes: available after target + draft weights, minus pre x (1 - mem_fraction_static).
+    # draft-lmhead-placeholder is pending on a pristine 0.5.15, so the draft's vocab tensors count.
+    rest = 79.0 - (TARGET + DRAFT) / GIB - 79.0 * (1 - 0.88)
+    # No mm_runtime_reservation_gb in 0.5.15.
+    assert b.multimodal_reserve_bytes == 0
+    # _calculate_mamba_ratio: radix cache on, auto -> extra_buffer with overlap: 3 + 2.
+    assert b.slots_per_request == 5
+    # handle_max_mamba_cache, ratio branch with speculative decoding (no padding slot in 0.5.15):
+    #   max_mamba_cache_size = int(mamba_budget_bytes // (per_req * (1 + D / ratio)))
+    mamba_budget_bytes = rest * 0.9 / (1 + 0.9) * GIB
+    slots = int(mamba_budget_bytes // (PER_SLOT * (1 + 4 / 5)))
+    assert b.state_slots == slots == 63
+    capped = min(16, slots // 5)  # capped_reqs = min(max_running_requests, max_mamba_cache_size // ratio)
+    assert b.intermediate_state_bytes == PER_SLOT * capped * 4 == 7_389_315_072
+    rest -= PER_SLOT * capped * 4 / GIB
+    assert b.state_pool_bytes == slots * PER_SLOT == 9_698_476_032
+    rest -= slots * PER_SLOT / GIB
+    # DefaultPoolConfigurator: cell = 4 KV heads x (256 + 256) x 16 layers x 1 byte = 32768, scaled for the draft
+    # by 1 + eagle_draft_num_layers / 16; mtp-layer-detection is pending, so the draft counts as all 64 layers.
+    assert b.draft_layers == 64
+    assert b.kv_bytes_per_token == int(32768 * (1 + 64 / 16)) == 163_840
+    tokens = int(rest * GIB) // 163_840
+    assert b.kv_tokens == tokens == 123_662
+    # _resolve_max_num_reqs: min(16, tokens // 2, max_mamba_cache_size // ratio).
+    assert b.effective_max_running_requests == min(16, tokens // 2, slots // 5) == 12
+    assert b.max_request_tokens == min(131072 - 1, tokens - 1)
+
+
+def test_budget_0_5_20_by_hand(tmp_path):
+    """0.5.20: KVCacheConfigurator in mem_cache/kv_cache_configurator.py (padding slot, multimodal reserve)."""
+    folder = model_folder(tmp_path / "m")
+    report = run("0.5.20", _launch(folder), gpu_memory=80.0, gpu_free=79.0)
+    b = report.budget
+    # _profile_available_bytes: ... - mm_runtime_reservation_gb (SGLANG_VLM_CACHE_SIZE_MB = 100 for a VLM).
+    assert b.multimodal_reserve_bytes == int(100 / 1024 * GIB)
+    rest = 79.0 - (TARGET + DRAFT) / GIB - 79.0 * (1 - 0.88) - 100 / 1024
+    assert b.slots_per_request == 5
+    # _handle_max_mamba_cache, ratio branch with speculative decoding, +1 padding slot on both buffers:
+    #   K = int((mamba_budget_bytes - per_req * (1 + D)) // (per_req * (1 + D / ratio)))
+    mamba_budget_bytes = rest * 0.9 / (1 + 0.9) * GIB
+    slots = int((mamba_budget_bytes - PER_SLOT * (1 + 4)) // (PER_SLOT * (1 + 4 / 5)))
+    assert b.state_slots == slots == 60
+    capped = min(16, slots // 5)
+    assert b.intermediate_state_bytes == PER_SLOT * (capped + 1) * 4 == 8_005_091_328
+    rest -= PER_SLOT * (capped + 1) * 4 / GIB
+    assert b.state_pool_bytes == (slots + 1) * PER_SLOT == 9_390_587_904
+    rest -= (slots + 1) * PER_SLOT / GIB
+    # mtp-layer-detection is upstream-fixed in 0.5.20: the draft counts as its 1 MTP layer.
+    assert b.draft_layers == 1
+    assert b.kv_bytes_per_token == int(32768 * (1 + 1 / 16)) == 34_816
+    tokens = int(rest * GIB) // 34_816
+    assert b.kv_tokens == tokens == 570_086
+    assert b.effective_max_running_requests == min(16, tokens // 2, slots // 5) == 12
+
+
+def test_explicit_cache_size_and_radix_off_paths(tmp_path):
+    folder = model_folder(tmp_path / "m")
+    base = ["--model-path", str(folder), "--mem-fraction-static", "0.88"]
+    b = run("0.5.20", [*base, "--max-mamba-cache-size", "100"]).budget
+    assert (b.state_slots, b.state_slots_source, b.state_pool_bytes) == (100, "flag", 101 * PER_SLOT)
+    b = run("0.5.15", [*base, "--max-mamba-cache-size", "100"]).budget
+    assert b.state_pool_bytes == 100 * PER_SLOT
+    b = run("0.5.20", [*base, "--disable-radix-cache", "--max-running-requests", "24"]).budget
+    assert (b.state_slots, b.state_slots_source, b.slots_per_request) == (24, "max-running-requests", 1)
+    # bf16 SSM state halves the temporal part.
+    b = run("0.5.20", [*base, "--mamba-ssm-dtype", "bfloat16"]).budget
+    assert round(b.state_slot_bytes / MIB, 2) == 74.81
+
+
+def test_skip_decode_lock_lowers_the_ratio_where_the_release_reads_it(tmp_path):
+    folder = model_folder(tmp_path / "m")
+    argv = ["--model-path", str(folder), "--mem-fraction-static", "0.88"]
+    env = {"SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK": "1"}
+    assert run("0.5.20", argv, environ=env).budget.slots_per_request == 4  # 3 - 1 + 2
+    assert run("0.5.15", argv, environ=env).budget.slots_per_request == 5  # 0.5.15 does not read it
+
+
+def test_dense_model_and_tp(tmp_path):
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+              "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+    folder = model_folder(tmp_path / "llama", config=config, total_size=16 * GIB, mtp=False)
+    b = run("0.5.20", ["--model-path", str(folder), "--tp-size", "2", "--mem-fraction-static", "0.9"],
+            gpus=2).budget
+    assert not b.hybrid and b.weights_bytes == 8 * GIB
+    assert b.kv_bytes_per_token == 4 * 128 * 2 * 32 * 2  # 8 KV heads / TP2 x (128 + 128) x 32 layers x bf16
+    rest = 79.0 - 8 - 79.0 * (1 - 0.9)  # not multimodal: no reserve
+    assert b.kv_tokens == int(rest * GIB) // b.kv_bytes_per_token

@@ -1,0 +1,76 @@
+"""`patchkit doctor` through the real CLI: output, --json, exit codes."""
+
+from __future__ import annotations
+
+import pytest
+
+from testing import releases
+from testing.cli import run
+from testing.doctor import model_folder
+
+GPU = ("--gpus", "1", "--gpu-memory", "80", "--gpu-free", "79", "--sm", "9.0")
+BUDGET_KEYS = {"kv_tokens", "kv_bytes_per_token", "weights_bytes", "ssm_state_bytes", "conv_state_bytes",
+               "state_slots", "state_slot_bytes", "intermediate_state_bytes", "multimodal_reserve_bytes",
+               "effective_max_running_requests", "max_request_tokens"}
+
+
+@pytest.fixture
+def model(tmp_path):
+    return str(model_folder(tmp_path / "qwen3.8-27b"))
+
+
+@pytest.fixture
+def shared_home(monkeypatch):
+    """--version V reads the release from the tests' own cache (no download)."""
+    monkeypatch.setenv("PATCHKIT_HOME", str(releases.HOME))
+
+
+def test_json_report_and_exit_0(model, shared_home):
+    releases.pristine("0.5.20")
+    result = run("doctor", "--version", "0.5.20", *GPU, "--json", "--", "--model-path", model,
+                 "--mem-fraction-static", "0.88", "--context-length", "65536", "--max-running-requests", "8")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    data = result.json()
+    assert data["sglang"]["version"] == "0.5.20"
+    assert data["gpu"]["total_gib"] == 80 and data["gpu"]["sm"] == "9.0"
+    assert BUDGET_KEYS <= set(data["budget"])
+    assert data["budget"]["state_slot_bytes"] == 153_944_064
+    assert all(set(f) == {"rule", "level", "message", "fix"} for f in data["findings"])
+    assert not [f for f in data["findings"] if f["level"] == "error"]
+
+
+def test_text_report_and_exit_1_on_an_error(model):
+    site = releases.pristine("0.5.20")
+    result = run("doctor", "--site-packages", site, *GPU, "--", "--model-path", model,
+                 "--mamba-scheduler-strategy", "no_buffer", "--mem-fraction-static", "0.88")
+    assert result.exit_code == 1, result.stderr
+    assert "KV tokens" in result.stdout and "state pool" in result.stdout
+    assert "error   flag-removed: --mamba-scheduler-strategy" in result.stdout
+    assert "fix: --mamba-radix-cache-strategy" in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--",), "no --model-path"),
+    (("--", "--model-path", "/does/not/exist"), "is not a local folder"),
+    (("--sm", "nine", "--", "--model-path", "."), "--sm nine"),
+    (("--gpu-memory", "-1", "--", "--model-path", "."), "must be positive"),
+])
+def test_bad_input_exits_2(args, message):
+    site = releases.pristine("0.5.20")
+    result = run("doctor", "--site-packages", site, *args)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_version_and_site_packages_are_exclusive(model):
+    result = run("doctor", "--version", "0.5.20", "--site-packages", ".", "--", "--model-path", model)
+    assert result.exit_code == 2 and "mutually exclusive" in result.stderr
+
+
+def test_unreadable_config_is_one_error_line(tmp_path):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "config.json").write_text("{not json")
+    result = run("doctor", "--site-packages", releases.pristine("0.5.20"), *GPU, "--", "--model-path", folder)
+    assert result.exit_code == 2 and "is not valid JSON" in result.stderr

@@ -1,0 +1,72 @@
+"""Launch lines parsed against each release's own argument parser, read from its source."""
+
+from __future__ import annotations
+
+import pytest
+
+from patchkit.doctor.flags import flag_table
+from patchkit.doctor.launch import REMOVED_FLAGS, parse
+from testing.releases import pristine
+
+RELEASES = [f"0.5.{n}" for n in range(14, 24)]
+
+# A real-world launch line: 30 flags, every one of them accepted by 0.5.14-0.5.23.
+THIRTY = [
+    "--model-path", "/models/Qwen3.8-27B", "--served-model-name", "qwen3.8", "--host", "0.0.0.0",
+    "--port", "30000", "--tp-size", "2", "--dtype", "bfloat16", "--kv-cache-dtype", "fp8_e4m3",
+    "--mem-fraction-static", "0.85", "--max-running-requests", "32", "--context-length", "131072",
+    "--chunked-prefill-size", "4096", "--page-size", "1", "--trust-remote-code",
+    "--attention-backend", "flashinfer", "--speculative-algorithm", "NEXTN",
+    "--speculative-draft-model-path", "/models/Qwen3.8-27B", "--speculative-num-steps", "3",
+    "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--mamba-ssm-dtype", "bfloat16",
+    "--max-mamba-cache-size", "160", "--mamba-radix-cache-strategy", "extra_buffer",
+    "--reasoning-parser", "qwen3", "--tool-call-parser", "qwen3_coder", "--disable-custom-all-reduce",
+    "--enable-metrics", "--log-level", "info", "--linear-attn-backend", "triton", "--watchdog-timeout", "600",
+    "--schedule-policy", "lpm",
+]
+
+
+def test_thirty_flags_are_thirty():
+    assert sum(1 for token in THIRTY if token.startswith("--")) == 30
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", RELEASES)
+def test_thirty_real_flags_parse_on_every_release(version):
+    table = flag_table(pristine(version) / "sglang")
+    launch = parse(THIRTY, table)
+    assert (launch.unknown, launch.bad_values, launch.stray, launch.deprecated) == ([], [], [], [])
+    assert len(launch.explicit) == 30
+    assert launch.get("tp_size") == 2 and launch.get("mem_fraction_static") == 0.85
+    assert launch.get("trust_remote_code") is True and launch.get("disable_custom_all_reduce") is True
+    assert launch.get("speculative_algorithm") == "NEXTN" and launch.get("page_size") == 1
+    assert launch.get("mamba_radix_cache_strategy") == "extra_buffer"
+
+
+def test_removed_flags_are_deprecated_aliases_before_and_gone_in_0_5_20():
+    before = flag_table(pristine("0.5.19") / "sglang")
+    after = flag_table(pristine("0.5.20") / "sglang")
+    for old, new in REMOVED_FLAGS.items():
+        assert before.get(old) is not None and before.get(old).deprecated_for == new, old
+        assert after.get(old) is None, old
+        assert after.get(new.partition("=")[0]) is not None, new
+
+
+def test_replayssm_flag_renamed():
+    assert flag_table(pristine("0.5.15") / "sglang").get("--enable-gdn-replayssm-spec") is None
+    assert flag_table(pristine("0.5.16") / "sglang").get("--enable-gdn-replayssm-spec").deprecated_for is None
+    assert flag_table(pristine("0.5.17") / "sglang").get("--enable-linear-replayssm-spec") is not None
+
+
+def test_parse_shapes():
+    table = flag_table(pristine("0.5.20") / "sglang")
+    launch = parse(["--model", "/m", "--mem-fraction-static=0.8", "--no-such-flag", "x", "y", "--tp", "4",
+                    "--cuda-graph-bs-decode", "1", "2", "4", "--mem-fraction-static", "oops", "stray"], table)
+    assert launch.get("model_path") == "/m"  # alias
+    assert launch.unknown == ["--no-such-flag"]  # its values are skipped, not stray
+    assert launch.get("tp_size") == 4  # unique prefix, as argparse's allow_abbrev
+    assert launch.get("cuda_graph_bs_decode") == [1, 2, 4]
+    assert launch.bad_values == [("--mem-fraction-static", "oops", "is not a valid float")]
+    assert launch.get("mem_fraction_static") == 0.8
+    assert launch.stray == ["stray"]
+    assert parse(["--mamba-radix-cache-strategy", "bogus"], table).bad_values

@@ -1,0 +1,233 @@
+"""Every rule fires on a launch with its trap and stays silent on the same launch without it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from patchkit.doctor.rules import RULES
+from testing.doctor import GIB, model_folder, rules, run
+
+APPLIED = {pid: "applied" for pid in ("mtp-layer-detection", "draft-lmhead-placeholder", "mamba-slot-graceful",
+                                      "symm-mem-kill-switch", "autoround-packed-mapping", "eagle3-capture-hook")}
+
+
+@pytest.fixture
+def model(tmp_path):
+    return str(model_folder(tmp_path / "qwen3.8-27b"))
+
+
+def base(model, *extra):
+    return ["--model-path", model, "--mem-fraction-static", "0.88", *extra]
+
+
+def spec(model, *extra):
+    return base(model, "--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", model, *extra)
+
+
+def finding(report, rule):
+    return next(f for f in report.findings if f.rule == rule)
+
+
+def fires(version, argv, rule, **kw):
+    report = run(version, argv, **kw)
+    assert rule in rules(report), [f.rule for f in report.findings]
+    return finding(report, rule)
+
+
+def silent(version, argv, rule, **kw):
+    report = run(version, argv, **kw)
+    assert rule not in rules(report), finding(report, rule)
+    return report
+
+
+def test_every_issue_rule_id_is_registered():
+    ids = set(RULES) | {"flag-removed"}
+    assert {"spec-max-running-default", "mamba-slots-cap", "mamba-slots-zero", "mamba-ratio-ignored",
+            "kv-below-context", "max-total-tokens-cap-only", "replayssm-spec", "draft-quantization-inherit",
+            "flag-removed", "flag-unknown", "feature-missing", "no-buffer-overlap", "fp8-triton-sm89",
+            "cutedsl-decode-sm90", "flashinfer-gdn-sm90", "fa3-sm90", "dtype-fp16-gdn", "reasoning-parser-forced",
+            "tool-parser-name", "mtp-weights-missing", "pcie-custom-allreduce", "integrated-gpu-headroom",
+            "patch-needed"} <= ids
+
+
+def test_spec_max_running_default(model):
+    f = fires("0.5.20", spec(model), "spec-max-running-default")
+    assert "48" in f.message and "really gets" in f.message
+    silent("0.5.20", spec(model, "--max-running-requests", "8"), "spec-max-running-default")
+
+
+def test_mamba_slots_cap(model):
+    f = fires("0.5.20", spec(model, "--max-running-requests", "48"), "mamba-slots-cap")
+    assert f.level == "warning" and f.fix.startswith("--max-mamba-cache-size 240")
+    silent("0.5.20", spec(model, "--max-running-requests", "8"), "mamba-slots-cap")
+
+
+def test_mamba_slots_zero(model):
+    f = fires("0.5.20", base(model, "--max-mamba-cache-size", "4"), "mamba-slots-zero")
+    assert f.level == "error"
+    report = silent("0.5.20", base(model, "--max-mamba-cache-size", "100"), "mamba-slots-zero")
+    assert not report.has_errors
+
+
+def test_mamba_ratio_ignored(model):
+    fires("0.5.20", base(model, "--mamba-full-memory-ratio", "0.5", "--max-mamba-cache-size", "100"),
+          "mamba-ratio-ignored")
+    silent("0.5.20", base(model, "--mamba-full-memory-ratio", "0.5"), "mamba-ratio-ignored")
+
+
+def test_kv_below_context(model):
+    f = fires("0.5.20", base(model), "kv-below-context", gpu_free=47.0, gpu_memory=48.0)
+    assert "HTTP 400" in f.message and f.fix.startswith("--context-length")
+    silent("0.5.20", base(model, "--context-length", "32768"), "kv-below-context", gpu_free=47.0, gpu_memory=48.0)
+
+
+def test_max_total_tokens_cap_only(model):
+    fires("0.5.20", base(model, "--max-total-tokens", "50000000"), "max-total-tokens-cap-only")
+    report = silent("0.5.20", base(model, "--max-total-tokens", "100000"), "max-total-tokens-cap-only")
+    assert report.budget.kv_tokens == 100000
+
+
+def test_replayssm_spec(model):
+    f = fires("0.5.20", spec(model, "--max-running-requests", "8"), "replayssm-spec")
+    assert f.fix == "--enable-linear-replayssm-spec" and "GiB of intermediate state" in f.message
+    assert fires("0.5.16", spec(model, "--max-running-requests", "8"), "replayssm-spec").fix == "--enable-gdn-replayssm-spec"
+    assert "no ReplaySSM flag" in fires("0.5.15", spec(model, "--max-running-requests", "8"), "replayssm-spec").message
+    silent("0.5.20", base(model), "replayssm-spec")
+    bad = fires("0.5.20", spec(model, "--max-running-requests", "8", "--enable-linear-replayssm-spec",
+                               "--speculative-num-steps", "3", "--speculative-eagle-topk", "4",
+                               "--speculative-num-draft-tokens", "8"), "replayssm-spec")
+    assert bad.level == "error" and bad.fix == "--speculative-eagle-topk 1"
+    on = silent("0.5.20", spec(model, "--max-running-requests", "8", "--enable-linear-replayssm-spec"),
+                "mamba-slots-zero")
+    assert on.budget.intermediate_state_bytes == 0 and on.budget.replayssm_bytes > 0
+
+
+def test_draft_quantization_inherit(model, tmp_path):
+    draft_config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
+                    "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}
+    draft = str(model_folder(tmp_path / "eagle3", config=draft_config, total_size=GIB, mtp=False))
+    argv = base(model, "--quantization", "fp8", "--speculative-algorithm", "EAGLE3",
+                "--speculative-draft-model-path", draft, "--max-running-requests", "8")
+    f = fires("0.5.20", argv, "draft-quantization-inherit")
+    assert f.fix == "--speculative-draft-model-quantization unquant"
+    silent("0.5.20", [*argv, "--speculative-draft-model-quantization", "unquant"], "draft-quantization-inherit")
+
+
+def test_flag_removed_and_unknown(model):
+    f = fires("0.5.20", base(model, "--mamba-scheduler-strategy", "no_buffer"), "flag-removed")
+    assert f.level == "error" and f.fix == "--mamba-radix-cache-strategy"
+    report = silent("0.5.19", base(model, "--mamba-scheduler-strategy", "extra_buffer"), "flag-removed")
+    assert "flag-deprecated" in rules(report)
+    assert fires("0.5.20", base(model, "--cuda-graph-max-bs", "64"), "flag-removed").fix == "--cuda-graph-max-bs-decode"
+    assert fires("0.5.20", base(model, "--enable-gdn-replayssm-spec"), "flag-removed").fix == \
+        "--enable-linear-replayssm-spec"
+    assert fires("0.5.20", base(model, "--mem-fracton-static", "0.8"), "flag-unknown").fix == "--mem-fraction-static"
+    silent("0.5.20", base(model), "flag-unknown")
+    silent("0.5.20", base(model), "flag-removed")
+
+
+def test_feature_missing(model, tmp_path):
+    argv = base(model, "--speculative-algorithm", "DSPARK", "--max-running-requests", "8")
+    fires("0.5.15", argv, "feature-missing")
+    silent("0.5.16", argv, "feature-missing")
+    dflash2 = {"architectures": ["DFlash2DraftModel"], "model_type": "qwen3", "num_hidden_layers": 1,
+               "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 5120}
+    draft = str(model_folder(tmp_path / "dflash2", config=dflash2, total_size=GIB, mtp=False))
+    argv = base(model, "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", draft,
+                "--max-running-requests", "8")
+    assert "DFlash2" in fires("0.5.18", argv, "feature-missing").message
+    silent("0.5.19", argv, "feature-missing")
+
+
+def test_no_buffer_overlap(model):
+    fires("0.5.20", base(model, "--mamba-radix-cache-strategy", "no_buffer"), "no-buffer-overlap")
+    silent("0.5.20", base(model, "--mamba-radix-cache-strategy", "no_buffer", "--disable-overlap-schedule"),
+           "no-buffer-overlap")
+
+
+def test_fp8_triton_sm89(model):
+    argv = base(model, "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "triton")
+    fires("0.5.20", argv, "fp8-triton-sm89", sm="8.9")
+    silent("0.5.20", argv, "fp8-triton-sm89", sm="9.0")
+
+
+def test_cutedsl_decode_sm90(model):
+    argv = base(model, "--linear-attn-decode-backend", "cutedsl")
+    assert fires("0.5.20", argv, "cutedsl-decode-sm90", sm="8.9").level == "error"
+    silent("0.5.20", argv, "cutedsl-decode-sm90", sm="9.0")
+
+
+def test_flashinfer_gdn_sm90(model):
+    argv = base(model, "--linear-attn-backend", "flashinfer")
+    fires("0.5.20", argv, "flashinfer-gdn-sm90", sm="8.6")
+    silent("0.5.20", argv, "flashinfer-gdn-sm90", sm="9.0")
+
+
+def test_fa3_sm90(model):
+    argv = base(model, "--attention-backend", "fa3")
+    fires("0.5.20", argv, "fa3-sm90", sm="8.9")
+    fires("0.5.20", argv, "fa3-sm90", sm="12.0")
+    silent("0.5.20", argv, "fa3-sm90", sm="9.0")
+
+
+def test_dtype_fp16_gdn(model):
+    fires("0.5.20", base(model, "--dtype", "float16"), "dtype-fp16-gdn")
+    silent("0.5.20", base(model, "--dtype", "bfloat16"), "dtype-fp16-gdn")
+
+
+def test_reasoning_parser_forced(model):
+    assert fires("0.5.20", base(model, "--reasoning-parser", "qwen3-thinking"), "reasoning-parser-forced").fix == \
+        "--reasoning-parser qwen3"
+    silent("0.5.20", base(model, "--reasoning-parser", "qwen3"), "reasoning-parser-forced")
+
+
+def test_tool_parser_name(model):
+    assert fires("0.5.20", base(model, "--tool-call-parser", "qwen3_xml"), "tool-parser-name").fix == \
+        "--tool-call-parser qwen3_coder"
+    silent("0.5.20", base(model, "--tool-call-parser", "qwen3_coder"), "tool-parser-name")
+
+
+def test_mtp_weights_missing(tmp_path):
+    stripped = str(model_folder(tmp_path / "no-mtp", tensors={"model.layers.0.mlp.weight": ("F8_E4M3", [8, 8])}))
+    argv = spec(stripped, "--max-running-requests", "8")
+    assert fires("0.5.20", argv, "mtp-weights-missing").level == "error"
+    silent("0.5.20", spec(str(model_folder(tmp_path / "full")), "--max-running-requests", "8"), "mtp-weights-missing")
+
+
+def test_pcie_custom_allreduce(model):
+    argv = base(model, "--tp-size", "2")
+    fires("0.5.20", argv, "pcie-custom-allreduce", gpus=2, interconnect="pcie")
+    silent("0.5.20", [*argv, "--disable-custom-all-reduce"], "pcie-custom-allreduce", gpus=2, interconnect="pcie")
+    silent("0.5.20", argv, "pcie-custom-allreduce", gpus=2, interconnect="nvlink")
+
+
+def test_integrated_gpu_headroom(model):
+    fires("0.5.20", base(model), "integrated-gpu-headroom", integrated=True, gpu_memory=119.0, gpu_free=110.0)
+    silent("0.5.20", ["--model-path", model, "--mem-fraction-static", "0.8"], "integrated-gpu-headroom",
+           integrated=True, gpu_memory=119.0, gpu_free=110.0)
+
+
+def test_patch_needed_reuses_status(model):
+    # Pristine 0.5.15: `patchkit status` reports mtp-layer-detection pending, so the MTP draft is
+    # counted as all 64 layers (KV cell x5).
+    report = run("0.5.15", spec(model, "--max-running-requests", "8"))
+    needed = [f for f in report.findings if f.rule == "patch-needed"]
+    assert any("mtp-layer-detection is pending" in f.message and "= 5x" in f.message for f in needed)
+    assert report.budget.kv_bytes_per_token == 65536 * 5  # bf16 KV: 16 layers x 4 x 512 x 2 bytes, x5
+    applied = run("0.5.15", spec(model, "--max-running-requests", "8"), states=APPLIED)
+    assert "patch-needed" not in rules(applied)
+    assert applied.budget.kv_bytes_per_token == int(65536 * (1 + 1 / 16))
+    # symm-mem on PCIe with TP > 1
+    f = fires("0.5.20", base(model, "--tp-size", "2", "--disable-custom-all-reduce"), "patch-needed",
+              gpus=2, interconnect="pcie")
+    assert f.level == "error" and "symm-mem-kill-switch" in f.fix
+    silent("0.5.20", base(model, "--tp-size", "2"), "patch-needed", gpus=2, interconnect="nvlink",
+           states=APPLIED)
+
+
+def test_budget_negative(tmp_path):
+    big = str(model_folder(tmp_path / "big", total_size=100 * GIB))
+    assert fires("0.5.20", base(big), "budget-negative").level == "error"
+    silent("0.5.20", base(str(model_folder(tmp_path / "small"))), "budget-negative")
