@@ -381,10 +381,13 @@ def _hybrid_state(b: Budget, release: ReleaseCode, launch: Launch, model: ModelF
     replay = bool(replay_flag) and release.replayssm_in_budget
     fixed, ring_slot = 0, 0
     if replay:
-        record_len = _int(launch.get("linear_replayssm_cache_len"), 0) or (draft_tokens or 4)
+        cache_len = _int(launch.get("linear_replayssm_cache_len"), 0)
+        record_len = (draft_tokens if release.replayssm_record_len_from_draft else cache_len) or cache_len or draft_tokens or 4
         ring = replayssm_ring_bytes(model, attn_tp, _DTYPE_BYTES.get(str(conv_name), 2), record_len)
-        fixed = ring * ((requested or 1) // dp + 1)
-        b.replayssm_bytes = fixed
+        if release.replayssm_fixed_pool:  # one ring per running request (+1)
+            fixed = ring * ((requested or 1) // dp + 1)
+        else:  # a ring beside every state slot
+            ring_slot = ring
     D = draft_tokens or 0
     explicit = _int(launch.get("max_mamba_cache_size"))
     if explicit is not None:
@@ -417,4 +420,5 @@ def _hybrid_state(b: Budget, release: ReleaseCode, launch: Launch, model: ModelF
         return rest
     b.state_cap_requests = slots // ratio
     b.state_pool_bytes = (slots + pad) * (per_req + ring_slot) + fixed
+    b.replayssm_bytes = fixed + (slots + pad) * ring_slot
     return rest - b.state_pool_bytes / GIB

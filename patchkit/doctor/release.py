@@ -158,6 +158,19 @@ class ReleaseCode:
         return fn is not None and any("replayssm" in name for name in _names_in(fn))
 
     @cached_property
+    def replayssm_fixed_pool(self) -> bool:
+        """GDN ReplaySSM rings are one fixed pool per request (`replayssm_fixed_bytes`, 0.5.19 on)
+        rather than attached to every state slot (0.5.17-0.5.18)."""
+        fn = self._sizing_function("_handle_max_mamba_cache", "handle_max_mamba_cache")
+        return fn is not None and "replayssm_fixed_bytes" in _names_in(fn)
+
+    @cached_property
+    def replayssm_record_len_from_draft(self) -> bool:
+        """The ring length is the draft-token count (0.5.17-0.5.18), not `linear_replayssm_cache_len`."""
+        fn = self._sizing_function("_handle_max_mamba_cache", "handle_max_mamba_cache")
+        return fn is not None and "max_speculative_num_draft_tokens" in _names_in(fn)
+
+    @cached_property
     def multimodal_reservation(self) -> bool:
         """`_profile_available_bytes` subtracts `mm_runtime_reservation_gb(...)` from the budget."""
         fn = self._sizing_function("_profile_available_bytes")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from patchkit.doctor.budget import EAGLE_FAMILY, Budget
-from patchkit.doctor.gpu import GIB, GpuFacts
+from patchkit.doctor.gpu import GpuFacts
 from patchkit.doctor.launch import REMOVED_FLAGS, Launch
 from patchkit.doctor.model import ModelFacts
 from patchkit.doctor.release import ReleaseCode
@@ -59,7 +59,7 @@ def spec_max_running_default(ctx: Context) -> Iterator[Finding]:
                 f"gets {b.effective_max_running_requests}")
     yield Finding("spec-max-running-default", "warning",
                   f"speculative decoding ({ctx.algo}) without --max-running-requests sets it to {default}{gets}",
-                  f"--max-running-requests N (the concurrency you want)")
+                  "--max-running-requests N (the concurrency you want)")
 
 
 def mamba_slots_cap(ctx: Context) -> Iterator[Finding]:

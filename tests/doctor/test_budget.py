@@ -149,3 +149,33 @@ def test_dense_model_and_tp(tmp_path):
     assert b.kv_bytes_per_token == 4 * 128 * 2 * 32 * 2  # 8 KV heads / TP2 x (128 + 128) x 32 layers x bf16
     rest = 79.0 - 8 - 79.0 * (1 - 0.9)  # not multimodal: no reserve
     assert b.kv_tokens == int(rest * GIB) // b.kv_bytes_per_token
+
+
+def _ring(record_len):
+    # BaseLinearStateParams.replayssm_ring_bytes_per_req, GDN at TP1 with a bf16 conv dtype:
+    # d (48 heads x L x 128) + normalized k (16 x L x 128) in bf16, scalar g (48 x L) fp32, plus the
+    # bf16 low parts of d and k; over 48 linear layers.
+    per_layer = 2 * (48 * record_len * 128 * 2 + 16 * record_len * 128 * 2) + 48 * record_len * 4
+    return per_layer * 48
+
+
+def test_replayssm_budget_by_hand(tmp_path):
+    folder = model_folder(tmp_path / "m")
+    argv = ["--model-path", str(folder), "--speculative-draft-model-path", str(folder), "--mem-fraction-static",
+            "0.88", "--kv-cache-dtype", "fp8_e4m3", "--speculative-algorithm", "NEXTN", "--max-running-requests", "8",
+            "--enable-linear-replayssm-spec"]
+    # 0.5.20 `_handle_max_mamba_cache`: ReplaySSM drops the intermediate state; GDN rings are one fixed
+    # pool of (max_running_requests + 1) rings of linear_replayssm_cache_len = 16 steps, and the ratio
+    # branch sizes slots like non-spec: K = int((budget - fixed - per_slot) // per_slot).
+    b = run("0.5.20", argv).budget
+    fixed = _ring(16) * (8 + 1)
+    assert _ring(16) == 25_313_280 and b.replayssm_bytes == fixed
+    assert b.intermediate_state_bytes == 0
+    rest = 79.0 - (TARGET + DRAFT) / GIB - 79.0 * (1 - 0.88) - 100 / 1024
+    slots = int((rest * 0.9 / 1.9 * GIB - fixed - PER_SLOT) // PER_SLOT)
+    assert b.state_slots == slots
+    assert b.state_pool_bytes == (slots + 1) * PER_SLOT + fixed
+    # 0.5.17: the ring (draft-token length, 4) sits beside every slot, no fixed pool.
+    b = run("0.5.17", argv).budget
+    assert b.replayssm_bytes == (b.state_slots + 1) * _ring(4)
+    assert b.state_pool_bytes == (b.state_slots + 1) * (PER_SLOT + _ring(4))

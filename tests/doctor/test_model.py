@@ -1,0 +1,46 @@
+"""Model facts from a local folder: config, weight bytes from the index or the headers, MTP tensors."""
+
+from __future__ import annotations
+
+import pytest
+
+from patchkit.doctor.model import load
+from patchkit.errors import UsageError
+from testing.doctor import GIB, model_folder
+
+
+def test_index_total_size_and_mtp_headers(tmp_path):
+    facts = load(model_folder(tmp_path / "m", total_size=30 * GIB))
+    assert (facts.weights_bytes, facts.weights_source) == (30 * GIB, "index")
+    assert facts.mtp_bytes == 5120 * 10240 * 2 and facts.has_mtp_weights
+    assert facts.is_hybrid_gdn and facts.mtp_layers == 1 and facts.arch == "Qwen3_5ForConditionalGeneration"
+
+
+def test_headers_without_index(tmp_path):
+    folder = model_folder(tmp_path / "m", total_size=None, tensors={
+        "model.embed_tokens.weight": ("BF16", [1000, 64]), "model.layers.0.w": ("F8_E4M3", [64, 64])})
+    facts = load(folder)
+    assert (facts.weights_bytes, facts.weights_source) == (1000 * 64 * 2 + 64 * 64, "headers")
+    assert facts.has_mtp_weights is False and facts.mtp_bytes == 0
+
+
+def test_quantization_and_text_config(tmp_path):
+    config = {"architectures": ["X"], "quantization_config": {"quant_method": "fp8"}, "num_hidden_layers": 2}
+    facts = load(model_folder(tmp_path / "m", config=config, mtp=False))
+    assert facts.quantization == {"quant_method": "fp8"} and facts.text is facts.config
+    assert not facts.is_hybrid_gdn and facts.has_vision is False
+
+
+@pytest.mark.parametrize("setup, message", [
+    (lambda d: None, "does not exist"),
+    (lambda d: (d / "config.json").write_text("[1]"), "does not hold a JSON object"),
+    (lambda d: ((d / "config.json").write_text("{}"), (d / "x.safetensors").write_bytes(b"\x05")), "not a safetensors"),
+    (lambda d: ((d / "config.json").write_text("{}"),
+                (d / "model.safetensors.index.json").write_text("{")), "is not valid JSON"),
+])
+def test_bad_folders_are_usage_errors(tmp_path, setup, message):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    setup(folder)
+    with pytest.raises(UsageError, match=message):
+        load(folder)
