@@ -318,6 +318,10 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     if b.kv_dtype_bytes == 0.5:  # FP4: half the bytes plus one scale byte per 16 elements
         cell = kv_heads * head_dim * 2 * b.full_attention_layers * 0.5 + kv_heads * head_dim * b.full_attention_layers * 2 // 16
     cell = int(cell)
+    if algo in ("DFLASH", "DSPARK"):
+        b.notes.append(f"{algo}'s draft KV scaling (scale_kv_cell_size_per_token_for_dflash) is not modelled")
+    if environ.get("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING", "").lower() in ("1", "true"):
+        b.notes.append("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING: SGLang resizes the KV pool after graph capture; not modelled")
     if algo in EAGLE_FAMILY and launch.get("speculative_draft_model_path"):
         mtp_ok = patch_states.get("mtp-layer-detection") not in ("pending", "failed", "drifted")
         b.draft_layers = draft_layer_count(model, draft, mtp_ok)
@@ -412,12 +416,14 @@ def _hybrid_state(b: Budget, release: ReleaseCode, launch: Launch, model: ModelF
         else:
             per_slot = per_req + ring_slot
             slots = int((budget_bytes - fixed - pad * per_slot) // per_slot)
-    rest -= b.intermediate_state_bytes / GIB
     b.state_slots = slots
     if slots <= 0:
+        # SGLang raises here ("Not enough GPU memory for hybrid (mamba/linear-attention) state cache").
         b.errors.append("mamba-slots-zero")
         b.state_cap_requests = 0
-        return rest
+        b.intermediate_state_bytes = max(0, b.intermediate_state_bytes)
+        return rest - b.intermediate_state_bytes / GIB
+    rest -= b.intermediate_state_bytes / GIB
     b.state_cap_requests = slots // ratio
     b.state_pool_bytes = (slots + pad) * (per_req + ring_slot) + fixed
     b.replayssm_bytes = fixed + (slots + pad) * ring_slot

@@ -77,7 +77,7 @@ def lines(report: Report) -> list[str]:
     if b.multimodal_reserve_bytes:
         rows.append(("- multimodal reserve", gib(b.multimodal_reserve_bytes)))
     if b.hybrid:
-        rows.append((f"- state pool ({b.state_slots} slots + padding x {mib(b.state_slot_bytes)})", gib(b.state_pool_bytes)))
+        rows.append((f"- state pool ({max(b.state_slots or 0, 0)} slots x {mib(b.state_slot_bytes)})", gib(b.state_pool_bytes)))
         if b.intermediate_state_bytes:
             rows.append(("- intermediate speculative state", gib(b.intermediate_state_bytes)))
         if b.replayssm_bytes:
@@ -92,6 +92,7 @@ def lines(report: Report) -> list[str]:
     rows.append(("longest request (tokens)", "?" if b.max_request_tokens is None else f"{b.max_request_tokens:,}"))
     width = max(len(label) for label, _ in rows)
     out += [f"  {label:<{width}}  {value:>14}" for label, value in rows]
+    out += [f"  note: {note}" for note in b.notes]
     if report.findings:
         out.append("Findings:")
         for f in report.findings:

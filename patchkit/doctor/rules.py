@@ -54,7 +54,7 @@ def spec_max_running_default(ctx: Context) -> Iterator[Finding]:
         return
     default = ctx.release.spec_default_max_running or 48
     gets = ""
-    if ctx.hybrid and b.effective_max_running_requests is not None:
+    if ctx.hybrid and b.effective_max_running_requests is not None and (b.state_slots or 0) > 0:
         gets = (f"; with {b.state_slots} state slots at {b.slots_per_request} per request this launch really "
                 f"gets {b.effective_max_running_requests}")
     yield Finding("spec-max-running-default", "warning",
@@ -89,8 +89,9 @@ def mamba_slots_zero(ctx: Context) -> Iterator[Finding]:
     if not ctx.hybrid or "mamba-slots-zero" not in b.errors:
         return
     yield Finding("mamba-slots-zero", "error",
-                  f"the state pool gets {b.state_slots} slots ({mib(b.state_slot_bytes)} each, "
-                  f"{b.slots_per_request} per request): startup fails with \"state cache is too small\"",
+                  f"the state pool gets {max(b.state_slots or 0, 0)} slots ({mib(b.state_slot_bytes)} each, "
+                  f"{b.slots_per_request} per request): startup fails (\"Not enough GPU memory for hybrid state "
+                  f"cache\" or \"state cache is too small to serve any requests\")",
                   f"raise {ctx.flag('mem_fraction_static', '--mem-fraction-static')}, set "
                   f"{ctx.flag('max_mamba_cache_size', '--max-mamba-cache-size')} or "
                   f"{ctx.flag('mamba_ssm_dtype', '--mamba-ssm-dtype')} bfloat16")
@@ -112,8 +113,8 @@ def mamba_ratio_ignored(ctx: Context) -> Iterator[Finding]:
 
 def kv_below_context(ctx: Context) -> Iterator[Finding]:
     b = ctx.budget
-    if b.kv_tokens is None or not b.context_length or b.kv_tokens >= b.context_length:
-        return
+    if not b.kv_tokens or not b.context_length or b.kv_tokens >= b.context_length:
+        return  # no KV pool at all is budget-negative's finding
     yield Finding("kv-below-context", "warning",
                   f"the KV pool holds {b.kv_tokens:,} tokens, less than the {b.context_length:,}-token context: "
                   f"a single request over {b.max_request_tokens:,} tokens is rejected with HTTP 400",
@@ -161,7 +162,7 @@ def replayssm_spec(ctx: Context) -> Iterator[Finding]:
                           f"{name or 'ReplaySSM'} needs the triton or flashinfer linear-attention decode backend, got {decode}",
                           "--linear-attn-decode-backend triton")
         return
-    if not b.intermediate_state_bytes:
+    if b.intermediate_state_bytes <= 0:
         return
     if name is None:
         yield Finding("replayssm-spec", "info",
