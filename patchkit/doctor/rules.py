@@ -384,12 +384,20 @@ def _patch_triggers(ctx: Context) -> list[tuple[str, str, str]]:
 
 
 def patch_needed(ctx: Context) -> Iterator[Finding]:
-    for pid, level, why in _patch_triggers(ctx):
+    triggers = _patch_triggers(ctx)
+    for pid, level, why in triggers:
         state = ctx.patch_states.get(pid)
         if state in NOT_IN_PLACE:
             yield Finding("patch-needed", level,
                           f"patchkit patch {pid} is {state} in this SGLang: {why}",
                           f"patchkit apply --only {pid}")
+    # Patches this module has no launch trigger for (e.g. ones added after it) are listed once.
+    known = {pid for pid, _, _ in triggers}
+    others = sorted(pid for pid, state in ctx.patch_states.items() if state in NOT_IN_PLACE and pid not in known)
+    if others:
+        yield Finding("patch-needed", "info",
+                      f"also not applied in this SGLang: {', '.join(others)} (`patchkit list` says what each fixes)",
+                      "patchkit apply")
 
 
 def budget_negative(ctx: Context) -> Iterator[Finding]:

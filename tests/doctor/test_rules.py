@@ -214,6 +214,9 @@ def test_patch_needed_reuses_status(model):
     needed = [f for f in report.findings if f.rule == "patch-needed"]
     assert any("mtp-layer-detection is pending" in f.message and "= 5x" in f.message for f in needed)
     assert report.budget.kv_bytes_per_token == 65536 * 5  # bf16 KV: 16 layers x 4 x 512 x 2 bytes, x5
+    others = [f for f in needed if f.level == "info"]
+    assert len(others) == 1 and "autoround-packed-mapping" in others[0].message
+    assert "mtp-layer-detection" not in others[0].message
     applied = run("0.5.15", spec(model, "--max-running-requests", "8"), states=APPLIED)
     assert "patch-needed" not in rules(applied)
     assert applied.budget.kv_bytes_per_token == int(65536 * (1 + 1 / 16))
