@@ -14,7 +14,7 @@ from patchkit.doctor import gpu as gpu_mod
 from patchkit.doctor import model as model_mod
 from patchkit.doctor import release as release_mod
 from patchkit.doctor import rules as rules_mod
-from patchkit.doctor.launch import parse
+from patchkit.doctor.launch import parse, split_command
 from patchkit.doctor.report import Finding, Report
 from patchkit.errors import UsageError
 from patchkit.target import Target
@@ -43,9 +43,11 @@ def diagnose(target: Target, argv: list[str] | tuple[str, ...], overrides: gpu_m
              probe: bool = True, environ: dict[str, str] | None = None,
              states: dict[str, str] | None = None) -> Report:
     """Everything `patchkit doctor` reports for one launch line against one SGLang."""
-    environ = gpu_mod.environ() if environ is None else environ
+    environ = dict(gpu_mod.environ() if environ is None else environ)
+    line_env, args = split_command(argv)
+    environ.update(line_env)  # `SGLANG_X=1 python -m sglang.launch_server ...`: the launch's own environment
     release = release_mod.read(target.version, target.package_dir)
-    launch = parse(argv, release.flags)
+    launch = parse(args, release.flags)
     model_path = launch.get("model_path")
     if not model_path:
         raise UsageError("the launch arguments have no --model-path (pass them after --)")

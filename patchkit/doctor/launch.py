@@ -84,6 +84,33 @@ def _resolve(table: FlagTable, name: str) -> Flag | None:
     return next(iter(matches.values())) if len(matches) == 1 else None
 
 
+def split_command(argv: list[str] | tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
+    """A pasted command line -> (its leading `NAME=value` environment, the server arguments).
+
+    Accepts the bare arguments, or a whole command: `[NAME=value ...] [env] python -m
+    sglang.launch_server ARGS` or `[NAME=value ...] sglang serve ARGS`."""
+    tokens = list(argv)
+    env: dict[str, str] = {}
+    i = 0
+    while i < len(tokens):
+        name, eq, value = tokens[i].partition("=")
+        if tokens[i] == "env":
+            i += 1
+        elif eq and name.isidentifier() and not tokens[i].startswith("-"):
+            env[name] = value
+            i += 1
+        else:
+            break
+    rest = tokens[i:]
+    for j, token in enumerate(rest):
+        if token.startswith("--"):
+            break  # the server arguments have begun
+        if token.endswith(("launch_server", "launch_server.py")) or (
+                token == "serve" and j > 0 and rest[j - 1].endswith("sglang")):
+            return env, rest[j + 1:]
+    return env, rest
+
+
 def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
     launch = Launch(argv=tuple(argv))
     for flag in table.by_name.values():

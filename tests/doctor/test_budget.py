@@ -179,3 +179,11 @@ def test_replayssm_budget_by_hand(tmp_path):
     b = run("0.5.17", argv).budget
     assert b.replayssm_bytes == (b.state_slots + 1) * _ring(4)
     assert b.state_pool_bytes == (b.state_slots + 1) * (PER_SLOT + _ring(4))
+
+
+def test_environment_on_the_pasted_line(tmp_path):
+    folder = str(model_folder(tmp_path / "m"))
+    report = run("0.5.20", ["SGLANG_MAMBA_SSM_DTYPE=bfloat16", "python3", "-m", "sglang.launch_server",
+                            "--model-path", folder, "--mem-fraction-static", "0.88"])
+    assert round(report.budget.state_slot_bytes / MIB, 2) == 74.81
+    assert "flag-unknown" not in {f.rule for f in report.findings}

@@ -70,3 +70,12 @@ def test_parse_shapes():
     assert launch.get("mem_fraction_static") == 0.8
     assert launch.stray == ["stray"]
     assert parse(["--mamba-radix-cache-strategy", "bogus"], table).bad_values
+
+
+def test_a_pasted_command_line():
+    from patchkit.doctor.launch import split_command
+
+    assert split_command(["--model-path", "m"]) == ({}, ["--model-path", "m"])
+    assert split_command(["SGLANG_MAMBA_SSM_DTYPE=bfloat16", "python3", "-m", "sglang.launch_server", "--tp", "2"]) \
+        == ({"SGLANG_MAMBA_SSM_DTYPE": "bfloat16"}, ["--tp", "2"])
+    assert split_command(["env", "X=1", "sglang", "serve", "--tp", "2"]) == ({"X": "1"}, ["--tp", "2"])
