@@ -30,6 +30,7 @@ class Flag:
     default: object = None
     choices: tuple[str, ...] | None = None
     deprecated_for: str | None = None  # the flag that replaces a deprecated spelling
+    choices_extensible: bool = False  # choices from a module-level list that plugins may extend
 
 
 @dataclass
@@ -120,7 +121,28 @@ def _annotation_kind(node: ast.AST) -> tuple[str, bool, tuple[str, ...] | None]:
     return ("str" if "str" in text else "other"), False, None
 
 
-def _field_flags(cls: ast.ClassDef) -> list[Flag]:
+def _choices(node: ast.AST | None, lists: dict[str, tuple[str, ...]]) -> tuple[tuple[str, ...] | None, bool]:
+    """(choices, extensible): a literal list, or a module-level list named by the argument."""
+    value = _literal(node)
+    if isinstance(value, (list, tuple, set)):
+        return tuple(str(c) for c in value), False
+    if isinstance(node, ast.Name) and node.id in lists:
+        return lists[node.id], True
+    return None, False
+
+
+def _literal_lists(tree: ast.Module) -> dict[str, tuple[str, ...]]:
+    """Module-level `NAME = [...]` string lists (the `*_CHOICES` of `arg_groups/choices.py`)."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = _literal(node.value)
+            if isinstance(value, (list, tuple, set)) and value and all(isinstance(v, str) for v in value):
+                found[node.targets[0].id] = tuple(sorted(value)) if isinstance(value, set) else tuple(value)
+    return found
+
+
+def _field_flags(cls: ast.ClassDef, lists: dict[str, tuple[str, ...]]) -> list[Flag]:
     """Flags derived from `A[T, ...]` fields, the way `add_cli_args_from_dataclass` derives them."""
     found = []
     for stmt in cls.body:
@@ -148,7 +170,7 @@ def _field_flags(cls: ast.ClassDef) -> list[Flag]:
         cli_name = _literal(meta.get("cli_name")) or "--" + name.replace("_", "-")
         aliases = _literal(meta.get("aliases")) or []
         kind, is_list, literal_choices = _annotation_kind(parts[0])
-        choices = _literal(meta.get("choices"))
+        choices, extensible = _choices(meta.get("choices"), lists)
         nargs = _literal(meta.get("nargs"))
         if "action" in meta:
             takes_value = _action_takes_value(meta["action"])
@@ -166,12 +188,13 @@ def _field_flags(cls: ast.ClassDef) -> list[Flag]:
             kind=kind,
             # `Arg(fallback=...)` (0.5.20+): the value resolution falls back to when unset.
             default=_literal(stmt.value) if _literal(stmt.value) is not None else _literal(meta.get("fallback")),
-            choices=tuple(str(c) for c in choices) if isinstance(choices, (list, tuple)) else literal_choices,
+            choices=choices if choices is not None else literal_choices,
+            choices_extensible=extensible,
         ))
     return found
 
 
-def _manual_flags(tree: ast.AST) -> list[Flag]:
+def _manual_flags(tree: ast.AST, lists: dict[str, tuple[str, ...]]) -> list[Flag]:
     """Flags registered by hand: `parser.add_argument("--name", ...)` with literal names."""
     found = []
     for node in ast.walk(tree):
@@ -185,6 +208,7 @@ def _manual_flags(tree: ast.AST) -> list[Flag]:
         dest = _literal(kw.get("dest")) or names[0].lstrip("-").replace("-", "_")
         nargs = _literal(kw.get("nargs"))
         type_name = ast.unparse(kw["type"]) if "type" in kw else "str"
+        choices, extensible = _choices(kw.get("choices"), lists)
         found.append(Flag(
             names=tuple(names),
             dest=str(dest),
@@ -192,7 +216,8 @@ def _manual_flags(tree: ast.AST) -> list[Flag]:
             nargs=nargs if isinstance(nargs, str) else None,
             kind=type_name if type_name in ("int", "float") else "str",
             default=_literal(kw.get("default")),
-            choices=None,
+            choices=choices,
+            choices_extensible=extensible,
             deprecated_for=_literal(kw.get("new_flag")) if "new_flag" in kw else None,
         ))
     return found
@@ -217,7 +242,8 @@ def flag_table(package_dir: Path) -> FlagTable:
 @lru_cache(maxsize=16)
 def _flag_table(sources: tuple[tuple[str, int], ...]) -> FlagTable:
     table = FlagTable()
-    manual: list[Flag] = []
+    parsed = []
+    lists: dict[str, tuple[str, ...]] = {}
     for name, _mtime in sources:
         path = Path(name)
         try:
@@ -225,18 +251,24 @@ def _flag_table(sources: tuple[tuple[str, int], ...]) -> FlagTable:
         except OSError:
             continue
         has_fields, has_manual = b"A[" in data or b"Annotated[" in data, b"add_argument(" in data
-        if not (has_fields or has_manual):
+        has_lists = b"CHOICES" in data
+        if not (has_fields or has_manual or has_lists):
             continue  # cheap pre-filter; the parse below decides
         tree = _parse(path)
         if tree is None:
             continue
+        if has_lists:
+            lists.update(_literal_lists(tree))
+        parsed.append((tree, has_fields, has_manual))
+    manual: list[Flag] = []
+    for tree, has_fields, has_manual in parsed:
         if has_fields:
             for node in tree.body:
                 if isinstance(node, ast.ClassDef):
-                    for flag in _field_flags(node):
+                    for flag in _field_flags(node, lists):
                         table.add(flag)
         if has_manual:
-            manual += _manual_flags(tree)
+            manual += _manual_flags(tree, lists)
     for flag in manual:
         table.add(flag)
     return table

@@ -45,6 +45,7 @@ class Launch:
     unknown: list[str] = field(default_factory=list)  # flags this release does not know
     deprecated: list[tuple[str, str]] = field(default_factory=list)  # (flag, replacement)
     bad_values: list[tuple[str, str, str]] = field(default_factory=list)  # (flag, value, why)
+    unlisted: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)  # not a built-in choice
     stray: list[str] = field(default_factory=list)  # tokens that belong to no flag
 
     def get(self, dest: str, default: object = None) -> object:
@@ -166,7 +167,10 @@ def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
             launch.bad_values.append((name, " ".join(values), f"is not a valid {flag.kind}"))
             continue
         if flag.choices and any(str(v) not in flag.choices for v in converted):
-            launch.bad_values.append((name, " ".join(values), "is not one of " + ", ".join(flag.choices)))
+            if flag.choices_extensible:  # a plugin may have registered more choices
+                launch.unlisted.append((name, " ".join(values), flag.choices))
+            else:
+                launch.bad_values.append((name, " ".join(values), "is not one of " + ", ".join(flag.choices)))
         launch.values[flag.dest] = converted if flag.nargs in ("+", "*") else (
             converted[0] if converted else None)
     return launch

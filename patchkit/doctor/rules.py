@@ -211,6 +211,12 @@ def flags(ctx: Context) -> Iterator[Finding]:
         yield Finding("flag-deprecated", "info", f"{name} is deprecated in SGLang {ctx.release.version}", new)
     for name, value, why in ctx.launch.bad_values:
         yield Finding("flag-value", "error", f"{name} {value}: {why}".replace("  ", " "), f"{name} <valid value>")
+    for name, value, choices in ctx.launch.unlisted:
+        close = difflib.get_close_matches(value, list(choices), n=1)
+        yield Finding("flag-value", "warning",
+                      f"{name} {value} is not one of SGLang {ctx.release.version}'s built-in choices (argparse rejects "
+                      f"it unless a plugin registers it)", f"{name} {close[0]}" if close else f"{name} <one of: "
+                      + ", ".join(choices[:8]) + (", ..." if len(choices) > 8 else "") + ">")
     if ctx.launch.stray:
         yield Finding("flag-value", "error", f"arguments that belong to no flag: {' '.join(ctx.launch.stray)}",
                       "remove them")

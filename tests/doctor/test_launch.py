@@ -35,7 +35,7 @@ def test_thirty_flags_are_thirty():
 def test_thirty_real_flags_parse_on_every_release(version):
     table = flag_table(pristine(version) / "sglang")
     launch = parse(THIRTY, table)
-    assert (launch.unknown, launch.bad_values, launch.stray, launch.deprecated) == ([], [], [], [])
+    assert (launch.unknown, launch.bad_values, launch.stray, launch.deprecated, launch.unlisted) == ([], [], [], [], [])
     assert len(launch.explicit) == 30
     assert launch.get("tp_size") == 2 and launch.get("mem_fraction_static") == 0.85
     assert launch.get("trust_remote_code") is True and launch.get("disable_custom_all_reduce") is True
@@ -79,3 +79,12 @@ def test_a_pasted_command_line():
     assert split_command(["SGLANG_MAMBA_SSM_DTYPE=bfloat16", "python3", "-m", "sglang.launch_server", "--tp", "2"]) \
         == ({"SGLANG_MAMBA_SSM_DTYPE": "bfloat16"}, ["--tp", "2"])
     assert split_command(["env", "X=1", "sglang", "serve", "--tp", "2"]) == ({"X": "1"}, ["--tp", "2"])
+
+
+def test_choices_are_checked():
+    table = flag_table(pristine("0.5.20") / "sglang")
+    assert "fp8_e4m3" in table.get("--kv-cache-dtype").choices
+    launch = parse(["--attention-backend", "flashinfr", "--quantization", "fp8"], table)
+    # ATTENTION_BACKEND_CHOICES is a module-level list that plugins may extend: a warning, not an error.
+    assert [(n, v) for n, v, _ in launch.unlisted] == [("--attention-backend", "flashinfr")]
+    assert launch.bad_values == []

@@ -232,3 +232,10 @@ def test_budget_negative(tmp_path):
     big = str(model_folder(tmp_path / "big", total_size=100 * GIB))
     assert fires("0.5.20", base(big), "budget-negative").level == "error"
     silent("0.5.20", base(str(model_folder(tmp_path / "small"))), "budget-negative")
+
+
+def test_flag_value(model):
+    f = fires("0.5.20", base(model, "--attention-backend", "flashinfr"), "flag-value")
+    assert f.level == "warning" and f.fix == "--attention-backend flashinfer"
+    assert fires("0.5.20", base(model, "--tp-size", "two"), "flag-value").level == "error"
+    silent("0.5.20", base(model, "--attention-backend", "flashinfer"), "flag-value")
