@@ -7,6 +7,7 @@ flags (`flags`, `launch`), and the known traps are checked (`rules`).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from patchkit.doctor import budget as budget_mod
@@ -43,7 +44,7 @@ def diagnose(target: Target, argv: list[str] | tuple[str, ...], overrides: gpu_m
              probe: bool = True, environ: dict[str, str] | None = None,
              states: dict[str, str] | None = None) -> Report:
     """Everything `patchkit doctor` reports for one launch line against one SGLang."""
-    environ = dict(gpu_mod.environ() if environ is None else environ)
+    environ = dict(os.environ if environ is None else environ)
     line_env, args = split_command(argv)
     environ.update(line_env)  # `SGLANG_X=1 python -m sglang.launch_server ...`: the launch's own environment
     release = release_mod.read(target.version, target.package_dir)

@@ -266,7 +266,7 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
         b.draft_weights_bytes = draft.weights_bytes // tp
     elif mtp_draft and algo:
         b.draft_weights_bytes = (model.mtp_bytes or 0) // tp
-        if patch_states.get("draft-lmhead-placeholder") in ("pending", "failed", "drifted") and model.is_hybrid_gdn:
+        if patch_states.get("draft-lmhead-placeholder") in ("pending", "failed", "drifted") and model.arch.startswith("Qwen3_5"):
             # Without the patch the MTP draft allocates its own embedding and lm_head before
             # `set_embed_and_head()` swaps in the target's (Qwen3_5MTP, models/qwen3_5_mtp.py).
             vocab, hidden = int(model.text.get("vocab_size") or 0), int(model.text.get("hidden_size") or 0)

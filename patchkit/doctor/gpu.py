@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
@@ -141,7 +140,3 @@ def facts(overrides: Overrides, tp_size: int, probe: bool = True) -> GpuFacts:
         wsl=overrides.wsl or (probe and _is_wsl()),
         integrated=integrated,
     )
-
-
-def environ() -> dict[str, str]:
-    return dict(os.environ)

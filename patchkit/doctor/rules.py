@@ -41,8 +41,6 @@ class Context:
     def hybrid(self) -> bool:
         return self.model is not None and self.model.is_hybrid_gdn
 
-    def sm(self) -> tuple[int, int] | None:
-        return self.gpu.sm
 
 
 Rule = Callable[[Context], Iterator[Finding]]
@@ -255,7 +253,7 @@ def _backends(ctx: Context, *dests: str) -> set[str]:
 
 def fp8_triton_sm89(ctx: Context) -> Iterator[Finding]:
     kv = str(ctx.launch.get("kv_cache_dtype", "auto"))
-    if ctx.sm() != (8, 9) or not kv.startswith("fp8"):
+    if ctx.gpu.sm != (8, 9) or not kv.startswith("fp8"):
         return
     if "triton" in _backends(ctx, "attention_backend", "decode_attention_backend", "prefill_attention_backend"):
         yield Finding("fp8-triton-sm89", "warning",
@@ -266,7 +264,7 @@ def fp8_triton_sm89(ctx: Context) -> Iterator[Finding]:
 
 
 def cutedsl_decode_sm90(ctx: Context) -> Iterator[Finding]:
-    sm = ctx.sm()
+    sm = ctx.gpu.sm
     if sm is None or sm >= (9, 0):
         return
     if "cutedsl" in _backends(ctx, "linear_attn_decode_backend", "linear_attn_backend"):
@@ -276,7 +274,7 @@ def cutedsl_decode_sm90(ctx: Context) -> Iterator[Finding]:
 
 
 def flashinfer_gdn_sm90(ctx: Context) -> Iterator[Finding]:
-    sm = ctx.sm()
+    sm = ctx.gpu.sm
     if sm is None or sm >= (9, 0) or not ctx.hybrid:
         return
     if "flashinfer" in _backends(ctx, "linear_attn_backend", "linear_attn_decode_backend", "linear_attn_prefill_backend"):
@@ -286,7 +284,7 @@ def flashinfer_gdn_sm90(ctx: Context) -> Iterator[Finding]:
 
 
 def fa3_sm90(ctx: Context) -> Iterator[Finding]:
-    sm = ctx.sm()
+    sm = ctx.gpu.sm
     if sm is None or sm[0] == 9:
         return
     if "fa3" in _backends(ctx, "attention_backend", "prefill_attention_backend", "decode_attention_backend"):
@@ -363,7 +361,7 @@ def _patch_triggers(ctx: Context) -> list[tuple[str, str, str]]:
     """(patch id, level, why this launch depends on it)."""
     m = ctx.model
     hits: list[tuple[str, str, str]] = []
-    qwen35 = m is not None and m.is_hybrid_gdn and m.text.get("mtp_num_hidden_layers") is not None
+    qwen35 = m is not None and m.arch.startswith("Qwen3_5") and m.text.get("mtp_num_hidden_layers") is not None
     if ctx.algo in EAGLE_FAMILY and qwen35 and ctx.launch.get("speculative_draft_model_path"):
         layers = int(m.text.get("num_hidden_layers") or 0)
         full = ctx.budget.full_attention_layers or 1
