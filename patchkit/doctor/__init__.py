@@ -17,7 +17,7 @@ from patchkit.doctor import release as release_mod
 from patchkit.doctor import rules as rules_mod
 from patchkit.doctor.launch import parse, split_command
 from patchkit.doctor.report import Finding, Report
-from patchkit.errors import UsageError
+from patchkit.errors import TargetError, UsageError
 from patchkit.target import Target
 
 
@@ -56,7 +56,12 @@ def diagnose(target: Target, argv: list[str] | tuple[str, ...], overrides: gpu_m
     draft = _draft(launch, model)
     tp = int(launch.get("tp_size") or 1)
     gpu = gpu_mod.facts(overrides, tp, probe=probe)
-    states = patch_states(target) if states is None else states
+    status_note = None
+    if states is None:
+        try:
+            states = patch_states(target)
+        except TargetError as exc:  # e.g. a release patchkit has no patch set for
+            states, status_note = {}, str(exc)
     budget = budget_mod.compute(release, launch, model, draft, gpu, environ, states)
     ctx = rules_mod.Context(release=release, launch=launch, model=model, draft=draft, gpu=gpu, budget=budget,
                             patch_states=states, environ=environ)
@@ -65,6 +70,8 @@ def diagnose(target: Target, argv: list[str] | tuple[str, ...], overrides: gpu_m
         findings.append(Finding("gpu-facts-missing", "info",
                                 "no nvidia-smi and no --gpu-memory/--gpu-free: the memory budget is not computed",
                                 "--gpu-memory GIB (and --gpu-free GIB)"))
+    if status_note is not None:
+        findings.append(Finding("patch-status-unknown", "info", f"patch-needed not checked: {status_note}", ""))
     if budget.mem_fraction_source == "estimate" and budget.mem_fraction_static is not None:
         findings.append(Finding("mem-fraction-estimated", "info",
                                 f"--mem-fraction-static is not set; its default is estimated as "

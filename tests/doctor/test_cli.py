@@ -74,3 +74,19 @@ def test_unreadable_config_is_one_error_line(tmp_path):
     (folder / "config.json").write_text("{not json")
     result = run("doctor", "--site-packages", releases.pristine("0.5.20"), *GPU, "--", "--model-path", folder)
     assert result.exit_code == 2 and "is not valid JSON" in result.stderr
+
+
+def test_a_release_without_a_patch_set_is_still_checked(model, tmp_path):
+    # A copy of 0.5.20 relabelled 0.5.99: patchkit has no patch set for it, doctor still runs.
+    site = tmp_path / "site"
+    site.mkdir()
+    pristine = releases.pristine("0.5.20")
+    (site / "sglang").symlink_to(pristine / "sglang")
+    info = site / "sglang-0.5.99.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.99\n")
+    result = run("doctor", "--site-packages", site, *GPU, "--json", "--", "--model-path", model,
+                 "--mem-fraction-static", "0.88", "--max-running-requests", "8", "--context-length", "65536")
+    assert result.exit_code == 0, result.stderr
+    findings = {f["rule"]: f for f in result.json()["findings"]}
+    assert "no patch set for SGLang 0.5.99" in findings["patch-status-unknown"]["message"]
