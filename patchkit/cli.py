@@ -170,8 +170,13 @@ def image() -> None:
 
 _image_options = [
     click.option("--base", required=True, metavar="IMAGE", help="Base image, e.g. lmsysorg/sglang:v0.5.17."),
-    click.option("--target", "version", required=True, metavar="VERSION", help="The SGLang version in the base image."),
+    click.option("--target", "version", required=True, metavar="VERSION",
+                 help="The SGLang version in the base image (0.5.17, or the tag's spelling v0.5.17)."),
+    click.option("--python", "python", default="python3", show_default=True, metavar="PATH",
+                 help="The image's Python that serves SGLang (patchkit gets a venv of its own beside it)."),
     click.option("--wheel", metavar="FILE", help="Install patchkit from this local wheel (default: the package index)."),
+    click.option("--ca-cert", "ca_cert", metavar="FILE",
+                 help="Extra CA certificates (PEM) for pip inside the build, e.g. a corporate proxy's."),
 ]
 
 
@@ -184,22 +189,24 @@ def _with_image_options(command):
 @image.command(name="dockerfile", epilog=_epilog())
 @_with_image_options
 @click.option("-o", "--output", "out", metavar="FILE", help="Write here instead of stdout.")
-def image_dockerfile(base, version, wheel, out) -> None:
+def image_dockerfile(base, version, python, wheel, ca_cert, out) -> None:
     """Write the Dockerfile of a patched image."""
     from patchkit.commands.image import write_dockerfile
 
-    _exit(lambda: write_dockerfile(base, version, wheel, out))
+    _exit(lambda: write_dockerfile(base, version, wheel, out, python=python, ca_cert=ca_cert))
 
 
 @image.command(name="build", epilog=_epilog())
 @_with_image_options
 @click.option("-t", "--tag", required=True, help="Tag of the image to build.")
-@click.option("--builder", type=click.Choice(["docker", "podman", "buildah"]), help="Default: the first one installed.")
-def image_build(base, version, wheel, tag, builder) -> None:
-    """Build the patched image with docker, podman or buildah."""
+@click.option("--builder", type=click.Choice(["auto", "docker", "podman", "buildah"]), default="auto",
+              show_default=True, help="auto: the first of docker, podman, buildah that really answers.")
+@click.option("--push", metavar="REF", help="Then push the image to this registry reference and print its digest.")
+def image_build(base, version, python, wheel, ca_cert, tag, builder, push) -> None:
+    """Build the patched image with docker, podman or buildah (and push it)."""
     from patchkit.commands.image import build
 
-    _exit(lambda: build(base, version, wheel, tag, builder))
+    _exit(lambda: build(base, version, wheel, tag, builder, python=python, ca_cert=ca_cert, push=push))
 
 
 @main.command(context_settings={**_CONTEXT, "allow_interspersed_args": False}, epilog=_epilog()

@@ -39,3 +39,7 @@ class DriftError(PatchkitError):
 
 class UsageError(PatchkitError):
     exit_code = constants.EXIT_USAGE
+
+
+class BuildError(PatchkitError):
+    """No container builder answers, or building or pushing an image failed."""

@@ -23,3 +23,9 @@ def error(message: str) -> None:
 
 def as_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def progress(raw: str) -> None:
+    """A line of a child tool's output (a container build), passed through on stderr."""
+    sys.stderr.write(raw + "\n")
+    sys.stderr.flush()

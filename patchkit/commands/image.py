@@ -1,48 +1,75 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
+from patchkit import builder as builders
 from patchkit import dockerfile, output
 from patchkit.constants import EXIT_OK
-from patchkit.errors import PatchkitError, UsageError
+from patchkit.errors import UsageError
 from patchkit.util import atomic_write
 
-BUILDERS = ("docker", "podman", "buildah")
+CA_NAME = "patchkit-ca-certificates.crt"  # the --ca-cert file's name in the build context
 
 
-def _spec(base: str, version: str, wheel: str | None) -> tuple[dockerfile.ImageSpec, Path | None]:
-    wheel_path = Path(wheel) if wheel else None
-    if wheel_path and not wheel_path.is_file():
-        raise UsageError(f"--wheel {wheel}: no such file")
-    return dockerfile.ImageSpec(base=base, version=version, wheel=wheel_path.name if wheel_path else None), wheel_path
+def normal_version(version: str) -> str:
+    """`v0.5.19` (the image tag's spelling) -> `0.5.19`; what is not a version is a usage error."""
+    try:
+        return str(Version(version))
+    except InvalidVersion:
+        raise UsageError(f"--target {version}: not a version (expected e.g. 0.5.17 or v0.5.17)") from None
 
 
-def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None) -> int:
-    spec, _ = _spec(base, version, wheel)
-    text = dockerfile.render(spec)
+def _file(option: str, value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.is_file():
+        raise UsageError(f"{option} {value}: no such file")
+    return path
+
+
+def _spec(base: str, version: str, python: str, wheel: Path | None, ca_cert: Path | None) -> dockerfile.ImageSpec:
+    return dockerfile.ImageSpec(base=base, version=normal_version(version), python=python,
+                                wheel=wheel.name if wheel else None, ca_cert=CA_NAME if ca_cert else None)
+
+
+def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None,
+                     python: str = "python3", ca_cert: str | None = None) -> int:
+    wheel_path, ca_path = _file("--wheel", wheel), _file("--ca-cert", ca_cert)
+    text = dockerfile.render(_spec(base, version, python, wheel_path, ca_path))
     if out:
         atomic_write(Path(out), text.encode(), 0o644)
         output.line(f"wrote {out}")
+        if wheel_path or ca_path:
+            needs = [p.name if p is wheel_path else f"{p} as {CA_NAME}" for p in (wheel_path, ca_path) if p]
+            output.line(f"the build context must hold {' and '.join(needs)}")
     else:
         output.text(text)
     return EXIT_OK
 
 
-def build(base: str, version: str, wheel: str | None, tag: str, builder: str | None) -> int:
-    spec, wheel_path = _spec(base, version, wheel)
-    chosen = builder or next((name for name in BUILDERS if shutil.which(name)), None)
-    if chosen is None or not shutil.which(chosen):
-        raise PatchkitError(f"no container builder found: install one of {', '.join(BUILDERS)} "
-                            "(or use `patchkit image dockerfile` and build elsewhere)")
+def build(base: str, version: str, wheel: str | None, tag: str, builder: str | None,
+          python: str = "python3", ca_cert: str | None = None, push: str | None = None) -> int:
+    wheel_path, ca_path = _file("--wheel", wheel), _file("--ca-cert", ca_cert)
+    spec = _spec(base, version, python, wheel_path, ca_path)
+    text = dockerfile.render(spec)  # before looking for a builder: an unknown release fails fast
+    chosen, tried = builders.choose(builder or builders.AUTO)
+    skipped = "; ".join(f"{p.name}: {p.detail}" for p in tried if not p.answers)
+    output.line(f"building {tag} with {chosen}" + (f" (skipped {skipped})" if skipped else ""))
     with tempfile.TemporaryDirectory(prefix="patchkit-image-") as context:
-        Path(context, "Dockerfile").write_text(dockerfile.render(spec))
+        Path(context, "Dockerfile").write_text(text)
         if wheel_path:
-            shutil.copy2(wheel_path, Path(context, wheel_path.name))
-        argv = ([chosen, "bud"] if chosen == "buildah" else [chosen, "build"]) + ["-t", tag, context]
-        if subprocess.run(argv, check=False).returncode != 0:
-            raise PatchkitError(f"`{' '.join(argv[:2])}` failed building {tag} (its output is above)")
-    output.line(f"built {tag} with {chosen}")
+            shutil.copyfile(wheel_path, Path(context, wheel_path.name))
+        if ca_path:
+            shutil.copyfile(ca_path, Path(context, CA_NAME))
+        builders.build(chosen, Path(context), tag, output.progress)
+    output.line(f"built {tag} with {chosen}: SGLang {spec.version}, "
+                f"{len(dockerfile.patch_labels(spec.version))} patches applied and verified")
+    if push:
+        digest = builders.push(chosen, tag, push, output.progress)
+        output.line(f"pushed {push}@{digest}")
     return EXIT_OK

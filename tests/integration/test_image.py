@@ -3,8 +3,8 @@ in a fresh virtual environment standing in for the image's Python."""
 
 from __future__ import annotations
 
+import json
 import re
-import shlex
 import subprocess
 import sys
 import venv
@@ -12,6 +12,7 @@ import venv
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from patchkit.dockerfile import HOME as HOME_DIR
 from patchkit.dockerfile import WHEEL_DIR
 from testing.cli import run
 from testing.releases import HOME, REPO, pristine
@@ -30,66 +31,127 @@ def test_instructions_and_labels():
     steps = [(s["instruction"], s["value"]) for s in parsed(result.stdout) if s["instruction"] != "COMMENT"]
     assert steps[0] == ("FROM", "lmsysorg/sglang:v0.5.17")  # the base first: patch changes never re-pull it
     runs = [value for instruction, value in steps if instruction == "RUN"]
-    assert runs == ["python3 -m pip install --no-cache-dir patchkit==0.1.0",
-                    "patchkit apply --target 0.5.17 && patchkit verify --strict"]
+    assert runs[0] == ("python3 -m venv --without-pip /opt/patchkit/venv"
+                       "  && python3 -m pip --python /opt/patchkit/venv/bin/python install --no-cache-dir"
+                       " --disable-pip-version-check sglang-patchkit==0.1.0")
+    assert "patchkit apply" in runs[1] and "--target 0.5.17" in runs[1]
+    assert runs[1].endswith("&& /opt/patchkit/venv/bin/patchkit verify --python python3 --strict")
+    assert not any("pip install" in run and "--python" not in run for run in runs)  # never the serving Python
     labels = DockerfileParser(fileobj=__import__("io").BytesIO(result.stdout.encode())).labels
     assert labels["io.patchkit.sglang"] == "0.5.17"
+    assert labels["io.patchkit.version"] == "0.1.0"
     listed = dict(item.split("@sha256:") for item in labels["io.patchkit.patches"].split(","))
     assert sorted(listed) == ["autoround-packed-mapping", "draft-lmhead-placeholder", "eagle3-capture-hook",
                               "mamba-slot-graceful", "mtp-layer-detection", "symm-mem-kill-switch"]
     assert all(re.fullmatch("[0-9a-f]{64}", digest) for digest in listed.values())
+    assert {pid: labels[f"io.patchkit.patch.{pid}"] for pid in listed} == {p: f"sha256:{d}" for p, d in listed.items()}
     on_0_5_19 = DockerfileParser(fileobj=__import__("io").BytesIO(
         run("image", "dockerfile", "--base", "b", "--target", "0.5.19").stdout.encode())).labels
     assert "mtp-layer-detection" not in on_0_5_19["io.patchkit.patches"]  # upstream-fixed there
 
 
-def test_unknown_release_refused():
-    result = run("image", "dockerfile", "--base", "b", "--target", "0.4.0")
-    assert result.exit_code == 3 and "no patch set for SGLang 0.4.0" in result.stderr
+def test_tag_spelling_is_accepted_and_patchkit_gets_a_normal_version():
+    tagged = run("image", "dockerfile", "--base", "lmsysorg/sglang:v0.5.17", "--target", "v0.5.17")
+    plain = run("image", "dockerfile", "--base", "lmsysorg/sglang:v0.5.17", "--target", "0.5.17")
+    assert tagged.exit_code == 0 and tagged.stdout == plain.stdout  # same inputs, same text
+    assert "v0.5.17" not in tagged.stdout.replace("lmsysorg/sglang:v0.5.17", "")
 
 
-def test_build_without_any_builder_says_which_are_missing(monkeypatch, tmp_path):
+def test_python_and_ca_cert_options(tmp_path):
+    ca = tmp_path / "corp.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    out = tmp_path / "Dockerfile"
+    result = run("image", "dockerfile", "--base", "b", "--target", "0.5.17", "--python", "/opt/conda/bin/python",
+                 "--ca-cert", ca, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert "corp.pem as patchkit-ca-certificates.crt" in result.stdout
+    steps = [(s["instruction"], s["value"]) for s in parsed(out.read_text()) if s["instruction"] != "COMMENT"]
+    assert ("COPY", "patchkit-ca-certificates.crt /opt/patchkit/ca-certificates.crt") in steps
+    runs = [value for instruction, value in steps if instruction == "RUN"]
+    assert runs[0].startswith("/opt/conda/bin/python -m venv --without-pip /opt/patchkit/venv")
+    assert "--cert /opt/patchkit/ca-certificates.crt" in runs[0]
+    assert runs[1].endswith("verify --python /opt/conda/bin/python --strict")
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "Dockerfile"
+    for args, code, message in [
+        (("--target", "banana"), 2, "--target banana: not a version"),
+        (("--target", "0.4.0"), 3, "no patch set for SGLang 0.4.0"),
+        (("--target", "0.5.17", "--ca-cert", tmp_path / "none.pem"), 2, "--ca-cert"),
+        (("--target", "0.5.17", "--wheel", tmp_path / "none.whl"), 2, "--wheel"),
+    ]:
+        result = run("image", "dockerfile", "--base", "b", *args, "-o", out)
+        assert result.exit_code == code and message in result.stderr, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_build_without_any_builder_names_what_was_tried(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     result = run("image", "build", "--base", "b", "--target", "0.5.17", "-t", "x")
     assert result.exit_code == 1
-    assert "install one of docker, podman, buildah" in result.stderr
+    assert result.stderr.strip() == (
+        "error: no container builder answers (tried docker: not installed; podman: not installed; "
+        "buildah: not installed); install and start one, or write the Dockerfile with "
+        "`patchkit image dockerfile` and build it elsewhere")
+
+
+def test_auto_skips_a_docker_client_without_a_daemon(monkeypatch, tmp_path):
+    """A docker client whose daemon does not answer is not a builder; a named builder must answer."""
+    fake = tmp_path / "docker"
+    fake.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock.' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    result = run("image", "build", "--base", "b", "--target", "0.5.17", "-t", "x", "--builder", "docker")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: no container builder answers (tried docker: Cannot connect to the "
+                                    "Docker daemon")
+    result = run("image", "build", "--base", "b", "--target", "0.5.17", "-t", "x")
+    assert "docker: Cannot connect" in result.stderr and "podman: not installed" in result.stderr
 
 
 def test_run_steps_in_a_fresh_venv_produce_a_verified_patched_sglang(tmp_path):
+    """Where no container builder exists: the RUN steps, run on the host, with a venv standing in
+    for the image's Python and a tmp folder for /opt/patchkit."""
     wheels = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)], check=True)
-    wheel = next(wheels.glob("patchkit-*.whl"))
-    out = tmp_path / "Dockerfile"
-    assert run("image", "dockerfile", "--base", "lmsysorg/sglang:v0.5.17", "--target", "0.5.17",
-               "--wheel", wheel, "-o", out).exit_code == 0
-    steps = [s for s in parsed(out.read_text()) if s["instruction"] in ("COPY", "RUN")]
-
+    wheel = next(wheels.glob("*.whl"))
     # The stand-in image: a fresh venv with the pristine SGLang 0.5.17 installed, no dependencies.
     image = tmp_path / "image"
     venv.EnvBuilder(with_pip=True).create(image)
     pristine("0.5.17")
     sglang_wheel = next((HOME / "wheels").glob("sglang-0.5.17-*.whl"))
     subprocess.run([image / "bin/python", "-m", "pip", "install", "-q", "--no-deps", sglang_wheel], check=True)
-    copied = tmp_path / "copied"
-    env = {"PATH": f"{image / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "PATCHKIT_HOME": str(tmp_path / "pk")}
+    serving = str(image / "bin/python")
+
+    out = tmp_path / "Dockerfile"
+    assert run("image", "dockerfile", "--base", "lmsysorg/sglang:v0.5.17", "--target", "0.5.17",
+               "--wheel", wheel, "--python", serving, "-o", out).exit_code == 0
+    steps = [s for s in parsed(out.read_text()) if s["instruction"] in ("COPY", "RUN")]
+    opt = tmp_path / "opt-patchkit"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PATCHKIT_HOME": str(tmp_path / "pk")}
     for step in steps:
         if step["instruction"] == "COPY":
             source, destination = step["value"].split()
-            assert destination == f"{WHEEL_DIR}/" and source == wheel.name
-            copied.mkdir()
-            (copied / source).write_bytes(wheel.read_bytes())
+            assert destination == f"{WHEEL_DIR}/{wheel.name}" and source == wheel.name
+            (opt / "dist").mkdir(parents=True)
+            (opt / "dist" / source).write_bytes(wheel.read_bytes())
             continue
-        command = step["value"].replace(WHEEL_DIR, str(copied))
+        command = step["value"].replace(HOME_DIR, str(opt))
         proc = subprocess.run(["sh", "-c", command], env=env, capture_output=True, text=True)
         assert proc.returncode == 0, f"RUN {command}\n{proc.stdout}\n{proc.stderr}"
 
+    patchkit = opt / "venv/bin/patchkit"
     site = next((image / "lib").glob("python3*/site-packages"))
-    status = subprocess.run([image / "bin/patchkit", "status", "--json"], env=env, capture_output=True, text=True)
-    import json
-
+    status = subprocess.run([patchkit, "status", "--site-packages", site, "--json"], env=env, capture_output=True,
+                            text=True)
     states = {p["id"]: p["state"] for p in json.loads(status.stdout)["patches"]}
     assert set(states.values()) == {"applied"}
-    assert json.loads(status.stdout)["sglang"]["path"] == str(site)
+    # patchkit and its dependencies stayed out of the serving Python.
+    probe = "import importlib.util as u; print([m for m in ('patchkit', 'libcst', 'click') if u.find_spec(m)])"
+    assert subprocess.run([serving, "-c", probe], capture_output=True, text=True, cwd=tmp_path).stdout.strip() == "[]"
     # A warm restart that applies again is a no-op.
-    again = subprocess.run(shlex.split("patchkit apply --target 0.5.17"), env=env, capture_output=True, text=True)
+    again = subprocess.run([patchkit, "apply", "--site-packages", site, "--target", "0.5.17"], env=env,
+                           capture_output=True, text=True)
     assert again.returncode == 0 and "nothing to do" in again.stdout

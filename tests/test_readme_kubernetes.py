@@ -1,0 +1,72 @@
+"""The README's Kubernetes example: the shape `kubectl apply --dry-run=client` checks (a Pod with the
+required fields, DNS-1123 names, mounts that name declared volumes), and the wiring that makes the
+overlay work (the init container writes where the serving container reads, read-only, via PYTHONPATH)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import yaml
+
+from testing.releases import REPO
+
+DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def readme_manifest() -> dict:
+    text = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 1, "the README holds exactly one YAML block: the Kubernetes example"
+    return yaml.safe_load(blocks[0])
+
+
+def check_container(container: dict, volumes: set[str]) -> None:
+    assert set(container) <= {"name", "image", "command", "args", "env", "volumeMounts", "resources"}
+    assert DNS_1123_LABEL.fullmatch(container["name"]) and len(container["name"]) <= 63
+    assert isinstance(container["image"], str) and container["image"]
+    assert all(isinstance(part, str) for part in container.get("command", []))
+    for env in container.get("env", []):
+        assert set(env) == {"name", "value"} and isinstance(env["value"], str)
+    for mount in container.get("volumeMounts", []):
+        assert set(mount) <= {"name", "mountPath", "readOnly"} and mount["name"] in volumes
+        assert mount["mountPath"].startswith("/")
+
+
+def test_pod_shape_is_valid():
+    pod = readme_manifest()
+    assert pod["apiVersion"] == "v1" and pod["kind"] == "Pod"
+    assert set(pod) == {"apiVersion", "kind", "metadata", "spec"}
+    assert DNS_1123_LABEL.fullmatch(pod["metadata"]["name"])
+    spec = pod["spec"]
+    assert set(spec) <= {"volumes", "initContainers", "containers"}
+    volumes = {v["name"] for v in spec["volumes"]}
+    assert all(set(v) == {"name", "emptyDir"} for v in spec["volumes"])
+    names = [c["name"] for c in spec["initContainers"] + spec["containers"]]
+    assert len(names) == len(set(names)), "container names are unique within a pod"
+    for container in spec["initContainers"] + spec["containers"]:
+        check_container(container, volumes)
+
+
+def test_init_container_writes_the_overlay_the_server_reads():
+    spec = readme_manifest()["spec"]
+    (init,), (server,) = spec["initContainers"], spec["containers"]
+    assert init["image"] == server["image"]  # same Python, so the release's wheel fits the server
+    writes = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
+    reads = {m["name"]: m for m in server["volumeMounts"]}
+    (volume,) = writes
+    assert reads[volume]["readOnly"] is True
+    script = init["command"][-1]
+    steps = [shlex.split(step) for step in script.split("&&")]
+    apply = next(step for step in steps if step[1:2] == ["apply"])
+    overlay = apply[apply.index("--fetch") + 1]
+    assert overlay.startswith(writes[volume] + "/")
+    pythonpath = {e["name"]: e["value"] for e in server["env"]}["PYTHONPATH"]
+    assert pythonpath == reads[volume]["mountPath"] + overlay[len(writes[volume]):]
+    # The release patchkit fetches is the one in the image tag.
+    assert "v" + apply[apply.index("--target") + 1] == server["image"].rsplit(":", 1)[1]
+    # patchkit goes into a venv of its own, never into the serving Python.
+    assert any("--python" in step and "install" in step for step in steps)
+    assert not any(step[:3] == ["python3", "-m", "pip"] and "--python" not in step for step in steps)
+    verify = next(step for step in steps if step[1:2] == ["verify"])
+    assert "--strict" in verify and overlay in verify
