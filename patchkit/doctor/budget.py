@@ -256,6 +256,16 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
         b.mem_fraction_static = default_mem_fraction(launch, model, gpu.total_gib, tp, pp)
         b.mem_fraction_source = "estimate"
 
+    # `_handle_attention_backend_compatibility`: aiter (ROCm) with a context over 8192 scales the
+    # fraction by 0.85 (from 0.5.20 not when it was explicit and SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION is set).
+    context = _int(launch.get("context_length")) or _int(model.text.get("max_position_embeddings")) or 0
+    if b.mem_fraction_static is not None and launch.get("attention_backend") == "aiter" and context > 8192:
+        honored = b.mem_fraction_source == "flag" and "SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION" in release.env_defaults \
+            and str(environ.get("SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION", "")).lower() in ("1", "true")
+        if not honored:
+            b.mem_fraction_static *= 0.85
+            b.notes.append("aiter with a context over 8192: mem-fraction-static x 0.85")
+
     # Weights: the target's, split across TP x PP ranks, then the draft model's (loaded before the
     # KV pool is sized: "draft weights are now counted" in `_profile_available_bytes`).
     # The target skips the checkpoint's mtp.* tensors (the MTP draft loads them).

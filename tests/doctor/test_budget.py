@@ -187,3 +187,12 @@ def test_environment_on_the_pasted_line(tmp_path):
                             "--model-path", folder, "--mem-fraction-static", "0.88"])
     assert round(report.budget.state_slot_bytes / MIB, 2) == 74.81
     assert "flag-unknown" not in {f.rule for f in report.findings}
+
+
+def test_aiter_scales_the_fraction(tmp_path):
+    folder = str(model_folder(tmp_path / "m"))
+    argv = ["--model-path", folder, "--mem-fraction-static", "0.88", "--attention-backend", "aiter"]
+    assert run("0.5.15", argv).budget.mem_fraction_static == 0.88 * 0.85
+    assert run("0.5.15", [*argv, "--context-length", "8192"]).budget.mem_fraction_static == 0.88
+    honored = {"SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION": "1"}
+    assert run("0.5.20", argv, environ=honored).budget.mem_fraction_static == 0.88
