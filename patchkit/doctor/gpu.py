@@ -96,10 +96,31 @@ def query() -> dict:
         facts["total_gib"] = total_mib / 1024
     if free_mib is not None:
         facts["free_gib"] = min(_float(r[2]) or free_mib for r in rows) / 1024
+    else:
+        facts.pop("total_gib", None)
     topo = _nvidia_smi(["topo", "-m"])
     if topo and len(rows) > 1:
         facts["interconnect"] = "nvlink" if any(tok.startswith("NV") and tok[2:].isdigit() for tok in topo.split()) else "pcie"
     return facts
+
+
+MEMINFO = "/proc/meminfo"
+
+
+def host_memory_gib(path: str | None = None) -> tuple[float | None, float | None]:
+    """(MemTotal, MemAvailable) of the host in GiB: a unified-memory GPU (GB10) reports no memory of
+    its own to nvidia-smi ("[N/A]"); its memory is the host's."""
+    found: dict[str, float] = {}
+    try:
+        with open(path or MEMINFO, encoding="utf-8") as handle:
+            for line in handle:
+                key, _, rest = line.partition(":")
+                parts = rest.split()
+                if key in ("MemTotal", "MemAvailable") and parts and parts[0].isdigit():
+                    found[key] = int(parts[0]) / (1024 * 1024)  # kB -> GiB
+    except OSError:
+        return None, None
+    return found.get("MemTotal"), found.get("MemAvailable")
 
 
 def _is_wsl() -> bool:
@@ -117,6 +138,13 @@ def facts(overrides: Overrides, tp_size: int, probe: bool = True) -> GpuFacts:
     memory only when nothing else runs on the GPU (then it already holds no CUDA context of
     SGLang's, so the baseline is still subtracted)."""
     seen = query() if probe else {}
+    name = seen.get("name")
+    integrated = overrides.integrated or bool(name and any(n.lower() in name.lower() for n in INTEGRATED_NAMES))
+    if probe and integrated and seen and seen.get("total_gib") is None:
+        host_total, host_free = host_memory_gib()
+        seen["total_gib"] = host_total
+        if host_free is not None:
+            seen["free_gib"] = host_free
     total = overrides.gpu_memory if overrides.gpu_memory is not None else seen.get("total_gib")
     if overrides.gpu_free is not None:
         free, source = overrides.gpu_free, "flag"
@@ -126,9 +154,7 @@ def facts(overrides: Overrides, tp_size: int, probe: bool = True) -> GpuFacts:
         free, source = total - baseline_gib(tp_size), "estimate"
     else:
         free, source = None, "unknown"
-    name = seen.get("name")
     sm = parse_sm(overrides.sm) if overrides.sm else seen.get("sm")
-    integrated = overrides.integrated or bool(name and any(n.lower() in name.lower() for n in INTEGRATED_NAMES))
     return GpuFacts(
         count=overrides.gpus if overrides.gpus is not None else seen.get("count"),
         total_gib=total,

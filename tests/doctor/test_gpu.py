@@ -49,3 +49,19 @@ def test_failing_or_absent_nvidia_smi(tmp_path, monkeypatch):
     assert (facts.total_gib, facts.free_gib, facts.free_source) == (None, None, "unknown")
     assert gpu.facts(gpu.Overrides(gpu_memory=119.0), tp_size=1, probe=False).integrated is False
     assert gpu.facts(gpu.Overrides(integrated=True), tp_size=1, probe=False).integrated is True
+
+
+GB10 = """#!/bin/sh
+printf 'NVIDIA GB10, [N/A], [N/A], 12.1\\n'
+"""
+
+
+def test_unified_memory_gpu_reads_host_memory(tmp_path, monkeypatch):
+    _fake_smi(tmp_path, monkeypatch, GB10)
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       127535304 kB\nMemFree:        1000 kB\nMemAvailable:   120000000 kB\n")
+    monkeypatch.setattr(gpu, "MEMINFO", str(meminfo))
+    facts = gpu.facts(gpu.Overrides(), tp_size=1)
+    assert facts.integrated and facts.sm == (12, 1)
+    assert facts.total_gib == 127535304 / (1024 * 1024)
+    assert facts.free_gib == 120000000 / (1024 * 1024) - gpu.CUDA_CONTEXT_GIB
