@@ -196,3 +196,14 @@ def test_aiter_scales_the_fraction(tmp_path):
     assert run("0.5.15", [*argv, "--context-length", "8192"]).budget.mem_fraction_static == 0.88
     honored = {"SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION": "1"}
     assert run("0.5.20", argv, environ=honored).budget.mem_fraction_static == 0.88
+
+
+def test_default_mem_fraction_estimate(tmp_path):
+    folder = str(model_folder(tmp_path / "m"))
+    b = run("0.5.20", ["--model-path", folder]).budget
+    # `handle_gpu_memory_settings` (arg_groups/memory_hook.py) on an 80 GiB card, TP1: chunked prefill 8192,
+    # decode graph max bs 256; reserved MiB = 512 + 8192 x 1.5 + 256 x 2 + 1 x 1 / 8 x 1024 = 13440 (above the
+    # 10 GiB floor); round((81920 - 13440) / 81920, 3) = 0.836. `adjust_mem_fraction_for_vlm`: the fixture's
+    # small vision tower gives the 1.05 cap, times the 0.95 base.
+    assert b.mem_fraction_source == "estimate"
+    assert b.mem_fraction_static == pytest.approx(0.836 * 0.95 * 1.05)
