@@ -414,7 +414,17 @@ def budget_negative(ctx: Context) -> Iterator[Finding]:
                   f"raise {ctx.flag('mem_fraction_static', '--mem-fraction-static')}, use more TP ranks or a smaller checkpoint")
 
 
+def gpu_count(ctx: Context) -> Iterator[Finding]:
+    pp = int(ctx.launch.get("pp_size") or 1)
+    needed = ctx.budget.tp_size * pp
+    if ctx.gpu.count is not None and needed > ctx.gpu.count:
+        yield Finding("gpu-count", "error",
+                      f"TP {ctx.budget.tp_size} x PP {pp} needs {needed} GPUs, this machine has {ctx.gpu.count}",
+                      f"{ctx.flag('tp_size', '--tp-size')} {max(1, ctx.gpu.count // pp)}")
+
+
 RULES: dict[str, Rule] = {
+    "gpu-count": gpu_count,
     "flag-unknown": flags,  # also flag-removed, flag-deprecated and flag-value
     "feature-missing": feature_missing,
     "budget-negative": budget_negative,

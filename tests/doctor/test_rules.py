@@ -239,3 +239,8 @@ def test_flag_value(model):
     assert f.level == "warning" and f.fix == "--attention-backend flashinfer"
     assert fires("0.5.20", base(model, "--tp-size", "two"), "flag-value").level == "error"
     silent("0.5.20", base(model, "--attention-backend", "flashinfer"), "flag-value")
+
+
+def test_gpu_count(model):
+    assert fires("0.5.20", base(model, "--tp-size", "4"), "gpu-count", gpus=2).fix == "--tp-size 2"
+    silent("0.5.20", base(model, "--tp-size", "2"), "gpu-count", gpus=2)
