@@ -14,7 +14,8 @@ pytestmark = pytest.mark.integration
 
 # What 0.5.17 needs (from its code, recorded in manifests/0.5.17.json), in id order.
 NEEDED_0_5_17 = [
-    "autoround-packed-mapping", "draft-lmhead-placeholder", "eagle3-capture-hook", "mamba-slot-graceful",
+    "autoround-packed-mapping", "cpu-offload-tied-params", "draft-lmhead-placeholder", "eagle3-capture-hook",
+    "fp8-kv-triton-sm89", "gdn-cutedsl-decode-sm90", "mamba-slot-graceful", "mtp-draft-kv-budget",
     "mtp-layer-detection", "symm-mem-kill-switch",
 ]
 FALLBACK = b'getattr(\n                self.hf_text_config, "mtp_num_hidden_layers", None\n            )'

@@ -16,19 +16,26 @@ A, U, N = "applied", "upstream-fixed", "not-applicable"
 # What each release needs, by its code (the manifests record the same).
 EXPECTED = {
     "0.5.10": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": N,
-               "mamba-slot-graceful": N, "mtp-layer-detection": A, "symm-mem-kill-switch": N},
+               "mamba-slot-graceful": N, "mtp-layer-detection": A, "symm-mem-kill-switch": N,
+               "cpu-offload-tied-params": A, "fp8-kv-triton-sm89": A, "gdn-cutedsl-decode-sm90": A, "mtp-draft-kv-budget": N},
     "0.5.14": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": A,
-               "mamba-slot-graceful": A, "mtp-layer-detection": A, "symm-mem-kill-switch": N},
+               "mamba-slot-graceful": A, "mtp-layer-detection": A, "symm-mem-kill-switch": N,
+               "cpu-offload-tied-params": A, "fp8-kv-triton-sm89": A, "gdn-cutedsl-decode-sm90": A, "mtp-draft-kv-budget": A},
     "0.5.17": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": A,
-               "mamba-slot-graceful": A, "mtp-layer-detection": A, "symm-mem-kill-switch": A},
+               "mamba-slot-graceful": A, "mtp-layer-detection": A, "symm-mem-kill-switch": A,
+               "cpu-offload-tied-params": A, "fp8-kv-triton-sm89": A, "gdn-cutedsl-decode-sm90": A, "mtp-draft-kv-budget": A},
     "0.5.19": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": A,
-               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
+               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A,
+               "cpu-offload-tied-params": A, "fp8-kv-triton-sm89": A, "gdn-cutedsl-decode-sm90": A, "mtp-draft-kv-budget": A},
     "0.5.21": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": A,
-               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
+               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A,
+               "cpu-offload-tied-params": U, "fp8-kv-triton-sm89": A, "gdn-cutedsl-decode-sm90": A, "mtp-draft-kv-budget": A},
     "0.5.22": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": U,
-               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
+               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A,
+               "cpu-offload-tied-params": U, "fp8-kv-triton-sm89": A, "gdn-cutedsl-decode-sm90": A, "mtp-draft-kv-budget": A},
     "0.5.23": {"autoround-packed-mapping": A, "draft-lmhead-placeholder": A, "eagle3-capture-hook": U,
-               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A},
+               "mamba-slot-graceful": A, "mtp-layer-detection": U, "symm-mem-kill-switch": A,
+               "cpu-offload-tied-params": U, "fp8-kv-triton-sm89": A, "gdn-cutedsl-decode-sm90": A, "mtp-draft-kv-budget": A},
 }
 MAMBA_FILES = {
     "0.5.10": ["sglang/srt/mem_cache/mamba_radix_cache.py"],  # present, without the code the patch needs
@@ -38,6 +45,14 @@ MAMBA_FILES = {
     "0.5.17": ["sglang/srt/mem_cache/unified_cache/components/mamba_component.py", "sglang/srt/mem_cache/mamba_radix_cache.py"],
     "0.5.19": ["sglang/srt/mem_cache/unified_cache/components/mamba_component.py", "sglang/srt/mem_cache/mamba_radix_cache.py"],
     "0.5.23": ["sglang/srt/mem_cache/unified_cache/components/mamba.py"],
+}
+
+# mtp-draft-kv-budget edits where the release resolves the draft's KV layer count.
+SPEC_AUX = "sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py"
+BUDGET_FILES = {
+    "0.5.10": ["sglang/srt/model_executor/model_runner.py"],  # present, but it sizes no EAGLE draft KV
+    "0.5.14": ["sglang/srt/model_executor/model_runner.py"],
+    **{version: [SPEC_AUX] for version in ("0.5.17", "0.5.19", "0.5.21", "0.5.22", "0.5.23")},
 }
 
 
@@ -57,6 +72,8 @@ def test_apply_reapply_revert(release, version):
     assert states(site) == EXPECTED[version]
     mamba = next(p for p in run("status", "--site-packages", site, "--json").json()["patches"] if p["id"] == "mamba-slot-graceful")
     assert sorted(mamba["files"]) == sorted(MAMBA_FILES[version])
+    budget = next(p for p in run("status", "--site-packages", site, "--json").json()["patches"] if p["id"] == "mtp-draft-kv-budget")
+    assert budget["files"] == BUDGET_FILES[version]
 
     patched = tree_hashes(site)
     again = run("apply", "--target", version, "--site-packages", site, "--json")
@@ -70,6 +87,7 @@ def test_apply_reapply_revert(release, version):
 @pytest.mark.parametrize("version", sorted(EXPECTED))
 @pytest.mark.parametrize("patch_id", [
     "autoround-packed-mapping", "draft-lmhead-placeholder", "eagle3-capture-hook", "mamba-slot-graceful", "symm-mem-kill-switch",
+    "cpu-offload-tied-params", "fp8-kv-triton-sm89", "gdn-cutedsl-decode-sm90", "mtp-draft-kv-budget",
 ])
 def test_each_patch_alone(release, version, patch_id):
     site = release(version)
