@@ -10,6 +10,10 @@ multiple values for keys [...], which are tied` on the first forward.
 The patch does what 0.5.21 does: a module-level helper walks `state_dict(keep_vars=True)`,
 moves each distinct tensor once and reuses the moved tensor for every name it has; the hook's
 comprehension is replaced by a call to it. Nothing else in the hook changes.
+
+Releases: the hook and RadixLinearAttention's re-registration are the same from 0.5.10 to 0.5.20
+(the issue names 0.5.14-0.5.20; the code of 0.5.10-0.5.13 has the same defect, so the probes say
+`applies` there too).
 """
 
 from __future__ import annotations
@@ -17,34 +21,28 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit.matchers import classes, exactly_one, find_class, parse_statements, replace_member, replace_statement, statements
-from patchkit.patch import Patch, SkipPatch
+from patchkit import edits
+from patchkit.patch import Patch, top_classes
+from patchkit.template import Snippet, walk_statements
 
 OFFLOADER = "sglang/srt/utils/offloader.py"
 CLASS = "OffloaderV1"
-HELPER = "_patchkit_device_state"
+HELPER_NAME = "_patchkit_device_state"
 
-_HELPER_SOURCE = f'''def {HELPER}(module, device):
-    """patchkit cpu-offload-tied-params: the state for functional_call with each distinct
-    tensor moved once and shared by all its names, so tied parameters (the dt_bias / A_log
-    that RadixLinearAttention re-registers) stay tied instead of arriving as two values."""
-    moved = {{}}
-    device_state = {{}}
-    for name, value in module.state_dict(keep_vars=True).items():
-        if id(value) not in moved:
-            moved[id(value)] = value.detach().to(device, non_blocking=True)
-        device_state[name] = moved[id(value)]
-    return device_state
-'''
-
-
-def _state_dict_items(keep_vars: m.BaseMatcherNode) -> m.Call:
-    """`<module>.state_dict(...).items()`."""
-    return m.Call(
-        func=m.Attribute(value=m.Call(func=m.Attribute(attr=m.Name("state_dict")), args=keep_vars), attr=m.Name("items")),
-        args=[],
-    )
-
+HELPER = Snippet('''
+    def {helper}(module, device):
+        """patchkit cpu-offload-tied-params: the state for functional_call with each distinct
+        tensor moved once and shared by all its names, so tied parameters (the dt_bias / A_log
+        that RadixLinearAttention re-registers) stay tied instead of arriving as two values."""
+        moved = {{}}
+        device_state = {{}}
+        for name, value in module.state_dict(keep_vars=True).items():
+            if id(value) not in moved:
+                moved[id(value)] = value.detach().to(device, non_blocking=True)
+            device_state[name] = moved[id(value)]
+        return device_state
+''', blank_lines_before=2, helper=HELPER_NAME)
+CALL = Snippet(f"{{state}} = {HELPER_NAME}({{module}}, {{device}})")
 
 # `device_state = {k: v.to(device, ...) for k, v in module.state_dict().items()}` (the bug).
 _COMPREHENSION = m.DictComp(
@@ -62,22 +60,26 @@ _COMPREHENSION = m.DictComp(
     ),
 )
 _BUILDS_STATE = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())], value=_COMPREHENSION)])
-_CALLS_HELPER = m.SimpleStatementLine(body=[m.Assign(value=m.Call(func=m.Name(HELPER)))])
 
-# Upstream's fix (0.5.21, `_get_offloaded_device_state`): a function that walks
-# `state_dict(keep_vars=True)` and keys the moved tensors by `id(...)`.
-_KEEP_VARS = [m.Arg(keyword=m.Name("keep_vars"), value=m.Name("True"))]
-_WALKS_KEEP_VARS = m.For(iter=_state_dict_items(_KEEP_VARS))
+# Upstream's fix (0.5.21, `_get_offloaded_device_state`): a module-level function that walks
+# `state_dict(keep_vars=True)` and keys the moved tensors by `id(...)`, called by the hook.
+_WALKS_KEEP_VARS = m.For(iter=m.Call(
+    func=m.Attribute(
+        value=m.Call(func=m.Attribute(attr=m.Name("state_dict")), args=[m.Arg(keyword=m.Name("keep_vars"), value=m.Name("True"))]),
+        attr=m.Name("items"),
+    ),
+    args=[],
+))
 _CALLS_ID = m.Call(func=m.Name("id"))
 
 
-def _dedup_helpers(tree: cst.Module) -> list[cst.FunctionDef]:
-    """Top-level functions, other than ours, shaped like upstream's helper."""
-    return [
-        fn for fn in tree.body
-        if m.matches(fn, m.FunctionDef(name=m.Name(m.MatchIfTrue(lambda name: name != HELPER))))
-        and any(m.findall(loop, _CALLS_ID) for loop in statements(fn, _WALKS_KEEP_VARS))
-    ]
+def _dedup_helpers(tree: cst.Module) -> set[str]:
+    """Names of the top-level functions, other than ours, shaped like upstream's helper."""
+    return {
+        fn.name.value for fn in tree.body
+        if isinstance(fn, cst.FunctionDef) and fn.name.value != HELPER_NAME
+        and any(m.matches(loop, _WALKS_KEEP_VARS) and m.findall(loop, _CALLS_ID) for loop in walk_statements(fn))
+    }
 
 
 class CpuOffloadTiedParams(Patch):
@@ -95,37 +97,29 @@ class CpuOffloadTiedParams(Patch):
     DROP_WHEN = "drop for releases >= 0.5.21 (the offloader moves each distinct tensor once)"
     APPLIES_TO = ">=0.5.10,<0.5.21"
     TARGETS = (OFFLOADER,)
+    SCOPE = {OFFLOADER: (CLASS,)}
+    MARKS = {OFFLOADER: ((None, HELPER), (CLASS, CALL))}
     ANCHOR_SYMBOLS = (CLASS,)
     WATCH = (f"{CLASS}.maybe_offload_to_cpu", "_get_offloaded_device_state")
 
-    def is_applied(self, path: str, tree: cst.Module) -> bool:
-        has_helper = any(m.matches(s, m.FunctionDef(name=m.Name(HELPER))) for s in tree.body)
-        return has_helper and any(statements(cls, _CALLS_HELPER) for cls in classes(tree, CLASS))
-
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
-        if self.is_applied(path, tree) or not classes(tree, CLASS):
+        helpers = _dedup_helpers(tree)
+        if not helpers:
             return False
-        buggy = any(statements(cls, _BUILDS_STATE) for cls in classes(tree, CLASS))
-        return not buggy and bool(_dedup_helpers(tree))
+        # The hook builds its state by calling that helper.
+        calls_helper = m.SimpleStatementLine(body=[m.Assign(value=m.Call(func=m.Name(m.MatchIfTrue(lambda name: name in helpers))))])
+        return any(m.matches(stmt, calls_helper) for cls in top_classes(tree, CLASS) for stmt in walk_statements(cls))
 
-    def transform(self, path: str, tree: cst.Module) -> cst.Module:
-        if not classes(tree, CLASS):
-            raise SkipPatch(f"{path} has no {CLASS}")
-        if self.is_applied(path, tree):
-            return tree
-        cls = find_class(tree, CLASS, path)
-        anchor = exactly_one(
-            statements(cls, _BUILDS_STATE), f"{CLASS}: device_state = {{k: v.to(device) for k, v in module.state_dict().items()}}", path
-        )
-        assign = anchor.body[0]  # type: ignore[attr-defined]
-        captured = m.extract(assign.value, _COMPREHENSION)
-        call = cst.Call(func=cst.Name(HELPER), args=[cst.Arg(captured["module"]), cst.Arg(captured["device"])])  # type: ignore[index]
-        new_line = anchor.with_changes(body=[assign.with_changes(value=call)])
-        new_cls = replace_statement(cls, anchor, [new_line])
-        body = list(replace_member(tree, cls, new_cls).body)
-        position = next(i for i, node in enumerate(body) if m.matches(node, m.ClassDef(name=m.Name(CLASS))))
-        helper = parse_statements(_HELPER_SOURCE)
-        # Right above the class (whose own leading lines and comments stay with it).
-        helper[0] = helper[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2)
-        return tree.with_changes(body=[*body[:position], *helper, *body[position:]])
+    def edit(self, path: str, tree: cst.Module) -> cst.Module:
+        def call_helper(stmt: cst.CSTNode) -> list[cst.BaseStatement]:
+            assign = stmt.body[0]  # type: ignore[attr-defined]
+            found = m.extract(assign.value, _COMPREHENSION)
+            assert found is not None
+            (line,) = CALL.fill(state=assign.targets[0].target, module=found["module"], device=found["device"])  # type: ignore[arg-type]
+            return [line.with_changes(leading_lines=stmt.leading_lines)]
 
+        tree = edits.edit_class(tree, CLASS, lambda cls: edits.replace(
+            cls, _BUILDS_STATE, call_helper, f"{CLASS}: device_state = {{k: v.to(device) for k, v in module.state_dict().items()}}",
+        ))
+        # The helper goes right above the class (whose own leading lines and comments stay with it).
+        return edits.edit_member(tree, m.ClassDef(name=m.Name(CLASS)), lambda cls: [*HELPER.fill(), cls], f"class {CLASS}")

@@ -19,27 +19,28 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit import edits
 from patchkit.errors import AnchorError
-from patchkit.matchers import (
-    classes,
-    exactly_one,
-    find_class,
-    find_method,
-    insert_after,
-    methods,
-    parse_statements,
-    replace_member,
-    self_attr,
-    statements,
-    string,
-)
-from patchkit.patch import Patch, SkipPatch
+from patchkit.matchers import self_attr, string
+from patchkit.patch import Patch, SkipPatch, top_classes
+from patchkit.template import Snippet, walk_statements
 
 MODEL_RUNNER = "sglang/srt/model_executor/model_runner.py"
 SPEC_AUX = "sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py"
 RESOLVER = "resolve_spec_aux_hidden_state_config"
 EAGLE_RESOLVER = "_resolve_eagle_aux_hidden_state"
-MARK = "# patchkit mtp-draft-kv-budget: built-in MTP (no draft path) still has draft KV layers"
+
+FALLBACK = Snippet("""
+    if (
+        {count} is None
+        and ({spec}.is_eagle() or {spec}.is_standalone())
+        and not {draft_worker}
+        and not {draft_path}
+        and (getattr({model_config}.hf_text_config, "mtp_num_hidden_layers", 0) or 0) > 0
+    ):
+        # patchkit mtp-draft-kv-budget: built-in MTP (no draft path) still has draft KV layers
+        {count} = int({model_config}.hf_text_config.mtp_num_hidden_layers)
+""")
 
 _DRAFT_PATH = m.Attribute(attr=m.Name("speculative_draft_model_path"))
 _READS_MTP = m.Call(func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(string("mtp_num_hidden_layers")), m.ZeroOrMore()]) | m.Attribute(
@@ -51,48 +52,27 @@ _READS_MTP = m.Call(func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(string("m
 _SETS_SELF_COUNT = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr("eagle_draft_num_layers"))])])
 _RESOLVES_WITH_PATH = m.If(
     test=m.BooleanOperation(right=_DRAFT_PATH),
-    body=m.MatchIfTrue(lambda body: bool(statements(body, _SETS_SELF_COUNT))),
+    body=m.MatchIfTrue(lambda body: any(m.matches(s, _SETS_SELF_COUNT) for s in walk_statements(body))),
 )
 # 0.5.16+, resolve_spec_aux_hidden_state_config(): the call of _resolve_eagle_aux_hidden_state(...).
 _CALLS_EAGLE_RESOLVER = m.SimpleStatementLine(body=[m.Expr(value=m.Call(func=m.Name(EAGLE_RESOLVER)))])
 
-_FALLBACK_SOURCE = """\
-if (
-    {owner}eagle_draft_num_layers is None
-    and ({spec}.is_eagle() or {spec}.is_standalone())
-    and not {draft_worker}
-    and not {draft_path}
-    and (getattr({model_config}.hf_text_config, "mtp_num_hidden_layers", 0) or 0) > 0
-):
-    {mark}
-    {owner}eagle_draft_num_layers = int({model_config}.hf_text_config.mtp_num_hidden_layers)
-"""
+
+def _top_functions(tree: cst.Module, *names: str) -> list[cst.FunctionDef]:
+    return [fn for fn in tree.body if isinstance(fn, cst.FunctionDef) and fn.name.value in names]
 
 
-def _fallback(owner: str, spec: str, draft_worker: str, draft_path: cst.BaseExpression, model_config: str) -> list[cst.BaseStatement]:
-    source = _FALLBACK_SOURCE.format(
-        owner=owner, spec=spec, draft_worker=draft_worker, model_config=model_config, mark=MARK,
-        draft_path=cst.Module(body=[]).code_for_node(draft_path),
-    )
-    return parse_statements(source)
-
-
-_OURS = m.If(
-    test=m.BooleanOperation(left=m.BooleanOperation(left=m.BooleanOperation(left=m.BooleanOperation(
-        left=m.Comparison(left=m.Attribute(attr=m.Name("eagle_draft_num_layers")))
-    )))),
-    body=m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Attribute(attr=m.Name("eagle_draft_num_layers")))])])]),
-)
+def _runner_inits(tree: cst.Module) -> list[cst.FunctionDef]:
+    return [fn for cls in top_classes(tree, "ModelRunner") for fn in cls.body.body if m.matches(fn, m.FunctionDef(name=m.Name("__init__")))]
 
 
 def _reads_mtp_outside_ours(scope: cst.CSTNode) -> bool:
-    ours = {id(line) for fallback in statements(scope, _OURS) for line in statements(fallback, m.SimpleStatementLine())}
-    ours |= {id(fallback) for fallback in statements(scope, _OURS)}
-    for stmt in statements(scope, m.SimpleStatementLine() | m.If() | m.While()):
+    ours = {id(node) for fallback in FALLBACK.find(scope) for node in [fallback, *walk_statements(fallback)]}
+    for stmt in walk_statements(scope):
         if id(stmt) in ours:
             continue
-        head = stmt if isinstance(stmt, cst.SimpleStatementLine) else stmt.test  # type: ignore[attr-defined]
-        if m.findall(head, _READS_MTP):
+        head = stmt if isinstance(stmt, cst.SimpleStatementLine) else getattr(stmt, "test", None)
+        if head is not None and m.findall(head, _READS_MTP):
             return True
     return False
 
@@ -111,58 +91,65 @@ class MtpDraftKvBudget(Patch):
     DROP_WHEN = "drop when #35566 ships (the path-less MTP draft's layers are counted in the KV budget)"
     APPLIES_TO = ">=0.5.14"
     TARGETS = (MODEL_RUNNER, SPEC_AUX)
+    SCOPE = {MODEL_RUNNER: ("ModelRunner",)}
+    MARKS = {MODEL_RUNNER: (("ModelRunner", FALLBACK),), SPEC_AUX: ((None, FALLBACK),)}
     ANCHOR_SYMBOLS = (RESOLVER, "ModelRunner")
     WATCH = (RESOLVER, EAGLE_RESOLVER, "ModelRunner.__init__")
-
-    def _scopes(self, path: str, tree: cst.Module) -> list[cst.FunctionDef]:
-        if path == MODEL_RUNNER:
-            return [init for cls in classes(tree, "ModelRunner") for init in methods(cls, "__init__")]
-        return [fn for fn in tree.body if m.matches(fn, m.FunctionDef(name=m.Name(RESOLVER)))]
-
-    def is_applied(self, path: str, tree: cst.Module) -> bool:
-        return any(statements(fn, _OURS) for fn in self._scopes(path, tree))
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         # Upstream's fix (still open) has to read mtp_num_hidden_layers where the count is resolved.
         if path == MODEL_RUNNER:
-            return any(statements(init, _SETS_SELF_COUNT) and _reads_mtp_outside_ours(init) for init in self._scopes(path, tree))
-        resolvers = [fn for fn in tree.body if m.matches(fn, m.FunctionDef(name=m.Name(m.MatchIfTrue(lambda n: n in (RESOLVER, EAGLE_RESOLVER)))))]
-        return any(_reads_mtp_outside_ours(fn) for fn in resolvers)
+            return any(
+                any(m.matches(s, _SETS_SELF_COUNT) for s in walk_statements(init)) and _reads_mtp_outside_ours(init)
+                for init in _runner_inits(tree)
+            )
+        return any(_reads_mtp_outside_ours(fn) for fn in _top_functions(tree, RESOLVER, EAGLE_RESOLVER))
 
-    def transform(self, path: str, tree: cst.Module) -> cst.Module:
-        if self.is_applied(path, tree):
-            return tree
-        if path == MODEL_RUNNER:
-            return self._model_runner(path, tree)
-        return self._spec_aux(path, tree)
-
-    def _model_runner(self, path: str, tree: cst.Module) -> cst.Module:
-        inits = self._scopes(path, tree)
-        hits = [(init, branch) for init in inits for branch in statements(init, _RESOLVES_WITH_PATH)]
-        if not hits:
-            # 0.5.16+ resolve the count in spec_aux_hidden_state.py; before 0.5.14 no release sizes
-            # the KV pool for an EAGLE draft at all.
+    def check(self, path: str, tree: cst.Module) -> None:
+        super().check(path, tree)
+        if path == MODEL_RUNNER and not any(
+            m.matches(s, _RESOLVES_WITH_PATH) or FALLBACK.matches(s) for init in _runner_inits(tree) for s in walk_statements(init)
+        ):
+            # 0.5.16+ resolve the count in spec_aux_hidden_state.py; before 0.5.14 no release
+            # sizes the KV pool for an EAGLE draft at all.
             raise SkipPatch(f"{path}: ModelRunner.__init__ does not resolve eagle_draft_num_layers")
-        cls = find_class(tree, "ModelRunner", path)
-        init, anchor = exactly_one(hits, "ModelRunner.__init__: if ... and server_args.speculative_draft_model_path: self.eagle_draft_num_layers = ...", path)
-        draft_path = anchor.test.right  # type: ignore[attr-defined]
-        new = _fallback("self.", "self.spec_algorithm", "self.is_draft_worker", draft_path, "self.model_config")
-        return replace_member(tree, cls, replace_member(cls, init, insert_after(init, anchor, new)))
-
-    def _spec_aux(self, path: str, tree: cst.Module) -> cst.Module:
-        resolvers = self._scopes(path, tree)
-        if not resolvers:
+        if path == SPEC_AUX and not _top_functions(tree, RESOLVER):
             raise SkipPatch(f"{path} has no {RESOLVER}()")
-        resolver = exactly_one(resolvers, f"{RESOLVER}()", path)
-        params = {p.name.value for p in m.findall(resolver.params, m.Param())}  # type: ignore[union-attr]
-        missing = {"model_config", "spec_algorithm", "is_draft_worker"} - params
-        if missing:
-            raise AnchorError(f"{path}: anchor not found: {RESOLVER}() parameter(s) {', '.join(sorted(missing))}")
-        anchor = exactly_one(statements(resolver, _CALLS_EAGLE_RESOLVER), f"{RESOLVER}(): {EAGLE_RESOLVER}(...)", path)
-        eagle = exactly_one(
-            [fn for fn in tree.body if m.matches(fn, m.FunctionDef(name=m.Name(EAGLE_RESOLVER)))], f"def {EAGLE_RESOLVER}()", path
-        )
+
+    def edit(self, path: str, tree: cst.Module) -> cst.Module:
+        if path == MODEL_RUNNER:
+            return self._model_runner(tree)
+        return self._spec_aux(tree)
+
+    def _model_runner(self, tree: cst.Module) -> cst.Module:
+        def add_fallback(branch: cst.CSTNode) -> list[cst.BaseStatement]:
+            new = FALLBACK.fill(
+                count="self.eagle_draft_num_layers", spec="self.spec_algorithm", draft_worker="self.is_draft_worker",
+                draft_path=branch.test.right, model_config="self.model_config",  # type: ignore[attr-defined]
+            )
+            return [branch, *new]  # type: ignore[list-item]
+
+        return edits.edit_class(tree, "ModelRunner", lambda cls: edits.edit_method(cls, "__init__", lambda init: edits.replace(
+            init, _RESOLVES_WITH_PATH, add_fallback,
+            "ModelRunner.__init__: if ... and server_args.speculative_draft_model_path: self.eagle_draft_num_layers = ...",
+        )))
+
+    def _spec_aux(self, tree: cst.Module) -> cst.Module:
+        (eagle,) = _top_functions(tree, EAGLE_RESOLVER) or (None,)
         # How this release reads the draft path (server_args.… or get_spec().…), from its own resolver.
-        draft_path = exactly_one(m.findall(eagle, _DRAFT_PATH)[:1], f"{EAGLE_RESOLVER}(): ….speculative_draft_model_path", path)
-        new = _fallback("config.", "spec_algorithm", "is_draft_worker", draft_path, "model_config")  # type: ignore[arg-type]
-        return replace_member(tree, resolver, insert_after(resolver, anchor, new))
+        paths = m.findall(eagle, _DRAFT_PATH) if eagle is not None else []
+        if not paths:
+            raise AnchorError(f"anchor not found: {EAGLE_RESOLVER}(): ….speculative_draft_model_path")
+
+        def add_fallback(resolver: cst.CSTNode) -> cst.CSTNode:
+            params = {p.name.value for p in m.findall(resolver.params, m.Param())}  # type: ignore[attr-defined,union-attr]
+            missing = {"model_config", "spec_algorithm", "is_draft_worker"} - params
+            if missing:
+                raise AnchorError(f"anchor not found: {RESOLVER}() parameter(s) {', '.join(sorted(missing))}")
+            new = FALLBACK.fill(
+                count="config.eagle_draft_num_layers", spec="spec_algorithm", draft_worker="is_draft_worker",
+                draft_path=paths[0], model_config="model_config",  # type: ignore[arg-type]
+            )
+            return edits.insert_after(resolver, _CALLS_EAGLE_RESOLVER, new, f"{RESOLVER}(): {EAGLE_RESOLVER}(...)")
+
+        return edits.edit_member(tree, m.FunctionDef(name=m.Name(RESOLVER)), add_fallback, f"def {RESOLVER}()")

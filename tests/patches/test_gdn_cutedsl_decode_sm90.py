@@ -35,36 +35,28 @@ class GDNKernelDispatcher:
                 self.extend_kernel = triton_kernel
 '''
 
-AFTER = BEFORE.replace('''            from sglang.srt.layers.attention.linear.kernels.gdn_cutedsl import (
-                CuteDSLGDNKernel,
+AFTER = BEFORE.replace('''        cutedsl_kernel = None
+        if decode_backend.is_triton():
+''', '''        cutedsl_kernel = None
+        if decode_backend.is_cutedsl() and is_cuda() and torch.cuda.get_device_capability()[0] < 9:
+            # patchkit gdn-cutedsl-decode-sm90: the CuTe-DSL decode kernel needs SM90+ (it hangs below).
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "--linear-attn-decode-backend cutedsl needs SM90+ (Hopper or newer); this GPU is SM%d%d. "
+                "Falling back to Triton for GDN decode.",
+                *torch.cuda.get_device_capability(),
             )
-
-            cutedsl_kernel = CuteDSLGDNKernel()
-            self.decode_kernel = cutedsl_kernel
-''', '''            if torch.cuda.get_device_capability()[0] < 9:
-                # patchkit gdn-cutedsl-decode-sm90: the CuTe-DSL decode kernel needs SM90+ (it hangs below).
-                import logging
-
-                logging.getLogger(__name__).warning(
-                    "--linear-attn-decode-backend cutedsl needs SM90+ (Hopper or newer); this GPU is SM%d%d. "
-                    "Falling back to Triton for GDN decode.",
-                    *torch.cuda.get_device_capability(),
-                )
-                self.decode_kernel = triton_kernel
-            else:
-                from sglang.srt.layers.attention.linear.kernels.gdn_cutedsl import (
-                    CuteDSLGDNKernel,
-                )
-
-                cutedsl_kernel = CuteDSLGDNKernel()
-                self.decode_kernel = cutedsl_kernel
+            decode_backend = LinearAttnKernelBackend.TRITON
+        if decode_backend.is_triton():
 ''')
 
-# 0.5.10-0.5.12: the kernel is constructed in the assignment itself.
+# 0.5.10-0.5.12: the kernel is constructed in the assignment itself; the blank line before the
+# chain stays in front of the inserted check.
 BEFORE_OLD = BEFORE.replace("            cutedsl_kernel = CuteDSLGDNKernel()\n            self.decode_kernel = cutedsl_kernel\n",
-                            "            self.decode_kernel = CuteDSLGDNKernel()\n")
-AFTER_OLD = AFTER.replace("                cutedsl_kernel = CuteDSLGDNKernel()\n                self.decode_kernel = cutedsl_kernel\n",
-                          "                self.decode_kernel = CuteDSLGDNKernel()\n")
+                            "            self.decode_kernel = CuteDSLGDNKernel()\n").replace("        cutedsl_kernel = None\n", "")
+AFTER_OLD = AFTER.replace("            cutedsl_kernel = CuteDSLGDNKernel()\n            self.decode_kernel = cutedsl_kernel\n",
+                          "            self.decode_kernel = CuteDSLGDNKernel()\n").replace("        cutedsl_kernel = None\n", "")
 
 
 class TestGdnCutedslDecodeSm90(PatchTest):
@@ -96,16 +88,14 @@ class TestGdnCutedslDecodeSm90(PatchTest):
         tree = self.parse(BEFORE.replace("cutedsl_kernel.supports_prefill", "torch.cuda.get_device_capability()[0] >= 10"))
         assert not GdnCutedslDecodeSm90().is_fixed_upstream(self.PATH, tree)
 
-    def test_branch_with_only_a_guard_is_an_error(self):
-        source = BEFORE_OLD.replace("            self.decode_kernel = CuteDSLGDNKernel()\n", "").replace(
-            "            from sglang.srt.layers.attention.linear.kernels.gdn_cutedsl import (\n"
-            "                CuteDSLGDNKernel,\n            )\n\n", "")
+    def test_prefill_chain_is_not_the_anchor(self):
+        source = BEFORE.replace("        if decode_backend.is_triton():\n            self.decode_kernel", "        if decode_backend.is_xpu():\n            self.decode_kernel")
         with pytest.raises(AnchorError, match="anchor not found"):
             GdnCutedslDecodeSm90().transform(self.PATH, self.parse(source))
 
     def test_no_cutedsl_branch_is_an_error(self):
         source = BEFORE.replace("decode_backend.is_cutedsl()", "decode_backend.is_flashinfer()")
-        with pytest.raises(AnchorError, match="anchor not found"):
+        with pytest.raises(AnchorError, match="is_cutedsl"):
             GdnCutedslDecodeSm90().transform(self.PATH, self.parse(source))
 
     def test_file_without_dispatcher_is_skipped(self):
