@@ -393,6 +393,9 @@ def describe(target: Target) -> manifest_mod.Manifest:
         if s.state not in _STATE_VERDICT:
             raise PlanError(f"patch {pid} is {s.state} on SGLang {target.version}: {s.detail or 'not a pristine release'}")
         present = tuple(rel for rel in view.patches[pid].TARGETS if view.read(rel) is not None)
-        entries[pid] = manifest_mod.PatchEntry(verdict=_STATE_VERDICT[s.state], files=present)
-        files.update({rel: view.sha(rel) for rel in present})  # type: ignore[misc]
+        # `applies`: only the files the patch edits there, the ones the fast path plans (a present
+        # target it skips on this release, such as an older home of the code, is left out).
+        recorded = s.files if s.state == PENDING else present
+        entries[pid] = manifest_mod.PatchEntry(verdict=_STATE_VERDICT[s.state], files=recorded)
+        files.update({rel: view.sha(rel) for rel in recorded})  # type: ignore[misc]
     return manifest_mod.Manifest(version=target.version, patches=entries, files=files)
