@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import resource
 import shutil
@@ -115,7 +116,8 @@ class Podman:
     env: dict[str, str]
 
     @classmethod
-    def create(cls, root: Path, insecure_registries: tuple[str, ...] = ()) -> "Podman":
+    def create(cls, root: Path, insecure_registries: tuple[str, ...] = (), volumes: tuple[str, ...] = ()) -> "Podman":
+        """`volumes` (host:container:options) are mounted into every container, builds included."""
         root.mkdir(parents=True, exist_ok=True)
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         nofile = 20000 if nofile == resource.RLIM_INFINITY else min(nofile, 1048576)
@@ -124,6 +126,7 @@ class Podman:
         (root / "containers.conf").write_text(
             "[containers]\n"
             f'default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
+            f"volumes = {json.dumps(list(volumes))}\n"
             "[engine]\n"
             'runtime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
         )
@@ -154,8 +157,6 @@ class Podman:
         return self("run", "--rm", image, *command, check=check)
 
     def labels(self, image: str) -> dict[str, str]:
-        import json
-
         return json.loads(self("inspect", "--format", "{{json .Labels}}", image).stdout)
 
     def remove_store(self) -> None:

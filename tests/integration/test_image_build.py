@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,8 @@ import pytest
 from patchkit import dockerfile, manifest
 from testing.cli import run
 from testing.containers import HOST_CAS, Podman, Registry, base_tar, require_builder, scratch_dir
-from testing.releases import HOME, REPO, pristine
+from testing import behaviour
+from testing.releases import HOME, REPO, copy_release, pristine
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -23,6 +25,7 @@ VERSION = "0.5.17"
 PREFIX = "localhost/patchkit-test"
 SITE = "/usr/local/lib/python3.11/dist-packages"  # where Debian's pip installs into the system Python
 PATCHKIT = f"{dockerfile.VENV}/bin/patchkit"
+DEPS = "/opt/sglang-deps"
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +49,19 @@ def registry(scratch):
 
 
 @pytest.fixture(scope="module")
-def podman(stores, registry):
-    engine = Podman.create(stores / "podman", insecure_registries=(registry.address,))
+def deps() -> Path:
+    """SGLang's dependencies (torch, transformers, ...): the behaviour tests' CPU environment.
+
+    Real images have them installed; here they are mounted read-only into every container and
+    build step (containers.conf `volumes`) and put on the system Python's path by a .pth file, so
+    that `verify --strict` in the build imports the patched modules for real."""
+    return next((Path(behaviour.python()).parent.parent / "lib").glob("python3*/site-packages"))
+
+
+@pytest.fixture(scope="module")
+def podman(stores, registry, deps):
+    engine = Podman.create(stores / "podman", insecure_registries=(registry.address,),
+                           volumes=(f"{deps}:{DEPS}:ro",))
     yield engine
     engine.remove_store()
 
@@ -62,11 +76,16 @@ def wheel(scratch) -> Path:
 
 
 @pytest.fixture(scope="module")
-def debian(podman) -> str:
+def debian(podman, scratch) -> str:
     """The Debian base (system Python marked externally managed), imported from the cached tar."""
-    tag = f"{PREFIX}/debian:{VERSION}"
-    podman("import", "--change", "ENV PIP_BREAK_SYSTEM_PACKAGES=1", base_tar(), tag)
-    return tag
+    podman("import", "--change", "ENV PIP_BREAK_SYSTEM_PACKAGES=1", base_tar(), f"{PREFIX}/debian:bare")
+    return derive(podman, f"{PREFIX}/debian:{VERSION}", scratch / "debian", (
+        f"FROM {PREFIX}/debian:bare\n"
+        f"RUN mkdir -p {SITE} && echo {DEPS} > {SITE}/sglang-deps.pth\n"
+        # The deps bring certifi's own bundle, which would shadow Debian's system store for pip (as
+        # in real images): pip's configuration points it at the system store holding the proxy's CA.
+        "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt\n"
+    ))
 
 
 def derive(podman: Podman, tag: str, context: Path, dockerfile_text: str, files: dict[str, Path] = {}) -> str:
@@ -108,11 +127,10 @@ def plain_patched(podman, plain, wheel, registry):
     return tag, ref, result
 
 
-def patched_reference(tmp_path: Path) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def reference(scratch) -> dict[str, str]:
     """{file: sha256} of the release patched on the host: what the image must hold, byte for byte."""
-    from testing.releases import copy_release
-
-    site = copy_release(VERSION, tmp_path / "host")
+    site = copy_release(VERSION, scratch / "host")
     assert run("apply", "--site-packages", site).exit_code == 0
     files = sorted({f for entry in manifest.load(VERSION).patches.values() for f in entry.files})
     return {f: hashlib.sha256((site / f).read_bytes()).hexdigest() for f in files}
@@ -135,14 +153,18 @@ def test_auto_picks_the_builder_that_answers_and_says_which(plain_patched):
         assert "skipped docker:" in first
 
 
-def test_plain_image_is_patched_verified_and_labelled(plain_patched, podman, tmp_path):
+def test_plain_image_is_patched_verified_and_labelled(plain_patched, podman, reference):
     tag, _, result = plain_patched
     assert f"built {tag} with podman: SGLang {VERSION}, 6 patches applied and verified" in result.stdout
     status = json.loads(podman.run(tag, PATCHKIT, "status", "--site-packages", SITE, "--json").stdout)
     assert status["sglang"]["version"] == VERSION
     assert {p["id"]: p["state"] for p in status["patches"]} == dict.fromkeys(dockerfile.patch_labels(VERSION), "applied")
+    # verify in the image imported every patched module with the image's Python, for real.
+    verified = json.loads(podman.run(tag, PATCHKIT, "verify", "--python", "python3", "--strict", "--json").stdout)
+    imports = {c["check"]: c["result"] for c in verified["checks"] if c["check"].startswith("import ")}
+    modules = {"import " + f.removesuffix(".py").replace("/", ".") for f in reference}
+    assert imports == dict.fromkeys(modules, "ok"), verified["checks"]
     # What the serving Python imports is byte-identical to the release patched on the host.
-    reference = patched_reference(tmp_path)
     assert imported_files(podman, tag, sorted(reference)) == reference
     # Labels: exactly the promised ones, a function of the inputs only.
     spec = dockerfile.ImageSpec(base=f"{PREFIX}/sglang-plain:v{VERSION}", version=VERSION)
@@ -154,7 +176,7 @@ def test_plain_image_is_patched_verified_and_labelled(plain_patched, podman, tmp
 
 def test_serving_python_gets_no_patchkit(plain_patched, podman):
     tag = plain_patched[0]
-    probe = "import importlib.util as u; print([m for m in ('patchkit', 'libcst', 'click', 'git') if u.find_spec(m)])"
+    probe = "import importlib.util as u; print([m for m in ('patchkit', 'libcst') if u.find_spec(m)])"
     assert podman.run(tag, "python3", "-c", probe).stdout.strip() == "[]"
     assert podman.run(tag, f"{dockerfile.VENV}/bin/python", "-c", "import patchkit, libcst").returncode == 0
     # The base stays externally managed: patchkit never needed an override of PEP 668.
@@ -212,4 +234,24 @@ def test_ca_cert_lets_pip_through_a_proxy_the_base_does_not_trust(podman, plain,
     result = patchkit_image(podman, "build", "--base", untrusting, "--target", VERSION, "--wheel", wheel,
                             "--ca-cert", bundle, "-t", tag)
     assert result.returncode == 0, result.stderr[-4000:]
-    assert podman.run(tag, PATCHKIT, "verify", "--python", "python3", "--strict").returncode == 0
+    status = json.loads(podman.run(tag, PATCHKIT, "status", "--site-packages", SITE, "--json").stdout)
+    assert {p["state"] for p in status["patches"]} == {"applied"}
+
+
+def test_buildah_builds_the_same_image(podman, plain, wheel, registry, plain_patched, reference):
+    """Same inputs, another builder: the same labels and the same patched bytes; its push works too."""
+    if shutil.which("buildah") is None:
+        pytest.skip("no buildah here (`.ci/run` installs it with apt-get)")
+    tag = f"{PREFIX}/sglang-plain:v{VERSION}-buildah"
+    ref = f"{registry.address}/sglang:v{VERSION}-buildah"
+    result = patchkit_image(podman, "build", "--base", plain, "--target", VERSION, "--wheel", wheel,
+                            "--builder", "buildah", "-t", tag, "--push", ref)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.splitlines()[0] == f"building {tag} with buildah"
+    assert result.stdout.splitlines()[-1].startswith(f"pushed {ref}@sha256:")
+
+    def own(labels: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in labels.items() if not k.startswith("io.buildah.")}
+
+    assert own(podman.labels(tag)) == own(podman.labels(plain_patched[0]))
+    assert imported_files(podman, tag, sorted(reference)) == reference
