@@ -58,6 +58,8 @@ def test_init_container_writes_the_overlay_the_server_reads():
     assert reads[volume]["readOnly"] is True
     script = init["command"][-1]
     steps = [shlex.split(step) for step in script.split("&&")]
+    environments = [dict(token.split("=", 1) for token in step if re.fullmatch(r"[A-Z_]+=.*", token)) for step in steps]
+    steps = [[token for token in step if not re.fullmatch(r"[A-Z_]+=.*", token)] for step in steps]
     apply = next(step for step in steps if step[1:2] == ["apply"])
     overlay = apply[apply.index("--fetch") + 1]
     assert overlay.startswith(writes[volume] + "/")
@@ -68,5 +70,7 @@ def test_init_container_writes_the_overlay_the_server_reads():
     # patchkit goes into a venv of its own, never into the serving Python.
     assert any("--python" in step and "install" in step for step in steps)
     assert not any(step[:3] == ["python3", "-m", "pip"] and "--python" not in step for step in steps)
-    verify = next(step for step in steps if step[1:2] == ["verify"])
-    assert "--strict" in verify and overlay in verify
+    at = next(i for i, step in enumerate(steps) if step[1:2] == ["verify"])
+    # verify imports the overlay's modules with the serving Python, on the server's PYTHONPATH.
+    assert "--strict" in steps[at] and steps[at][steps[at].index("--python") + 1] == server["command"][0]
+    assert environments[at]["PYTHONPATH"] == overlay
