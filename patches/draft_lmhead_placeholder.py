@@ -10,6 +10,13 @@ Decisions:
 - From 0.5.20 `load_weights()` loads the checkpoint embedding into the draft's own
   `embed_tokens`; that load is skipped while the placeholder is in place (the target's
   tensor replaces it right after).
+- Qwen3-Next (`Qwen3NextForCausalLMMTP`, every release from 0.5.10): the draft builds its
+  `lm_head` unconditionally (no last-rank branch) after `self.pp_group = ...`, so the same
+  placeholder goes right after that `self.lm_head = ParallelLMHead(...)`, guarded by
+  `self.pp_group.world_size == 1`. Its `set_embed_and_head()` (inherited from
+  `Qwen3NextForCausalLM`) always swaps in both target tensors, and its MTP `load_weights()`
+  reads only `mtp.*` checkpoint names (the checkpoint has no MTP embedding or head), so nothing
+  loads into the placeholders.
 """
 
 from __future__ import annotations
@@ -21,11 +28,14 @@ from patchkit import edits
 from patchkit.matchers import self_attr, string
 from patchkit.patch import Patch, top_classes
 from patchkit.template import Snippet, walk_statements
+from patchkit.errors import AnchorError
 
 QWEN3_5_MTP = "sglang/srt/models/qwen3_5_mtp.py"
 CLASS = "Qwen3_5ForCausalLMMTP"
+QWEN3_NEXT_MTP = "sglang/srt/models/qwen3_next_mtp.py"
+NEXT_CLASS = "Qwen3NextForCausalLMMTP"
 # The MTP draft classes this patch covers, by file (one entry per model family).
-DRAFT_CLASSES = {QWEN3_5_MTP: CLASS}
+DRAFT_CLASSES = {QWEN3_5_MTP: CLASS, QWEN3_NEXT_MTP: NEXT_CLASS}
 
 # `if <pp_group>.is_last_rank:` whose body assigns self.lm_head (the head is built there).
 _ASSIGNS_HEAD = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr("lm_head"))])])
@@ -33,6 +43,13 @@ _BUILDS_HEAD = m.If(
     test=m.Attribute(value=m.SaveMatchedNode(m.DoNotCare(), "pp_group"), attr=m.Name("is_last_rank")),
     body=m.MatchIfTrue(lambda body: any(m.matches(s, _ASSIGNS_HEAD) for s in walk_statements(body))),
 )
+
+# Qwen3-Next: `self.lm_head = ParallelLMHead(...)` directly in __init__, after
+# `self.pp_group = <the pp group>`.
+_ALLOCATES_HEAD_LINE = m.SimpleStatementLine(body=[m.Assign(
+    targets=[m.AssignTarget(self_attr("lm_head"))], value=m.Call(func=m.Name("ParallelLMHead")),
+)])
+_SETS_PP_GROUP = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr("pp_group"))])])
 
 PLACEHOLDER = Snippet("""
     if {pp_group}.world_size == 1:
@@ -66,12 +83,13 @@ _ALLOCATES_HEAD = m.Call(func=m.Name("ParallelLMHead"))
 
 class DraftLmheadPlaceholder(Patch):
     ID = "draft-lmhead-placeholder"
-    TITLE = "Free the Qwen3.5 MTP draft's own embed_tokens/lm_head before the KV pool is sized"
+    TITLE = "Free the Qwen3.5 / Qwen3-Next MTP draft's own embed_tokens/lm_head before the KV pool is sized"
     RATIONALE = (
         "Qwen3_5ForCausalLMMTP.__init__ builds its own embed_tokens and lm_head (248320 x 5120 bf16, "
         "~2.5 GB each); set_embed_and_head() swaps in the target's tensors only after the KV pool was "
         "sized, so the draft load counts 5.53 GB instead of 0.79 GB and the KV pool shrinks. The patch "
-        "replaces both weights with zero-size Parameters at the end of __init__ (PP off only)."
+        "replaces both weights with zero-size Parameters at the end of __init__ (PP off only). "
+        "Qwen3NextForCausalLMMTP does the same (~2 x 0.62 GB for Qwen3-Next-80B) and is covered alike."
     )
     UPSTREAM = (
         "sgl-project/sglang#38147 (share target embed/lm_head, no draft allocation)",
@@ -82,8 +100,9 @@ class DraftLmheadPlaceholder(Patch):
     TARGETS = tuple(DRAFT_CLASSES)
     SCOPE = {path: (cls,) for path, cls in DRAFT_CLASSES.items()}
     MARKS = {path: ((cls, PLACEHOLDER),) for path, cls in DRAFT_CLASSES.items()}
-    ANCHOR_SYMBOLS = (CLASS,)
-    WATCH = (f"{CLASS}.__init__", f"{CLASS}.set_embed_and_head", f"{CLASS}.load_weights")
+    ANCHOR_SYMBOLS = (CLASS, NEXT_CLASS)
+    WATCH = (f"{CLASS}.__init__", f"{CLASS}.set_embed_and_head", f"{CLASS}.load_weights", f"{NEXT_CLASS}.__init__",
+             "Qwen3NextForCausalLM.set_embed_and_head")
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         return any(
@@ -97,6 +116,8 @@ class DraftLmheadPlaceholder(Patch):
 
     def _edit_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         name = cls.name.value
+        if name == NEXT_CLASS:
+            return edits.edit_method(cls, "__init__", self._add_placeholder_after_head)
         cls = edits.edit_method(cls, "__init__", lambda init: edits.replace(
             init, _BUILDS_HEAD, self._add_placeholder, f"{name}.__init__: if <pp_group>.is_last_rank: self.lm_head = ...",
         ))
@@ -116,3 +137,17 @@ class DraftLmheadPlaceholder(Patch):
         if any(SKIP_LOAD.matches(stmt) for stmt in branch.body.body):  # type: ignore[attr-defined]
             return branch  # guarded already (a second run over a partly patched file)
         return edits.prepend_to_block(branch, SKIP_LOAD.fill(), "the embedding-load branch")
+
+    def _add_placeholder_after_head(self, init: cst.FunctionDef) -> cst.FunctionDef:
+        """Qwen3-Next: the placeholder right after the unconditional `self.lm_head = ...`, for
+        the pp group the draft keeps in `self.pp_group` (assigned before it)."""
+        assert isinstance(init.body, cst.IndentedBlock)
+        body = list(init.body.body)
+        heads = [i for i, stmt in enumerate(body) if m.matches(stmt, _ALLOCATES_HEAD_LINE)]
+        if len(heads) != 1:
+            what = "anchor not found" if not heads else f"anchor is ambiguous ({len(heads)} matches)"
+            raise AnchorError(f"{what}: {NEXT_CLASS}.__init__: self.lm_head = ParallelLMHead(...)")
+        if not any(m.matches(stmt, _SETS_PP_GROUP) for stmt in body[: heads[0]]):
+            raise AnchorError(f"anchor not found: {NEXT_CLASS}.__init__: self.pp_group = ... before self.lm_head")
+        placeholder = PLACEHOLDER.fill(pp_group=cst.parse_expression("self.pp_group"))
+        return edits.insert_after(init, _ALLOCATES_HEAD_LINE, placeholder, f"{NEXT_CLASS}.__init__: self.lm_head = ParallelLMHead(...)")

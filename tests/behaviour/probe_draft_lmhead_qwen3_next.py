@@ -33,7 +33,8 @@ class LMHead(nn.Module):
 
 def build(pp_size):
     pp_group = SimpleNamespace(is_last_rank=True, is_first_rank=True, world_size=pp_size)
-    settings = SimpleNamespace(enable_dp_lm_head=False, speculative_draft_model_quantization=None, pp_size=pp_size, pp_group=pp_group)
+    settings = SimpleNamespace(enable_dp_lm_head=False, speculative_draft_model_quantization=None, tp_size=1,
+                               pp_size=pp_size, pp_group=pp_group)
     stand_ins = {
         "Qwen3NextModel": Decoder,
         "ParallelLMHead": LMHead,

@@ -36,3 +36,22 @@ def test_placeholders_until_the_target_tensors_arrive(release, version):
     for case in ("pp2_untied", "pp2_tied"):  # with PP the draft keeps its own tensors
         assert after[case]["after_init"] == FULL, case
         assert after[case]["after_swap"] == FULL and after[case]["uses_target_tensors"]
+
+
+NEXT_PROBE = Path(__file__).parent / "probe_draft_lmhead_qwen3_next.py"
+
+
+@pytest.mark.parametrize("version", ["0.5.14", "0.5.23"])
+def test_qwen3_next_draft_placeholders(release, version):
+    """Qwen3NextForCausalLMMTP.__init__ (real) and its inherited set_embed_and_head (real)."""
+    site = release(version)
+    before = run_probe(site, NEXT_PROBE)
+    assert before["file"].startswith(str(site))
+    assert before["pp1"]["after_init"] == FULL and before["pp2"]["after_init"] == FULL
+
+    assert run("apply", "--site-packages", site, "--only", "draft-lmhead-placeholder").exit_code == 0
+    after = run_probe(site, NEXT_PROBE)
+    assert after["pp1"]["after_init"] == EMPTY  # ~2 x vocab x hidden freed before KV sizing
+    assert after["pp1"]["after_swap"] == FULL and after["pp1"]["uses_target_tensors"]
+    assert after["pp2"]["after_init"] == FULL  # with PP the draft keeps its own tensors
+    assert after["pp2"]["after_swap"] == FULL and after["pp2"]["uses_target_tensors"]

@@ -4,7 +4,7 @@ import pytest
 
 from patchkit.errors import AnchorError
 from patchkit.patch import SkipPatch
-from patchkit.patches.draft_lmhead_placeholder import QWEN3_5_MTP, DraftLmheadPlaceholder
+from patchkit.patches.draft_lmhead_placeholder import QWEN3_5_MTP, QWEN3_NEXT_MTP, DraftLmheadPlaceholder
 from testing.patch_test import PatchTest
 
 BEFORE = '''
@@ -92,3 +92,65 @@ class TestDraftLmheadPlaceholder(PatchTest):
     def test_file_without_the_class_is_skipped(self):
         with pytest.raises(SkipPatch):
             DraftLmheadPlaceholder().transform(self.PATH, self.parse("x = 1\n"))
+
+
+# Qwen3-Next (every release): the head is built unconditionally, after `self.pp_group = ...`.
+NEXT_BEFORE = '''
+class Qwen3NextForCausalLMMTP(Qwen3NextForCausalLM):
+    def __init__(self, config, quant_config=None, prefix=""):
+        nn.Module.__init__(self)
+        self.config = config
+        self.pp_group = get_pp_group()
+        self.fc = nn.Linear(2 * config.hidden_size, config.hidden_size, bias=False)
+        self.model = Qwen3NextModel(config, quant_config, prefix=add_prefix("model", prefix), is_nextn=True)
+        self.lm_head = ParallelLMHead(
+            config.vocab_size,
+            config.hidden_size,
+            quant_config=quant_config,
+            prefix=add_prefix("model.shared_head.head", prefix),
+        )
+        self.logits_processor = LogitsProcessor(config)
+
+    def load_weights(self, weights, is_mtp=False):
+        super().load_weights(weights, is_mtp=True)
+'''
+
+NEXT_AFTER = NEXT_BEFORE.replace('''        )
+        self.logits_processor''', '''        )
+
+        if self.pp_group.world_size == 1:
+            # patchkit draft-lmhead-placeholder: the target's embed/lm_head replace these in
+            # set_embed_and_head(); dropping them now keeps ~2 x vocab x hidden out of the KV budget.
+            self.model.embed_tokens.weight = torch.nn.Parameter(
+                self.model.embed_tokens.weight.new_empty(0), requires_grad=False
+            )
+            if not config.tie_word_embeddings:
+                self.lm_head.weight = torch.nn.Parameter(
+                    self.lm_head.weight.new_empty(0), requires_grad=False
+                )
+        self.logits_processor''')
+
+
+class TestQwen3NextDraft(PatchTest):
+    PATCH = DraftLmheadPlaceholder
+    PATH = QWEN3_NEXT_MTP
+
+    def test_placeholders_after_the_unconditional_head(self):
+        assert NEXT_AFTER != NEXT_BEFORE
+        self.assert_transform(NEXT_BEFORE, NEXT_AFTER)
+
+    def test_release_reading_the_pp_group_from_get_parallel(self):
+        self.assert_transform(NEXT_BEFORE.replace("get_pp_group()", "get_parallel().pp_group"),
+                              NEXT_AFTER.replace("get_pp_group()", "get_parallel().pp_group"))
+
+    def test_upstream_fix_without_draft_head_recognised(self):
+        fixed = NEXT_BEFORE.replace("self.lm_head = ParallelLMHead(", "self.lm_head = SharedHead(")
+        assert DraftLmheadPlaceholder().is_fixed_upstream(self.PATH, self.parse(fixed))
+
+    def test_head_without_pp_group_is_an_error(self):
+        with pytest.raises(AnchorError, match="pp_group"):
+            DraftLmheadPlaceholder().transform(self.PATH, self.parse(NEXT_BEFORE.replace("        self.pp_group = get_pp_group()\n", "")))
+
+    def test_qwen3_5_class_in_the_qwen3_next_file_is_skipped(self):
+        with pytest.raises(SkipPatch):
+            DraftLmheadPlaceholder().transform(self.PATH, self.parse("class Qwen3_5ForCausalLMMTP:\n    pass\n"))
