@@ -6,6 +6,18 @@ can reach `MultimemAllGatherer._build()` (the spawned rank-0 scheduler included)
 module first, so the switch is always in place before native code runs, for every way of
 installing SGLang (venv, container image, read-only mount) with no startup hook, no
 `sitecustomize.py` and no torch import in unrelated processes. `revert` removes it byte-exactly.
+
+Automatic by default (`SGLANG_PATCH_DISABLE_SYMM_MEM` unset or `auto`): the switch wraps
+`empty`/`rendezvous`, and their first call decides, once per process and before any native
+symmetric-memory code runs, whether the native rendezvous would crash here: the host is WSL2
+(kernel release), a visible GPU has no multicast support (torch's own
+`_SymmetricMemory.has_multicast_support`, the CUDA device attribute), or two visible GPUs lack
+peer access (`torch.cuda.can_device_access_peer`). Only then do they raise (so `_build()` falls
+back to NCCL); on NVSwitch boxes torch's functions run. Nothing is initialised for the decision:
+without an initialised CUDA device there are no facts to read and it blocks (the safe side).
+`=1` always blocks, `=0` installs nothing. One log line says which way it decided and why. Every
+rank sees the same host and visible GPUs, so all ranks decide alike (a rendezvous is collective).
+The `--enable-torch-symm-mem` guard asks the same decision.
 """
 
 from __future__ import annotations
@@ -31,37 +43,100 @@ TORCH_SYMM_MEM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
 ENV = "SGLANG_PATCH_DISABLE_SYMM_MEM"
 SWITCH = "_patchkit_symm_mem_kill_switch"
 
-_SWITCH_SOURCE = f'''def {SWITCH}():
-    """patchkit symm-mem-kill-switch: on PCIe-only / WSL2 multi-GPU boxes torch symmetric
-    memory dies with SIGFPE inside native code, which no try/except catches. Raising a Python
-    error first lets _build() fall back to NCCL. {ENV}=0 turns the switch off."""
+DECIDE = "_patchkit_symm_mem_blocked"
+
+# The switch's source; {env}, {decide}, {switch} and {alias} are filled in by str.replace (the
+# f-strings inside keep their own braces).
+_SWITCH_TEMPLATE = """def {decide}():
+    \"\"\"patchkit symm-mem-kill-switch: why torch symmetric memory must not run in this process
+    ("" when it may), decided once, before its first native call, from what the process already
+    has (it initialises nothing). {env}=auto (the default) blocks it only where the native
+    rendezvous would crash (SIGFPE, which no try/except catches): a WSL2 host, or GPUs without
+    multicast or without peer access; {env}=1 always blocks it, 0 never does.\"\"\"
+    verdict = {decide}.__dict__
+    if "reason" in verdict:
+        return verdict["reason"]
+    import logging
+    import os
+    import platform
+
+    import torch
+
+    setting = os.environ.get("{env}", "auto").strip().lower()
+    reason, why = "", ""
+    if setting == "0":
+        why = "{env}=0"
+    elif setting == "1":
+        reason = "{env}=1"
+    elif "microsoft" in platform.release().lower():
+        reason = "auto: WSL2 host"
+    elif not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        reason = "auto: no initialised CUDA device whose facts could be read"
+    else:
+        count = torch.cuda.device_count()
+        why = f"auto: {count} GPU(s) with multicast and peer access, not WSL2"
+        try:
+            for device in range(count):
+                if not {alias}._SymmetricMemory.has_multicast_support({alias}.DeviceType.CUDA, device):
+                    reason = f"auto: GPU {device} has no multicast support"
+                    break
+                blind = [peer for peer in range(count) if peer != device and not torch.cuda.can_device_access_peer(device, peer)]
+                if blind:
+                    reason = f"auto: GPU {device} has no peer access to GPU {blind[0]}"
+                    break
+        except Exception as exc:  # this torch cannot tell: the safe side
+            reason = f"auto: device facts unreadable ({type(exc).__name__}: {exc})"
+    logging.getLogger(__name__).warning(
+        "patchkit symm-mem-kill-switch: torch symmetric memory %s (%s)",
+        "blocked, SGLang falls back to NCCL" if reason else "allowed",
+        reason or why,
+    )
+    verdict["reason"] = reason
+    return reason
+
+
+def {switch}():
+    \"\"\"patchkit symm-mem-kill-switch: torch symmetric memory's empty/rendezvous raise a Python
+    error, which lets _build() fall back to NCCL, where {decide}() says the native rendezvous
+    would crash. {env}=0 leaves them untouched.\"\"\"
     import os
 
-    if os.environ.get("{ENV}", "1") == "0":
+    if os.environ.get("{env}", "auto").strip().lower() == "0":
         return
 
-    def refuse(*args, **kwargs):
-        raise RuntimeError(
-            "torch symmetric memory is off: patchkit's symm-mem kill switch stops it before "
-            "its native rendezvous (SIGFPE on PCIe-only / WSL2 boxes); set {ENV}=0 to allow it"
-        )
+    def guarded(real):
+        def call(*args, **kwargs):
+            reason = {decide}()
+            if reason:
+                raise RuntimeError(
+                    "torch symmetric memory is off: patchkit's symm-mem kill switch stops it before "
+                    f"its native rendezvous ({reason}); set {env}=0 to allow it"
+                )
+            return real(*args, **kwargs)
 
-    {{alias}}.empty = refuse
-    {{alias}}.rendezvous = refuse
+        return call
+
+    {alias}.empty = guarded({alias}.empty)
+    {alias}.rendezvous = guarded({alias}.rendezvous)
 
 
-{SWITCH}()
-'''
+{switch}()
+"""
 
-_GUARD_SOURCE = f'''\
+_GUARD_SOURCE = """\
 import os
 
-if os.environ.get("{ENV}", "1") != "0":
-    raise RuntimeError(
-        "--enable-torch-symm-mem needs torch symmetric memory, which patchkit's symm-mem "
-        "kill switch turns off; set {ENV}=0 to use it (NVLink boxes), or drop the flag"
-    )
-'''
+if os.environ.get("{env}", "auto").strip().lower() != "0":
+    from sglang.srt.distributed.device_communicators.triton_symm_mem_ag import {decide}
+
+    symm_mem_off = {decide}()
+    if symm_mem_off:
+        raise RuntimeError(
+            "--enable-torch-symm-mem needs torch symmetric memory, which patchkit's symm-mem "
+            f"kill switch turns off here ({symm_mem_off}); set {env}=0 to use it, or drop the flag"
+        )
+""".replace("{env}", ENV).replace("{decide}", DECIDE)
+_SWITCH_SOURCE = _SWITCH_TEMPLATE.replace("{env}", ENV).replace("{decide}", DECIDE).replace("{switch}", SWITCH)
 
 _SYMM_MEM_IMPORT = m.SimpleStatementLine(
     body=[m.Import(names=[m.ImportAlias(
@@ -72,7 +147,11 @@ _SYMM_MEM_IMPORT = m.SimpleStatementLine(
 _SWITCH_DEF = m.FunctionDef(name=m.Name(SWITCH))
 _SWITCH_CALL = m.SimpleStatementLine(body=[m.Expr(value=m.Call(func=m.Name(SWITCH), args=[]))])
 _READS_ENV = m.Call(func=m.Attribute(attr=m.Name("get")), args=[m.Arg(string(ENV)), m.ZeroOrMore()])
-_GUARD = m.If(test=m.Comparison(left=_READS_ENV), body=m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Raise()])]))
+# The guard: an `if` reading the switch's variable whose body imports the switch's decision.
+_GUARD = m.If(
+    test=m.MatchIfTrue(lambda test: bool(m.findall(test, _READS_ENV))),
+    body=m.MatchIfTrue(lambda body: bool(m.findall(body, m.ImportAlias(name=m.Name(DECIDE))))),
+)
 _DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
 # A future upstream switch for the multimem all-gather (issue text: SGLANG_DISABLE_MULTIMEM_AG).
 _UPSTREAM_SWITCH = m.SimpleString(value=m.MatchIfTrue(lambda raw: "SGLANG_DISABLE_MULTIMEM_AG" in raw)) | m.Attribute(
@@ -87,8 +166,9 @@ class SymmMemKillSwitch(Patch):
         "On PCIe-only / WSL2 multi-GPU boxes MultimemAllGatherer._build() calls torch symmetric-memory "
         "empty/rendezvous and rank 0 dies with SIGFPE in native code ('Rank 0 scheduler died during "
         "initialization (exit code: -8)'). _build() already falls back to NCCL on a Python exception, so "
-        "empty and rendezvous are replaced by functions raising RuntimeError before native code runs. "
-        f"On by default; {ENV}=0 turns it off at run time (NVLink boxes). With the switch on, "
+        "empty and rendezvous raise RuntimeError before native code runs where it would crash. "
+        f"{ENV}=auto (default): only on WSL2 or where the GPUs lack multicast or peer access, decided "
+        "in-process on the first call, one log line; =1 always, =0 never. Where the switch blocks, "
         "--enable-torch-symm-mem fails at once with a message naming the switch."
     )
     UPSTREAM = ("no upstream switch up to 0.5.23",)
