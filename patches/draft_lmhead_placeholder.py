@@ -96,7 +96,7 @@ class DraftLmheadPlaceholder(Patch):
         "sgl-project/sglang#35996, #37155, #35567 (bind embed/lm_head before KV pool sizing)",
     )
     DROP_WHEN = "drop when #38147 (or one of #35996/#37155/#35567) ships"
-    APPLIES_TO = ">=0.5.14"
+    APPLIES_TO = ">=0.5.10"
     TARGETS = tuple(DRAFT_CLASSES)
     SCOPE = {path: (cls,) for path, cls in DRAFT_CLASSES.items()}
     MARKS = {path: ((cls, PLACEHOLDER),) for path, cls in DRAFT_CLASSES.items()}

@@ -92,7 +92,7 @@ class MambaSlotGraceful(Patch):
     )
     UPSTREAM = ("no upstream fix up to 0.5.23",)
     DROP_WHEN = "drop when _alloc_mamba_slot no longer asserts for prefix donations"
-    APPLIES_TO = ">=0.5.14"
+    APPLIES_TO = ">=0.5.13"
     TARGETS = (*COMPONENT_PATHS, LEGACY)
     ANCHOR_SYMBOLS = tuple(DONATING)
     WATCH = tuple(f"{cls}.{fn}" for cls, donating in DONATING.items() for fn in (ALLOC, donating))

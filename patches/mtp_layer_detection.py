@@ -62,7 +62,7 @@ class MtpLayerDetection(Patch):
     )
     UPSTREAM = ("sglang 0.5.18: Qwen3.5 draft rewrite sets hf_text_config.num_nextn_predict_layers = 1",)
     DROP_WHEN = "drop for releases >= 0.5.18 (the draft rewrite sets hf_text_config.num_nextn_predict_layers)"
-    APPLIES_TO = ">=0.5.14"
+    APPLIES_TO = ">=0.5.10"
     TARGETS = (MODEL_CONFIG,)
     SCOPE = {MODEL_CONFIG: (CLASS,)}
     MARKS = {MODEL_CONFIG: ((CLASS, FALLBACK),)}

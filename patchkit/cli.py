@@ -18,10 +18,31 @@ def _epilog() -> str:
     return "\b\n" + EXIT_CODES_HELP
 
 
+def _wants_json() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and (ctx.params.get("as_json") or ctx.params.get("fmt") == "json"))
+
+
 def _exit(command: Callable[[], int]) -> None:
     # `patchkit ... | head` ends quietly, as other command-line tools do.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    sys.exit(error_handler.run(command))
+    sys.exit(error_handler.run(command, _wants_json()))
+
+
+class _Group(click.Group):
+    """With --json, a usage error click finds (unknown option, missing value) is JSON too."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
+        argv = list(sys.argv[1:] if args is None else args)
+        if "--json" not in argv or not standalone_mode:
+            return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.UsageError as exc:
+            sys.exit(error_handler.failed(exc.exit_code, exc.format_message(), as_json=True))
+        except click.exceptions.Abort:
+            sys.exit(error_handler.failed(130, "interrupted", as_json=True))
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 site_packages_option = click.option(
@@ -29,13 +50,28 @@ site_packages_option = click.option(
     help="Folder holding sglang/ (venv site-packages, dist-packages, pip --target dir). "
          "Default: the SGLang this Python imports.",
 )
+source_option = click.option(
+    "--source", "source", metavar="DIR",
+    help="A source tree holding sglang/ (a checkout's python/ folder, or the checkout itself; an sdist tree).",
+)
+python_option = click.option(
+    "--python", "python", metavar="PATH",
+    help="The SGLang that another interpreter imports (a venv's bin/python), editable installs included.",
+)
+
+
+def targeting(command):
+    """--site-packages, --source and --python: which SGLang a command works on."""
+    return site_packages_option(source_option(python_option(command)))
+
+
 target_option = click.option(
     "--target", "version", metavar="VERSION", help="The SGLang version expected; a mismatch exits 3 and changes nothing."
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
-@click.group(context_settings=_CONTEXT, epilog=_epilog())
+@click.group(cls=_Group, context_settings=_CONTEXT, epilog=_epilog())
 @click.version_option(__version__, prog_name="patchkit")
 def main() -> None:
     """Versioned, idempotent, transactional source patches for an installed SGLang."""
@@ -43,7 +79,7 @@ def main() -> None:
 
 @main.command(epilog=_epilog())
 @target_option
-@site_packages_option
+@targeting
 @click.option("--fetch", metavar="DIR", help="Patch DIR; when it holds no SGLang, first install the pristine "
               "--target release there (downloaded once, cached, no dependencies).")
 @click.option("--only", multiple=True, metavar="ID", help="Apply only this patch (repeatable).")
@@ -51,46 +87,57 @@ def main() -> None:
 @click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing.")
 @click.option("--force", is_flag=True, help="Overwrite files changed outside patchkit.")
 @json_option
-def apply(version, site_packages, fetch, only, skip, dry_run, force, as_json) -> None:
+def apply(version, site_packages, source, python, fetch, only, skip, dry_run, force, as_json) -> None:
     """Apply every patch this SGLang release needs."""
     from patchkit.commands.apply import apply as run
 
-    _exit(lambda: run(site_packages, fetch, version, only, skip, dry_run, force, as_json))
+    _exit(lambda: run(site_packages, fetch, version, only, skip, dry_run, force, as_json, source=source, python=python))
 
 
 @main.command(epilog=_epilog())
 @target_option
-@site_packages_option
+@targeting
 @json_option
-def status(version, site_packages, as_json) -> None:
-    """Show each patch as applied, pending, upstream-fixed, not-applicable, drifted or failed."""
+def status(version, site_packages, source, python, as_json) -> None:
+    """Show each patch as applied, pending, outdated, upstream-fixed, not-applicable, drifted or failed."""
     from patchkit.commands.status import status as run
 
-    _exit(lambda: run(site_packages, version, as_json))
+    _exit(lambda: run(site_packages, version, as_json, source=source, python=python))
 
 
 @main.command(epilog=_epilog())
 @target_option
-@site_packages_option
+@targeting
 @click.option("--only", multiple=True, metavar="ID", help="Revert only this patch (repeatable).")
 @click.option("--force", is_flag=True, help="Restore files even if they changed outside patchkit.")
 @json_option
-def revert(version, site_packages, only, force, as_json) -> None:
+def revert(version, site_packages, source, python, only, force, as_json) -> None:
     """Restore the pristine bytes of every file patchkit changed."""
     from patchkit.commands.revert import revert as run
 
-    _exit(lambda: run(site_packages, version, only, force, as_json))
+    _exit(lambda: run(site_packages, version, only, force, as_json, source=source, python=python))
 
 
 @main.command(epilog=_epilog())
 @target_option
-@site_packages_option
+@targeting
 @json_option
-def diff(version, site_packages, as_json) -> None:
+def diff(version, site_packages, source, python, as_json) -> None:
     """Unified diff, pristine -> current, of the files patchkit changed."""
     from patchkit.commands.diff import diff as run
 
-    _exit(lambda: run(site_packages, version, as_json))
+    _exit(lambda: run(site_packages, version, as_json, source=source, python=python))
+
+
+@main.command(epilog=_epilog())
+@targeting
+@json_option
+def clean(site_packages, source, python, as_json) -> None:
+    """Remove the .patchkit/ state of a release that was upgraded or uninstalled (never live patches:
+    `revert` restores those)."""
+    from patchkit.commands.clean import clean as run
+
+    _exit(lambda: run(site_packages, source, python, as_json))
 
 
 @main.command(name="list", epilog=_epilog())
@@ -151,16 +198,17 @@ def matrix(first, last, fmt) -> None:
 
 
 @main.command(epilog=_epilog() + "\n\b\nverify exits 1 when a check fails (or, with --strict, a needed patch is missing).")
-@site_packages_option
-@click.option("--python", "python", metavar="PATH", help="Check the SGLang of another interpreter (a venv's bin/python).")
-@click.option("--strict", is_flag=True, help="Fail when a patch this release needs is not applied.")
+@targeting
+@click.option("--strict", is_flag=True, help="Fail when a patch this release needs is not applied, or a check "
+              "could not run (an import whose dependencies are missing here).")
+@click.option("--allow-skipped", is_flag=True, help="With --strict: accept checks that could not run (still listed).")
 @json_option
-def verify(site_packages, python, strict, as_json) -> None:
+def verify(site_packages, source, python, strict, allow_skipped, as_json) -> None:
     """Check a patched environment without changing it: recorded bytes, compilation, imports
     and runtime hooks in a fresh child interpreter."""
     from patchkit.commands.verify import verify as run
 
-    _exit(lambda: run(site_packages, python, strict, as_json))
+    _exit(lambda: run(site_packages, python, strict, as_json, source=source, allow_skipped=allow_skipped))
 
 
 @main.group(epilog=_epilog())

@@ -11,7 +11,7 @@ PENDING_DIR = "pending"
 JOURNAL_FILE = "journal.json"
 LOCK_FILE = "lock"
 
-STATE_SCHEMA = 1
+STATE_SCHEMA = 2  # 2 adds each file's patch_sha256; schema 1 is still read
 MANIFEST_SCHEMA = 1
 
 # Where patchkit caches downloaded wheels and writes crash logs (default ~/.cache/patchkit).
@@ -29,8 +29,9 @@ EXIT_CODES_HELP = """\
 Exit codes:
   0    done, or nothing to do
   1    a patch could not be planned or validated (nothing written)
-  2    usage error
-  3    SGLang not found, version mismatch, or no patch set for the version
+  2    usage error (also a --target that is not a version)
+  3    SGLang not found, version mismatch, or a release patchkit knows
+       nothing about (--fetch)
   4    a file was changed outside patchkit and the operation would lose
        that change (nothing written; --force overrides)
   70   unexpected error (the log file holding the traceback is named)

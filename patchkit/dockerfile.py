@@ -9,13 +9,11 @@ PEP 668 ("externally managed") base needs no override. From there, `patchkit app
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import json
 import shlex
 from dataclasses import dataclass
 
-from patchkit import __version__, manifest, registry
+from patchkit import __version__, identity, manifest, registry
 
 HOME = "/opt/patchkit"  # everything patchkit adds to the image lives here
 VENV = f"{HOME}/venv"
@@ -36,7 +34,7 @@ class ImageSpec:
 
 def patch_digest(cls: type) -> str:
     """sha256 of a patch's source: what the image labels (and the state file) record."""
-    return hashlib.sha256(inspect.getsource(inspect.getmodule(cls)).encode()).hexdigest()  # type: ignore[arg-type]
+    return identity.digest(cls.ID)
 
 
 def patch_labels(version: str) -> dict[str, str]:

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
     from patchkit.patch import Patch
 
-APPLIED, PENDING, UPSTREAM_FIXED, NOT_APPLICABLE, DRIFTED, FAILED = (
-    "applied", "pending", "upstream-fixed", "not-applicable", "drifted", "failed",
+APPLIED, PENDING, UPSTREAM_FIXED, NOT_APPLICABLE, DRIFTED, FAILED, OUTDATED = (
+    "applied", "pending", "upstream-fixed", "not-applicable", "drifted", "failed", "outdated",
 )
 _VERDICT_STATE = {"applies": PENDING, "upstream-fixed": UPSTREAM_FIXED, "not-applicable": NOT_APPLICABLE}
 _SETTLED = (APPLIED, UPSTREAM_FIXED, NOT_APPLICABLE)
@@ -155,12 +155,21 @@ def _transform(patch: "Patch", rel: str, tree: "cst.Module") -> "cst.Module":
 
 def open_view(target: Target) -> View:
     state = state_mod.load(target.site)
-    view = View(target=target, state=state, manifest=manifest_mod.load(target.version))
+    found = manifest_mod.find(target.version)
+    view = View(target=target, state=state, manifest=found or manifest_mod.Manifest(target.version))
+    if found is None:
+        known = manifest_mod.available()
+        view.warnings.append(
+            f"SGLang {target.version} was not verified by patchkit (it has manifests for "
+            f"{known[0]}..{known[-1]}): each patch is judged by its probes on the code" if known else
+            f"SGLang {target.version} was not verified by patchkit: each patch is judged by its probes on the code"
+        )
     if state is not None and state.sglang_version != target.version:
         # SGLang was reinstalled at another version over a patched tree: the record is stale.
         view.warnings.append(
-            f"state records SGLang {state.sglang_version} but {target.version} is installed; "
-            "its record is discarded and the tree is judged afresh"
+            f"stale state: {state_mod.state_dir(target.site)} records SGLang {state.sglang_version} but "
+            f"{target.version} is installed (upgraded or reinstalled); the tree is judged afresh, and "
+            "`patchkit apply`, `revert` or `clean` discards the old record"
         )
         view.state = None
     return view
@@ -179,16 +188,42 @@ def _fast_status(view: View, pid: str) -> PatchStatus | None:
         if drifted:
             return PatchStatus(pid, DRIFTED, tuple(files), f"{drifted[0]} was changed outside patchkit")
         if all(cond == "patched" for cond in conditions.values()):
-            return PatchStatus(pid, APPLIED, tuple(files))
+            return _identity_status(view, pid, files)
         return None  # files back to pristine (reinstalled): judge them afresh
     entry = view.manifest.patches.get(pid)
-    if entry is None or view.manifest.version != view.target.version:
+    if entry is None or not manifest_mod.matches(view.manifest, view.target.version):
         return None
     if any(view.sha(rel) != view.manifest.files[rel] for rel in entry.files):
         return None
     if state and any(rel in state.files for rel in entry.files):
         return None  # another patch changed a shared file: read the code
     return PatchStatus(pid, _VERDICT_STATE[entry.verdict], entry.files)
+
+
+def _identity_status(view: View, pid: str, files: list[str]) -> PatchStatus:
+    """APPLIED when every file was rendered by this very patch source, else OUTDATED (the patch
+    changed since: `apply` re-renders the file from its pristine backup)."""
+    from patchkit import identity
+
+    current = identity.digest(pid)
+    records = {rel: view.state.files[rel] for rel in files}  # type: ignore[union-attr]
+    older = [rel for rel, record in records.items() if record.digests.get(pid, current) != current]
+    unknown = [rel for rel, record in records.items() if pid not in record.digests]
+    # A state written before patch digests were recorded (schema 1): render and compare.
+    older += [rel for rel in unknown if _rendered_differs(view, rel, tuple(records[rel].patches))]
+    if older:
+        return PatchStatus(pid, OUTDATED, tuple(files),
+                           f"{older[0]} was patched by an older version of {pid}; `patchkit apply` updates it")
+    return PatchStatus(pid, APPLIED, tuple(files))
+
+
+def _rendered_differs(view: View, rel: str, ids: tuple[str, ...]) -> bool:
+    from patchkit.errors import PatchkitError
+
+    try:
+        return _render(view, rel, ids) != view.read(rel)
+    except PatchkitError:  # today's patches cannot reproduce the file: not what they would write
+        return True
 
 
 def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = None) -> PatchStatus:
@@ -253,7 +288,7 @@ def _range_warnings(view: View, pids: list[str]) -> list[str]:
     return [
         f"patch {pid}: SGLang {version} is outside {view.patches[pid].APPLIES_TO}, the range it was verified for"
         for pid in pids
-        if version not in view.patches[pid].specifier()
+        if not view.patches[pid].specifier().contains(version, prereleases=True)
     ]
 
 
@@ -281,6 +316,8 @@ def _render_all(view: View, wanted: dict[str, tuple[str, ...]]) -> dict[str, byt
 
 def _build(view: View, wanted: dict[str, list[str]], applied: list[str]) -> tuple[list[FileWrite], State | None]:
     """Writes and new state for a tree where each file carries exactly `wanted[rel]`."""
+    from patchkit import identity
+
     state = view.state
     writes: list[FileWrite] = []
     files: dict[str, FileRecord] = {}
@@ -291,7 +328,8 @@ def _build(view: View, wanted: dict[str, list[str]], applied: list[str]) -> tupl
         record = state.files.get(rel) if state else None
         pristine_sha = record.pristine if record else (None if before is None else sha256(before))
         if ids:
-            files[rel] = FileRecord(pristine=pristine_sha, patched=sha256(after or b""), patches=list(ids))
+            files[rel] = FileRecord(pristine=pristine_sha, patched=sha256(after or b""), patches=list(ids),
+                                    digests=identity.digests(ids))
         if after != before:
             writes.append(FileWrite(rel=rel, before=before, after=after, pristine=view.pristine(rel)))
     new_state = State(sglang_version=view.target.version, patches=applied, files=files) if applied else None
@@ -318,13 +356,13 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     if failed:
         s = failed[0]
         raise PlanError(f"patch {s.id} cannot be applied to SGLang {target.version}: {s.detail}")
-    to_apply = [s for s in statuses if s.state in (PENDING, DRIFTED)]
+    to_apply = [s for s in statuses if s.state in (PENDING, DRIFTED, OUTDATED)]
     if not to_apply:
         return Plan(target, tuple(statuses), (), view.state, view.state, tuple(view.warnings))
 
     assignment = _current_assignment(view)
     for s in to_apply:
-        files = s.files if s.state == PENDING else evaluate(view, s.id, {rel: view.pristine(rel) for rel in view.patches[s.id].TARGETS}).files
+        files = s.files if s.state in (PENDING, OUTDATED) else evaluate(view, s.id, {rel: view.pristine(rel) for rel in view.patches[s.id].TARGETS}).files
         for rel in files:
             assignment.setdefault(rel, [])
             if s.id not in assignment[rel]:

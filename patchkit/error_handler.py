@@ -27,19 +27,24 @@ def _write_log(report: str) -> str:
     return path
 
 
-def run(command: Callable[[], int]) -> int:
+def failed(code: int, message: str, as_json: bool = False) -> int:
+    """One `error:` line on stderr; with --json also `{"error": {"code", "message"}}` on stdout."""
+    output.error(message)
+    if as_json:
+        output.as_json({"error": {"code": code, "message": message}})
+    return code
+
+
+def run(command: Callable[[], int], as_json: bool = False) -> int:
     try:
         return command()
     except PatchkitError as exc:
-        output.error(str(exc))
-        return exc.exit_code
+        return failed(exc.exit_code, str(exc), as_json)
     except KeyboardInterrupt:
-        output.error("interrupted; every file was left as it was before the interrupted write")
-        return EXIT_INTERRUPTED
+        return failed(EXIT_INTERRUPTED, "interrupted; every file was left as it was before the interrupted write", as_json)
     except Exception as exc:  # an unexpected bug: one line, full report in a log file
         try:
             where = _write_log(traceback.format_exc())
         except OSError:
             where = "(no log could be written)"
-        output.error(f"unexpected {exc.__class__.__name__}: {exc}; traceback in {where}")
-        return EXIT_BUG
+        return failed(EXIT_BUG, f"unexpected {exc.__class__.__name__}: {exc}; traceback in {where}", as_json)

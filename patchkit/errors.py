@@ -27,6 +27,15 @@ class TargetError(PatchkitError):
     exit_code = constants.EXIT_TARGET
 
 
+class NotFoundError(TargetError):
+    """No SGLang where one was looked for; `searched` names the folders looked in (where a
+    `.patchkit/` left by an uninstalled release may be)."""
+
+    def __init__(self, message: str, searched: tuple = ()) -> None:
+        super().__init__(message)
+        self.searched = tuple(searched)
+
+
 class FetchError(TargetError):
     """A release could not be downloaded or installed."""
 

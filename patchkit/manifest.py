@@ -11,6 +11,7 @@ from pathlib import PurePosixPath
 
 from packaging.version import InvalidVersion, Version
 
+from patchkit import versions
 from patchkit.constants import MANIFEST_SCHEMA, PACKAGE
 from patchkit.errors import TargetError
 
@@ -69,24 +70,36 @@ def parse(raw: str, where: str) -> Manifest:
         raise TargetError(f"{where}: corrupt manifest ({exc.__class__.__name__}: {exc})") from None
 
 
-def _manifest_name(version: str) -> str:
-    # A local build (0.5.19+cu130) shares the release's patch set; its hashes are still checked.
-    try:
-        return f"{Version(version).public}.json"
-    except InvalidVersion:
-        raise TargetError(f"SGLang version {version!r} is not a valid version") from None
-
-
 def available() -> list[str]:
     names = [entry.name for entry in resources.files(MANIFESTS_PACKAGE).iterdir() if entry.name.endswith(".json")]
     return sorted((name[: -len(".json")] for name in names), key=Version)
 
 
+def find(version: str) -> Manifest | None:
+    """The manifest of a release, or None when patchkit has none for it.
+
+    A local build (0.5.19+cu130) shares its public release's manifest (its hashes are still
+    checked file by file); versions compare as versions (0.5.17.0 is 0.5.17)."""
+    wanted = versions.public(versions.parse(version, what="SGLang version", error=TargetError))
+    for name in available():
+        if Version(name) == wanted:
+            entry = resources.files(MANIFESTS_PACKAGE) / f"{name}.json"
+            return parse(entry.read_text(encoding="utf-8"), f"manifests/{name}.json")
+    return None
+
+
 def load(version: str) -> Manifest:
-    """The manifest of a release; TargetError (exit 3) when patchkit has no patch set for it."""
-    name = _manifest_name(version)
-    entry = resources.files(MANIFESTS_PACKAGE) / name
-    if not entry.is_file():
+    """The manifest of a release; TargetError (exit 3) when patchkit has none for it."""
+    found = find(version)
+    if found is None:
         known = ", ".join(available()) or "none"
-        raise TargetError(f"no patch set for SGLang {version} (patchkit supports: {known})")
-    return parse(entry.read_text(encoding="utf-8"), f"manifests/{name}")
+        raise TargetError(f"no patch set for SGLang {version} (patchkit has manifests for: {known})")
+    return found
+
+
+def matches(manifest: Manifest, version: str) -> bool:
+    """Whether `manifest` describes the release `version` was built from (its hashes apply)."""
+    try:
+        return Version(manifest.version) == versions.public(Version(version))
+    except InvalidVersion:
+        return False

@@ -25,7 +25,13 @@ def as_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
+def note(message: str) -> None:
+    """Information beside the result (stderr, so that stdout stays the result alone)."""
+    sys.stderr.write(f"note: {message}\n")
+
+
 def progress(raw: str) -> None:
-    """A line of a child tool's output (a container build), passed through on stderr."""
+    """A progress line on stderr (a download, a child tool's output such as a container build),
+    flushed at once, terminal or not."""
     sys.stderr.write(raw + "\n")
     sys.stderr.flush()

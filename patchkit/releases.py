@@ -6,10 +6,13 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import zipfile
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from patchkit import output
 from patchkit.constants import ENV_HOME, PACKAGE
 from patchkit.errors import FetchError, PatchkitError
 from patchkit.util import run
@@ -42,6 +45,8 @@ def download(version: str) -> Path:
     argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
             "--only-binary=:all:", "-d", str(wheel_cache()), f"{PACKAGE}=={version}"]
     what = f"cannot download SGLang {version} from the package index"
+    # One line per download on stderr, on a terminal or not (CI logs show what a slow run did).
+    started = time.monotonic()
     if sys.stderr.isatty():
         # On a terminal, pip's own progress bar shows the download.
         if subprocess.run(argv, stdout=sys.stderr, check=False).returncode != 0:
@@ -54,6 +59,8 @@ def download(version: str) -> Path:
     wheel = _cached_wheel(version)
     if wheel is None:
         raise FetchError(f"pip downloaded no wheel for SGLang {version}")
+    size = wheel.stat().st_size / 1e6
+    output.progress(f"downloaded SGLang {version}: {wheel.name}, {size:.1f} MB in {time.monotonic() - started:.1f} s, done")
     return wheel
 
 
@@ -80,3 +87,58 @@ def pristine_tree(version: str) -> Path:
         shutil.rmtree(folder, ignore_errors=True)
         staging.rename(folder)
     return folder
+
+
+def check_known(version: str) -> None:
+    """Refuse, before any download, a release patchkit knows nothing about: it has no manifest
+    for it and no patch declares a range holding it."""
+    from patchkit import manifest, registry, versions
+
+    if manifest.find(version) is not None:
+        return
+    wanted = versions.parse(version, what="--target")
+    if any(cls.specifier().contains(wanted, prereleases=True) for cls in registry.load_all()):
+        return
+    known = manifest.available()
+    raise FetchError(f"patchkit knows nothing about SGLang {version}: no manifest (it has "
+                     f"{', '.join(known) or 'none'}) and no patch declares a range holding it; nothing downloaded")
+
+
+class WheelSource:
+    """A release read straight from its cached wheel (a zip): no unpacking, only the files asked
+    for are inflated. Has what `upstream` and `engine.describe` need: `read`, `version`, `label`,
+    `python_files`, and each file's CRC-32 from the zip's directory (for the verdict cache)."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.wheel = download(version)
+        try:
+            self._zip = zipfile.ZipFile(self.wheel)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise FetchError(f"cannot read {self.wheel}: {exc}; remove it to download it again") from None
+        self._entries = {info.filename: info for info in self._zip.infolist() if not info.is_dir()}
+
+    @property
+    def label(self) -> str:
+        return self.version
+
+    def read(self, rel: str) -> bytes | None:
+        info = self._entries.get(rel)
+        return None if info is None else self._zip.read(info)
+
+    def python_files(self) -> list[str]:
+        return sorted(name for name in self._entries if name.startswith(PACKAGE + "/") and name.endswith(".py"))
+
+    def fingerprint(self, rel: str) -> str:
+        """A cheap identity of a file's bytes (CRC-32 and size from the zip directory; no inflating)."""
+        info = self._entries.get(rel)
+        return "absent" if info is None else f"{info.CRC:08x}:{info.file_size}"
+
+    def listing_fingerprint(self) -> str:
+        """The identity of the whole package (every file's name and fingerprint)."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for name in self.python_files():
+            digest.update(f"{name}={self.fingerprint(name)}\n".encode())
+        return digest.hexdigest()

@@ -12,6 +12,8 @@ from typing import Iterator
 
 from patchkit import __version__
 from patchkit.constants import BACKUPS_DIR, JOURNAL_FILE, LOCK_FILE, PENDING_DIR, STATE_DIR, STATE_FILE, STATE_SCHEMA
+
+READABLE_SCHEMAS = (1, STATE_SCHEMA)  # schema 1 files (no patch digests) are still read
 from patchkit.errors import StateError
 from patchkit.util import atomic_write
 
@@ -21,6 +23,9 @@ class FileRecord:
     pristine: str | None  # sha256 of the release's bytes; None when patchkit added the file
     patched: str  # sha256 of the bytes patchkit wrote
     patches: list[str]  # the patch ids that shaped this file, in stacking order
+    # {patch id: sha256 of that patch's source} when the file was rendered (schema 2; empty
+    # when read from a schema-1 file): a changed patch makes the file `outdated`.
+    digests: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -40,7 +45,8 @@ class State:
             "sglang_version": self.sglang_version,
             "patches": list(self.patches),
             "files": {
-                rel: {"pristine_sha256": r.pristine, "patched_sha256": r.patched, "patches": list(r.patches)}
+                rel: {"pristine_sha256": r.pristine, "patched_sha256": r.patched, "patches": list(r.patches),
+                      "patch_sha256": dict(r.digests)}
                 for rel, r in sorted(self.files.items())
             },
         }
@@ -48,11 +54,12 @@ class State:
     @classmethod
     def from_dict(cls, data: dict, where: str) -> "State":
         try:
-            if data["schema"] != STATE_SCHEMA:
+            if data["schema"] not in READABLE_SCHEMAS:
                 raise StateError(f"{where}: unsupported state schema {data['schema']!r}")
             files = {
                 str(rel): FileRecord(
-                    pristine=r["pristine_sha256"], patched=str(r["patched_sha256"]), patches=[str(p) for p in r["patches"]]
+                    pristine=r["pristine_sha256"], patched=str(r["patched_sha256"]), patches=[str(p) for p in r["patches"]],
+                    digests={str(k): str(v) for k, v in r.get("patch_sha256", {}).items()},
                 )
                 for rel, r in data["files"].items()
             }

@@ -1,21 +1,36 @@
-"""Finding the SGLang to patch: its folder, its version, and safe paths to its files."""
+"""Finding the SGLang to patch: the package folder Python imports, its version, and safe paths
+to its files.
+
+The package folder (where `sglang/__init__.py` is) and the distribution metadata (version,
+RECORD, `direct_url.json`) are separate things: a wheel install keeps both in site-packages,
+an editable install (`pip install -e`, as the official images do) keeps the metadata in
+site-packages and the code in the checkout. patchkit patches the folder that is really
+imported and keeps `.patchkit/` beside its `sglang/`.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit import versions
 from patchkit.constants import PACKAGE
-from patchkit.errors import TargetError
+from patchkit.errors import NotFoundError, TargetError, UsageError
+
+SITE, EDITABLE, SOURCE = "site-packages", "editable", "source"
 
 
 @dataclass(frozen=True)
 class Target:
-    """A folder holding `sglang/` and its dist-info (a site-packages or `--target` dir)."""
+    """A folder holding `sglang/` (a site-packages, a `--target` dir, or a checkout's `python/`)."""
 
     site: Path
     version: str
+    kind: str = SITE  # site-packages (a regular install), editable, or source (--source DIR)
+    checkout: Path | None = None  # the git work tree holding `site`, if any (never written to)
 
     @property
     def package_dir(self) -> Path:
@@ -52,54 +67,272 @@ class Target:
         return sorted(p.relative_to(self.site).as_posix() for p in self.package_dir.rglob("*.py"))
 
 
-def _version_from_dist_info(site: Path) -> str:
-    infos = sorted(site.glob(f"{PACKAGE}-*.dist-info"))
-    if not infos:
-        raise TargetError(f"no {PACKAGE}-*.dist-info in {site}: cannot tell the SGLang version")
-    if len(infos) > 1:
-        names = ", ".join(info.name for info in infos)
-        raise TargetError(f"several SGLang dist-info folders in {site} ({names}); reinstall SGLang")
+# --- metadata ---------------------------------------------------------------------------------
+
+
+def _metadata_version(path: Path) -> str | None:
     from email.parser import HeaderParser  # imported on use: start-up time matters for `status`
 
     try:
-        metadata = HeaderParser().parsestr((infos[0] / "METADATA").read_text(encoding="utf-8"))
+        metadata = HeaderParser().parsestr(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise TargetError(f"cannot read {infos[0] / 'METADATA'}: {exc.strerror}") from exc
+        raise TargetError(f"cannot read {path}: {exc.strerror}") from exc
     version = metadata.get("Version")
+    return version.strip() if version else None
+
+
+def _dist_infos(site: Path) -> list[Path]:
+    return sorted(site.glob(f"{PACKAGE}-*.dist-info"))
+
+
+def _record_matches(info: Path, site: Path) -> bool:
+    """Whether the version files a dist-info's RECORD lists hold the bytes it recorded (`pip install
+    --target --upgrade` leaves the old release's dist-info beside the new one)."""
+    import base64
+    import csv
+    import hashlib
+
+    try:
+        rows = list(csv.reader((info / "RECORD").read_text(encoding="utf-8").splitlines()))
+    except OSError:
+        return False
+    checked = False
+    for row in rows:
+        if len(row) >= 2 and row[0] in (f"{PACKAGE}/_version.py", f"{PACKAGE}/version.py") and row[1].startswith("sha256="):
+            try:
+                data = (site / row[0]).read_bytes()
+            except OSError:
+                return False
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            if digest != row[1][len("sha256="):]:
+                return False
+            checked = True
+    return checked
+
+
+def _version_from_dist_info(site: Path) -> str:
+    infos = _dist_infos(site)
+    if not infos:
+        raise TargetError(f"no {PACKAGE}-*.dist-info in {site}: cannot tell the SGLang version")
+    if len(infos) > 1:
+        infos = [info for info in infos if _record_matches(info, site)] or infos
+    if len(infos) > 1:
+        names = ", ".join(info.name for info in infos)
+        raise TargetError(f"several SGLang dist-info folders in {site} ({names}); reinstall SGLang")
+    version = _metadata_version(infos[0] / "METADATA")
     if not version:
         raise TargetError(f"{infos[0] / 'METADATA'} has no Version field")
-    return version.strip()
+    return version
+
+
+def _version_from_source(site: Path) -> str | None:
+    """The version a source tree declares: sdist PKG-INFO, egg-info, pyproject.toml, _version.py."""
+    for info in (site / "PKG-INFO", site / f"{PACKAGE}.egg-info" / "PKG-INFO"):
+        if info.is_file():
+            version = _metadata_version(info)
+            if version:
+                return version
+    pyproject = site / "pyproject.toml"
+    if pyproject.is_file():
+        import tomllib
+
+        try:
+            project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        except (OSError, ValueError) as exc:
+            raise TargetError(f"cannot read {pyproject}: {exc}") from None
+        if isinstance(project.get("version"), str):
+            return project["version"]
+    generated = site / PACKAGE / "_version.py"  # written by setuptools-scm when the tree was built
+    if generated.is_file():
+        import ast
+
+        try:
+            module = ast.parse(generated.read_bytes())
+        except (OSError, SyntaxError) as exc:
+            raise TargetError(f"cannot read {generated}: {exc}") from None
+        for node in module.body:
+            if (isinstance(node, ast.Assign) and any(getattr(t, "id", "") in ("version", "__version__") for t in node.targets)
+                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                return node.value.value
+    return None
+
+
+def _checkout_of(site: Path) -> Path | None:
+    for folder in (site, *site.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def _editable_location(info: Path) -> Path | None:
+    """The project folder of an editable install, from its `direct_url.json` (PEP 610)."""
+    try:
+        data = json.loads((info / "direct_url.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(data, dict) and isinstance(data.get("dir_info"), dict) and data["dir_info"].get("editable")):
+        return None
+    url = str(data.get("url", ""))
+    if not url.startswith("file://"):
+        return None
+    from urllib.parse import unquote, urlparse
+
+    return Path(unquote(urlparse(url).path))
+
+
+def _package_root(folder: Path) -> Path | None:
+    """`folder` itself when it holds sglang/, or its `python/` (a checkout of the repository)."""
+    for candidate in (folder, folder / "python"):
+        if (candidate / PACKAGE / "__init__.py").is_file():
+            return candidate
+    return None
+
+
+# --- the three ways to name a target ----------------------------------------------------------
+
+
+def _make(site: Path, version: str, kind: str) -> Target:
+    versions.parse(version, what=f"the SGLang version installed in {site}", error=TargetError)
+    site = Path(os.path.abspath(site))
+    return Target(site=site, version=version, kind=kind, checkout=_checkout_of(site))
 
 
 def find_in(site: Path) -> Target:
-    """The SGLang in a given folder (`--site-packages DIR`)."""
+    """The SGLang in a given folder (`--site-packages DIR`); an editable install there is followed
+    to the checkout it points at."""
     site = Path(site)
     if not site.is_dir():
         raise TargetError(f"{site} is not a folder")
-    if not (site / PACKAGE / "__init__.py").is_file():
-        raise TargetError(f"no SGLang in {site}: it holds no {PACKAGE}/ package")
-    return Target(site=Path(os.path.abspath(site)), version=_version_from_dist_info(site))
+    if (site / PACKAGE / "__init__.py").is_file():
+        return _make(site, _version_from_dist_info(site), SITE)
+    infos = _dist_infos(site)
+    project = _editable_location(infos[0]) if len(infos) == 1 else None
+    root = _package_root(project) if project else None
+    if root is None:
+        raise NotFoundError(f"no SGLang in {site}: it holds no {PACKAGE}/ package", [site])
+    return _make(root, _version_from_dist_info(site), EDITABLE)
+
+
+def find_source(folder: Path) -> Target:
+    """A source tree given directly (`--source DIR`): a folder holding `sglang/` (a git checkout's
+    `python/`, an sdist tree), or a checkout root whose `python/` holds it."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise TargetError(f"--source {folder}: not a folder")
+    root = _package_root(folder)
+    if root is None:
+        raise NotFoundError(f"--source {folder}: no {PACKAGE}/ package in it (nor in {folder / 'python'})",
+                            [folder, folder / "python"])
+    version = _version_from_source(root)
+    if version is None:
+        infos = _dist_infos(root)
+        version = _version_from_dist_info(root) if infos else None
+    if version is None:
+        raise TargetError(f"--source {folder}: cannot tell the SGLang version (no PKG-INFO, pyproject.toml "
+                          f"version or {PACKAGE}/_version.py); pass --target VERSION")
+    return _make(root, version, SOURCE)
+
+
+# Stdlib only, run in this interpreter or in another one (`--python`): where Python imports
+# sglang from, and the version its distribution metadata declares.
+_WHERE = r"""
+def where():
+    import importlib.metadata, importlib.util, os
+    import site
+    out = {"package": None, "version": None, "metadata": None, "editable": False}
+    try:
+        out["sites"] = [*site.getsitepackages(), site.getusersitepackages()]
+    except AttributeError:  # an old virtualenv's site module
+        out["sites"] = []
+    try:
+        spec = importlib.util.find_spec("sglang")
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        spec = None
+    if spec is not None and spec.origin and os.path.basename(spec.origin) == "__init__.py":
+        out["package"] = os.path.dirname(os.path.abspath(spec.origin))
+    try:
+        dist = importlib.metadata.distribution("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return out
+    out["version"] = dist.version
+    out["metadata"] = str(getattr(dist, "_path", "") or "") or None
+    try:
+        import json
+        direct = json.loads(dist.read_text("direct_url.json") or "{}")
+        out["editable"] = bool(direct.get("dir_info", {}).get("editable"))
+    except (ValueError, AttributeError):
+        pass
+    return out
+"""
+
+
+def _from_where(found: dict, who: str) -> Target:
+    if not found.get("package"):
+        if found.get("metadata"):
+            raise TargetError(f"{who} has SGLang's metadata ({found['metadata']}) but imports no {PACKAGE} "
+                              "package; reinstall SGLang, or pass --source DIR or --site-packages DIR")
+        raise NotFoundError(f"SGLang is not installed for {who}; pass --site-packages DIR, --source DIR, "
+                            "--python PATH or --fetch DIR", [Path(p) for p in found.get("sites", [])])
+    site = Path(found["package"]).parent
+    metadata = Path(found["metadata"]) if found.get("metadata") else None
+    in_site = metadata is not None and metadata.parent.resolve() == site.resolve()
+    if found.get("version") and (in_site or found.get("editable") or metadata is None):
+        version = found["version"]
+    else:
+        # No metadata for the package imported (a checkout on PYTHONPATH), or metadata of
+        # another install: the tree's own version wins.
+        version = _version_from_source(site) or found.get("version")
+        if version is None:
+            raise TargetError(f"{who} imports SGLang from {site} but no metadata tells its version; "
+                              "pass --source DIR with --target VERSION")
+    kind = SITE if in_site else (EDITABLE if found.get("editable") else SOURCE)
+    return _make(site, version, kind)
 
 
 def find_installed() -> Target:
-    """The SGLang that this interpreter imports, found through its distribution metadata."""
-    import importlib.metadata
+    """The SGLang that this interpreter imports."""
+    namespace: dict = {}
+    exec(_WHERE, namespace)  # noqa: S102 - our own constant, shared with find_for_python
+    return _from_where(namespace["where"](), "this Python")
 
+
+def find_for_python(python: str) -> Target:
+    """The SGLang that another interpreter imports (`--python PATH`)."""
+    code = _WHERE + "\nimport json\nprint(json.dumps(where()))\n"
     try:
-        dist = importlib.metadata.distribution(PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
-        raise TargetError(
-            "SGLang is not installed for this Python; pass --site-packages DIR or --fetch DIR"
-        ) from None
-    site = Path(str(dist.locate_file(""))).resolve()
-    if not (site / PACKAGE / "__init__.py").is_file():
-        raise TargetError(f"SGLang's metadata points to {site}, which holds no {PACKAGE}/ package")
-    return Target(site=site, version=dist.version)
+        # cwd "/": the child's sys.path[0] must not be whatever folder patchkit was started in.
+        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
+    except OSError as exc:
+        raise TargetError(f"--python {python}: cannot run it ({exc.strerror})") from None
+    except subprocess.TimeoutExpired:
+        raise TargetError(f"--python {python}: no answer within 120 s") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        raise TargetError(f"--python {python}: cannot ask it where SGLang is ({tail})")
+    try:
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise TargetError(f"--python {python}: unexpected answer {proc.stdout.strip()[:200]!r}") from None
+    return _from_where(found, python)
 
 
 def check_version(target: Target, wanted: str | None) -> None:
-    if wanted is not None and wanted != target.version:
-        raise TargetError(
-            f"--target {wanted} but SGLang {target.version} is installed in {target.site}; "
-            f"run with --target {target.version} or install SGLang {wanted}"
-        )
+    """`--target V` must name the version found (a local build `0.5.19+cu130` matches `0.5.19`)."""
+    if wanted is None:
+        return
+    want = versions.parse(wanted, what="--target")
+    have = versions.parse(target.version, what=f"the SGLang version in {target.site}", error=TargetError)
+    if want == have or (not want.local and want == versions.public(have)):
+        return
+    raise TargetError(
+        f"--target {wanted} but SGLang {target.version} is installed in {target.site}; "
+        f"run with --target {target.version} or install SGLang {wanted}"
+    )
+
+
+def usage_conflict(**given: object) -> None:
+    """Exit 2 when more than one of the mutually exclusive targeting options is given."""
+    named = [f"--{name.replace('_', '-')}" for name, value in given.items() if value]
+    if len(named) > 1:
+        raise UsageError(f"{' and '.join(named)} are mutually exclusive")

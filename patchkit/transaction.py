@@ -122,6 +122,11 @@ def _finish(target: Target, new: State | None) -> None:
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         return
     state_mod.save(site, new)
+    if target.checkout is not None:
+        # In a git checkout, `git status` shows the patched files, not patchkit's own folder.
+        ignore = state_mod.state_dir(site) / ".gitignore"
+        if not ignore.exists():
+            atomic_write(ignore, b"*\n", 0o644)
     _prune_backups(site, new)
     state_mod.journal_path(site).unlink(missing_ok=True)
     shutil.rmtree(state_mod.pending_dir(site), ignore_errors=True)

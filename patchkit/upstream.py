@@ -91,21 +91,32 @@ class Verdict:
         return {"state": self.state, "file": self.file, "detail": self.detail}
 
 
-def judge(source: Source, view: engine.View | None = None) -> dict[str, Verdict]:
-    """Each patch's verdict on a source."""
+def judge(source: Source, view: engine.View | None = None, cache=None) -> dict[str, Verdict]:
+    """Each patch's verdict on a source (from `cache`, a VerdictCache, when it has it)."""
     view = view or engine.code_view(source)  # type: ignore[arg-type]
     verdicts = {}
-    for pid in registry.patch_ids():
-        status = engine.evaluate(view, pid)
-        state = _FROM_ENGINE[status.state]
-        file = status.files[0] if status.files else None
-        detail = status.detail
-        if state == NOT_APPLICABLE and not status.files:
-            moved_to = _find_moved(source, view.patches[pid])
-            if moved_to:
-                state, file, detail = MOVED, moved_to[0], f"{moved_to[1]} is now in {moved_to[0]}; declare it in TARGETS"
-        verdicts[pid] = Verdict(state, file, detail)
+    for patch in registry.load_all():
+        key = cache.key(patch, source) if cache is not None and hasattr(source, "listing_fingerprint") else None
+        hit = cache.get(key) if key else None
+        if hit is not None:
+            verdicts[patch.ID] = Verdict(hit["state"], hit["file"], hit["detail"])
+            continue
+        verdicts[patch.ID] = _judge(source, view, patch.ID)
+        if key:
+            cache.put(key, verdicts[patch.ID].to_dict())
     return verdicts
+
+
+def _judge(source: Source, view: engine.View, pid: str) -> Verdict:
+    status = engine.evaluate(view, pid)
+    state = _FROM_ENGINE[status.state]
+    file = status.files[0] if status.files else None
+    detail = status.detail
+    if state == NOT_APPLICABLE and not status.files:
+        moved_to = _find_moved(source, view.patches[pid])
+        if moved_to:
+            state, file, detail = MOVED, moved_to[0], f"{moved_to[1]} is now in {moved_to[0]}; declare it in TARGETS"
+    return Verdict(state, file, detail)
 
 
 def _find_moved(source: Source, patch) -> tuple[str, str] | None:
@@ -230,9 +241,11 @@ def versions_between(first: str | None, last: str | None) -> list[str]:
     return sorted(chosen, key=key)
 
 
-def matrix(sources: list[Source]) -> dict:
+def matrix(sources: list[Source], cache=None) -> dict:
     """{"versions": [...], "patches": [{"id", "states": {version: state}, "upstream", "drop_when"}]}"""
-    verdicts = {source.version: judge(source) for source in sources}
+    verdicts = {source.version: judge(source, cache=cache) for source in sources}
+    if cache is not None:
+        cache.save()
     rows = []
     for patch in registry.load_all():
         rows.append({

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from patchkit import engine, registry
 from patchkit import state as state_mod
-from patchkit.errors import TargetError
-from patchkit.target import Target, find_in
+from patchkit.target import Target
 from patchkit.util import sha256
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
@@ -41,18 +40,6 @@ class Report:
     def not_applied(self) -> list[engine.PatchStatus]:
         """Patches this release needs that are not in place (what --strict refuses)."""
         return [s for s in self.statuses if s.state not in (engine.APPLIED, engine.UPSTREAM_FIXED, engine.NOT_APPLICABLE)]
-
-
-def interpreter_site(python: str) -> Target:
-    """The SGLang that another interpreter imports (`--python PATH`)."""
-    code = "import importlib.metadata as m; print(m.distribution('sglang').locate_file(''))"
-    try:
-        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
-    except OSError as exc:
-        raise TargetError(f"cannot run {python}: {exc.strerror}") from None
-    if proc.returncode != 0:
-        raise TargetError(f"{python} does not import SGLang")
-    return find_in(Path(proc.stdout.strip()))
 
 
 # Runs in the child: imports modules and evaluates hooks, prints one JSON object.
@@ -120,7 +107,7 @@ def verify(target: Target, python: str) -> Report:
     statuses, _ = engine.status(target)
     report.statuses = statuses
     recorded = state_mod.load(target.site)
-    applied = {s.id for s in statuses if s.state in (engine.APPLIED, engine.DRIFTED)}
+    applied = {s.id for s in statuses if s.state in (engine.APPLIED, engine.DRIFTED, engine.OUTDATED)}
 
     for rel, record in sorted((recorded.files if recorded else {}).items()):
         data = target.read(rel)

@@ -61,3 +61,12 @@ def snapshot(site: Path) -> dict[str, bytes]:
         elif path.is_dir() and rel.startswith(".patchkit"):
             found[rel + "/"] = b""
     return found
+
+
+def tree_bytes(folder: Path) -> dict[str, bytes]:
+    """Every file under a folder with its bytes (for byte-exact comparisons), caches aside."""
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }

@@ -18,8 +18,10 @@ def apply(
     dry_run: bool,
     force: bool,
     as_json: bool,
+    source: str | None = None,
+    python: str | None = None,
 ) -> int:
-    target = locate(site_packages, fetch, version)
+    target = locate(site_packages, fetch, version, source=source, python=python)
     if dry_run:
         if state_mod.journal_path(target.site).exists():
             output.warn("an interrupted patchkit run is pending; the real apply will finish it first")
@@ -27,6 +29,7 @@ def apply(
     else:
         with state_mod.locked(target.site):
             transaction.recover(target)
+            report.discard_stale(target)
             plan = engine.plan_apply(target, only, skip, force)
             if plan.changes_files:
                 transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state)

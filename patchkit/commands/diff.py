@@ -6,9 +6,18 @@ from patchkit.commands.locate import locate
 from patchkit.constants import EXIT_OK
 
 
-def diff(site_packages: str | None, version: str | None, as_json: bool) -> int:
-    target = locate(site_packages, None, version)
-    text = engine.current_diff(target)
+def diff(site_packages: str | None, version: str | None, as_json: bool,
+         source: str | None = None, python: str | None = None) -> int:
+    target = locate(site_packages, None, version, source=source, python=python)
+    from patchkit import stale
+
+    recorded = stale.stale_state(target)
+    if recorded is not None:
+        output.warn(f"stale state: it records SGLang {recorded.sglang_version} but {target.version} is installed; "
+                    "no diff against another release's backups (`patchkit clean` removes it)")
+        text = ""
+    else:
+        text = engine.current_diff(target)
     if as_json:
         output.as_json({"sglang": report.sglang(target), "diff": text})
     else:

@@ -1,34 +1,85 @@
-"""Resolve --site-packages / --fetch / --target to the Target every command works on."""
+"""Resolve --site-packages / --source / --python / --fetch / --target to the Target every
+command works on."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit import releases
+from patchkit import output, releases, stale, versions
 from patchkit.constants import PACKAGE
-from patchkit.errors import UsageError
-from patchkit.target import Target, check_version, find_in, find_installed
+from patchkit.errors import NotFoundError, UsageError
+from patchkit.target import (EDITABLE, SOURCE, Target, check_version, find_for_python, find_in, find_installed,
+                             find_source, usage_conflict)
 
 
-def release_target(version: str) -> Target:
-    """A pristine release from the package index, cached (for manifests and tracking)."""
-    return find_in(releases.pristine_tree(version))
+def release_target(version: str) -> releases.WheelSource:
+    """A pristine release from the package index (for manifests and tracking), read straight from
+    its cached wheel: only the files needed are inflated, nothing is unpacked on disk."""
+    return releases.WheelSource(versions.normalise(version))
 
 
-def locate(site_packages: str | None, fetch: str | None = None, version: str | None = None) -> Target:
-    if site_packages and fetch:
-        raise UsageError("--site-packages and --fetch are mutually exclusive")
+def locate(
+    site_packages: str | None,
+    fetch: str | None = None,
+    version: str | None = None,
+    source: str | None = None,
+    python: str | None = None,
+    quiet: bool = False,
+) -> Target:
+    usage_conflict(site_packages=site_packages, fetch=fetch, source=source, python=python)
+    if version is not None:
+        versions.parse(version, what="--target")  # exit 2 before anything is looked at
     if fetch:
         if version is None:
             raise UsageError("--fetch DIR needs --target VERSION (the release to download)")
         folder = Path(fetch)
         if not (folder / PACKAGE).exists():
-            wheel = releases.download(version)  # before touching DIR: a bad version changes nothing
+            releases.check_known(version)  # before downloading: a release patchkit knows nothing of
+            wheel = releases.download(versions.normalise(version))  # before touching DIR
             releases.install(wheel, folder)
         target = find_in(folder)
-    elif site_packages:
-        target = find_in(Path(site_packages))
     else:
-        target = find_installed()
+        try:
+            target = _find(site_packages, source, python)
+        except NotFoundError as exc:
+            left = stale.orphans(list(exc.searched))
+            if not left:
+                raise
+            flag = (f" --site-packages {site_packages}" if site_packages else f" --source {source}" if source
+                    else f" --python {python}" if python else "")
+            raise NotFoundError(f"{exc}; patchkit state is left behind in {left[0].describe()}: "
+                                f"`patchkit clean{flag}` removes it", exc.searched) from None
     check_version(target, version)
+    if not quiet:
+        note(target)
     return target
+
+
+def _find(site_packages: str | None, source: str | None, python: str | None) -> Target:
+    if site_packages:
+        return find_in(Path(site_packages))
+    if source:
+        return find_source(Path(source))
+    if python:
+        return find_for_python(python)
+    return find_installed()
+
+
+def leftovers(site_packages: str | None, source: str | None, python: str | None) -> tuple[Target | None, list]:
+    """(the target, None) when SGLang is there, else (None, the `.patchkit/` folders left behind)."""
+    usage_conflict(site_packages=site_packages, source=source, python=python)
+    try:
+        return _find(site_packages, source, python), []
+    except NotFoundError as exc:
+        return None, stale.orphans(list(exc.searched))
+
+
+def note(target: Target) -> None:
+    """Say where an editable install or a checkout is patched (on stderr: output stays parseable)."""
+    if target.kind == EDITABLE:
+        output.note(f"SGLang is installed editable: patching its source in {target.package_dir}")
+    elif target.kind == SOURCE and target.checkout is None:
+        output.note(f"patching the source tree {target.package_dir}")
+    if target.checkout is not None:
+        output.note(f"{target.package_dir} is in the git checkout {target.checkout}: files patchkit changes "
+                    "show as modified in `git status` (patchkit never touches .git)")

@@ -27,3 +27,14 @@ def table(statuses: list[PatchStatus] | tuple[PatchStatus, ...]) -> None:
 def warnings(items: tuple[str, ...] | list[str]) -> None:
     for item in items:
         output.warn(item)
+
+
+def discard_stale(target: Target) -> None:
+    """Drop the record of a release no longer installed here (under the caller's lock)."""
+    from patchkit import stale
+
+    recorded = stale.stale_state(target)
+    if recorded is not None:
+        files = stale.discard(target, recorded)
+        output.warn(f"discarded the stale record of SGLang {recorded.sglang_version} "
+                    f"({len(files)} file(s), now {target.version}'s own) from {target.site / '.patchkit'}")

@@ -7,8 +7,9 @@ from patchkit.commands.locate import locate
 from patchkit.constants import EXIT_OK
 
 
-def status(site_packages: str | None, version: str | None, as_json: bool) -> int:
-    target = locate(site_packages, None, version)
+def status(site_packages: str | None, version: str | None, as_json: bool,
+           source: str | None = None, python: str | None = None) -> int:
+    target = locate(site_packages, None, version, source=source, python=python)
     statuses, warnings = engine.status(target)
     if state_mod.journal_path(target.site).exists():
         warnings.append("an interrupted patchkit run is pending; `patchkit apply` or `patchkit revert` finishes it")

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 from patchkit import output, upstream
+from patchkit import versions as version_strings
 from patchkit.commands.locate import release_target
 from patchkit.constants import EXIT_OK
 from patchkit.errors import UsageError
 
 
 def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
+    if not git_path:  # release versions (a git revision is any name git knows)
+        first, last = version_strings.normalise(first, "--from"), version_strings.normalise(last, "--to")
     if git_path:
         sources = upstream.GitSource(git_path, first), upstream.GitSource(git_path, last)
     else:
@@ -32,10 +35,15 @@ def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
 
 
 def matrix(first: str | None, last: str | None, fmt: str) -> int:
+    first = version_strings.normalise(first, "--from") if first else None
+    last = version_strings.normalise(last, "--to") if last else None
     versions = upstream.versions_between(first, last)
     if not versions:
         raise UsageError("no release in that range")
-    table = upstream.matrix([release_target(version) for version in versions])
+    from patchkit import releases
+    from patchkit.verdicts import VerdictCache
+
+    table = upstream.matrix([release_target(version) for version in versions], VerdictCache(releases.home()))
     if fmt == "json":
         output.as_json(table)
     elif fmt == "markdown":

@@ -7,30 +7,64 @@ from patchkit import verify as verify_mod
 from patchkit.commands import report as render
 from patchkit.commands.locate import locate
 from patchkit.constants import EXIT_OK, EXIT_PLAN
-from patchkit.errors import UsageError
 
 
-def verify(site_packages: str | None, python: str | None, strict: bool, as_json: bool) -> int:
-    if site_packages and python:
-        raise UsageError("--site-packages and --python are mutually exclusive")
-    target = verify_mod.interpreter_site(python) if python else locate(site_packages)
+def verify(site_packages: str | None, python: str | None, strict: bool, as_json: bool,
+           source: str | None = None, allow_skipped: bool = False) -> int:
+    target = locate(site_packages, source=source, python=python)
     # A fresh child of that environment: --python, else the venv owning the folder, else this one.
     report = verify_mod.verify(target, python or verify_mod.interpreter_for(target.site) or sys.executable)
-    missing = report.not_applied() if strict else []
-    ok = not report.failed and not missing
+    pending = report.not_applied()
+    missing = pending if strict else []
+    skipped = [c for c in report.checks if c.result == verify_mod.SKIPPED]
+    refused_skips = skipped if strict and not allow_skipped else []
+    ok = not report.failed and not missing and not refused_skips
+    # "verified" only when there was something to check and every check counted ran.
+    verified = ok and bool(report.checks) and not skipped and not pending
+    summary = _summary(report, pending, skipped, ok, verified, strict, allow_skipped)
     if as_json:
         output.as_json({
             "sglang": render.sglang(target),
             "ok": ok,
+            "verified": verified,
+            "summary": summary,
             "checks": [c.to_dict() for c in report.checks],
+            "skipped": [c.name for c in skipped],
             "patches": [s.to_dict() for s in report.statuses],
-            "not_applied": [s.id for s in missing],
+            "not_applied": [s.id for s in pending],
         })
         return EXIT_OK if ok else EXIT_PLAN
     render.header(target)
     for check in report.checks:
         output.line(f"  {check.result:<8} {check.name}" + (f"  ({check.detail})" if check.detail else ""))
-    for s in missing:
-        output.line(f"  {'failed':<8} patch {s.id} is {s.state}: this release needs it (run `patchkit apply`)")
-    output.line("verified" if ok else "verification FAILED")
+    for s in pending:
+        result = "failed" if strict else "pending"
+        output.line(f"  {result:<8} patch {s.id} is {s.state}: this release needs it (run `patchkit apply`)")
+    output.line(summary)
     return EXIT_OK if ok else EXIT_PLAN
+
+
+def _summary(report: verify_mod.Report, pending: list, skipped: list, ok: bool, verified: bool, strict: bool,
+             allow_skipped: bool) -> str:
+    ran = sum(1 for c in report.checks if c.result != verify_mod.SKIPPED)
+    counts = f"{ran} check(s) ran, {len(skipped)} skipped, {len(report.failed)} failed"
+    if verified:
+        return f"verified: {counts}"
+    if not ok:
+        reasons = []
+        if report.failed:
+            reasons.append(f"{len(report.failed)} check(s) failed")
+        if strict and pending:
+            reasons.append(f"{len(pending)} needed patch(es) not applied")
+        if strict and skipped and not allow_skipped:
+            reasons.append(f"{len(skipped)} check(s) could not run (--allow-skipped accepts that)")
+        return f"verification FAILED: {'; '.join(reasons)} ({counts})"
+    if not report.checks:
+        what = f"; {len(pending)} patch(es) this release needs are not applied" if pending else ""
+        return f"NOT verified: patchkit has patched nothing here, nothing was checked{what}"
+    parts = []
+    if skipped:
+        parts.append(f"{len(skipped)} check(s) could not run here (listed as skipped)")
+    if pending:
+        parts.append(f"{len(pending)} patch(es) this release needs are not applied")
+    return f"NOT fully verified: {'; '.join(parts)} ({counts})"

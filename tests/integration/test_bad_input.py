@@ -37,17 +37,6 @@ def test_wrong_target_version(release):
     assert snapshot(site) == before
 
 
-def test_no_patch_set_for_version(release):
-    site = release("0.5.17")
-    info = site / "sglang-0.5.17.dist-info"
-    meta = (info / "METADATA").read_text().replace("Version: 0.5.17", "Version: 0.4.0")
-    (info / "METADATA").unlink()
-    (info / "METADATA").write_text(meta)
-    before = snapshot(site)
-    assert_refused(run("apply", "--site-packages", site), 3, "no patch set for SGLang 0.4.0")
-    assert snapshot(site) == before
-
-
 def test_corrupt_state_file(release):
     site = release("0.5.17")
     run("apply", "--site-packages", site)
@@ -105,7 +94,7 @@ def test_manifest_path_escaping_the_package(path):
 def test_manifest_path_escaping_refused_by_the_cli(release, monkeypatch):
     site = release("0.5.17")
     bad = '{"schema": 1, "sglang": "0.5.17", "files": {"sglang/../../evil.py": "0"}, "patches": {}}'
-    monkeypatch.setattr(manifest, "load", lambda version: manifest.parse(bad, "manifests/0.5.17.json"))
+    monkeypatch.setattr(manifest, "find", lambda version: manifest.parse(bad, "manifests/0.5.17.json"))
     before = snapshot(site)
     assert_refused(run("apply", "--site-packages", site), 3, "escapes the sglang package folder")
     assert snapshot(site) == before
@@ -113,12 +102,18 @@ def test_manifest_path_escaping_refused_by_the_cli(release, monkeypatch):
 
 def test_fetch_unknown_version_changes_nothing(tmp_path):
     dest = tmp_path / "sglang-x"
-    assert_refused(run("apply", "--target", "0.0.999", "--fetch", dest), 3, "cannot download SGLang 0.0.999")
+    assert_refused(run("apply", "--target", "0.0.999", "--fetch", dest), 3, "patchkit knows nothing about SGLang 0.0.999")
+    assert not dest.exists()
+
+
+def test_fetch_of_a_release_the_index_lacks_changes_nothing(tmp_path):
+    dest = tmp_path / "sglang-x"  # 0.5.99 lies in the patches' ranges, so it is downloaded: and fails
+    assert_refused(run("apply", "--target", "0.5.99", "--fetch", dest), 3, "cannot download SGLang 0.5.99")
     assert not dest.exists()
 
 
 def test_fetch_invalid_version(tmp_path):
-    assert_refused(run("apply", "--target", "not a version", "--fetch", tmp_path / "d"), 3, "not a valid SGLang version")
+    assert_refused(run("apply", "--target", "not a version", "--fetch", tmp_path / "d"), 2, "is not a version")
 
 
 def test_fetch_needs_target(tmp_path):

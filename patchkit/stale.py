@@ -1,0 +1,77 @@
+"""Stale and orphaned state: a `.patchkit/` left by a release that is no longer installed there
+(`pip install --upgrade sglang` replaced it, or `pip uninstall sglang` removed it)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchkit import state as state_mod
+from patchkit.constants import LOCK_FILE
+from patchkit.errors import DriftError
+from patchkit.state import State
+from patchkit.target import Target
+from patchkit.util import sha256
+
+
+@dataclass(frozen=True)
+class Leftover:
+    folder: Path  # the folder holding `.patchkit/`
+    sglang_version: str | None  # the release it recorded (None: no readable state file)
+
+    @property
+    def state_dir(self) -> Path:
+        return state_mod.state_dir(self.folder)
+
+    def describe(self) -> str:
+        what = f"SGLang {self.sglang_version}" if self.sglang_version else "an unknown release"
+        return f"{self.state_dir} (left by {what})"
+
+
+def stale_state(target: Target) -> State | None:
+    """The recorded state when it belongs to another release than the one installed."""
+    recorded = state_mod.load(target.site)
+    if recorded is None or recorded.sglang_version == target.version:
+        return None
+    return recorded
+
+
+def discard(target: Target, recorded: State) -> list[str]:
+    """Remove a stale record after checking that no file it names still holds patchkit's bytes
+    (those would be taken for the new release's own). Returns the files it named."""
+    ours = [rel for rel, record in sorted(recorded.files.items())
+            if (data := target.read(rel)) is not None and sha256(data) == record.patched]
+    if ours:
+        raise DriftError(
+            f"{ours[0]} still holds what patchkit wrote for SGLang {recorded.sglang_version}, but "
+            f"{target.version} is installed; reinstall SGLang {target.version} "
+            f"(pip install --force-reinstall --no-deps sglang=={target.version}), then run again"
+        )
+    remove(target.site)
+    return sorted(recorded.files)
+
+
+def remove(folder: Path) -> None:
+    """Remove `.patchkit/` (its lock file stays for the lock holder, which drops it on release)."""
+    directory = state_mod.state_dir(folder)
+    if not directory.is_dir():
+        return
+    for entry in directory.iterdir():
+        if entry.name != LOCK_FILE:
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+
+
+def orphans(folders: list[Path]) -> list[Leftover]:
+    """`.patchkit/` folders in `folders` with no SGLang beside them any more."""
+    found = []
+    for folder in dict.fromkeys(Path(f) for f in folders):
+        directory = state_mod.state_dir(folder)
+        if not directory.is_dir() or (folder / "sglang" / "__init__.py").is_file():
+            continue
+        try:
+            recorded = state_mod.load(folder)
+        except Exception:  # a corrupt record is still a leftover to clean
+            recorded = None
+        found.append(Leftover(folder, recorded.sglang_version if recorded else None))
+    return found

@@ -1,0 +1,107 @@
+"""Patch identity: each patched file records the sha256 of the patch source that rendered it.
+A tree patched by an older patch shows `outdated` once patchkit is re-installed with a changed
+patch, and `apply` brings the new code."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from patchkit import dockerfile
+from testing.cli import run
+from testing.releases import MODEL_CONFIG, REPO, tree_bytes
+
+pytestmark = pytest.mark.integration
+
+PATCH_ID = "mtp-layer-detection"
+PATCH_FILE = "patches/mtp_layer_detection.py"
+# The edit: the code the patch inserts, with its condition's operands swapped.
+OLD_LINE = "    if self.num_nextn_predict_layers is None and self.is_draft_model:\n"
+MARK = "if self.is_draft_model and self.num_nextn_predict_layers is None:"
+
+
+def project_copy(dest):
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    for rel in files:
+        if (REPO / rel).is_file() and not rel.startswith("tests/"):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dest / rel)
+    return dest
+
+
+def install(project, lib):
+    """A real (non-editable) install of patchkit from `project` into the folder `lib`."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
+                    "--disable-pip-version-check", "--target", str(lib), str(project)],
+                   check=True, capture_output=True, text=True)
+    return lib
+
+
+def patchkit(lib, *args):
+    proc = subprocess.run([sys.executable, "-m", "patchkit", *map(str, args)], capture_output=True, text=True,
+                          cwd=lib.parent, env={**os.environ, "PYTHONPATH": str(lib)})
+    return proc
+
+
+def test_changed_patch_makes_the_tree_outdated(tmp_path, release):
+    site = release("0.5.17")
+    pristine = tree_bytes(site / "sglang")
+    project = project_copy(tmp_path / "project")
+    first = install(project, tmp_path / "lib-1")
+
+    applied = patchkit(first, "apply", "--site-packages", site)
+    assert applied.returncode == 0, applied.stderr
+    recorded = json.loads((site / ".patchkit/state.json").read_text())
+    assert recorded["schema"] == 2
+    labels = dockerfile.patch_labels("0.5.17")  # what the image labels carry
+    for record in recorded["files"].values():
+        assert record["patch_sha256"] == {pid: labels[pid] for pid in record["patches"]}
+
+    source = (project / PATCH_FILE).read_text()
+    assert source.count(OLD_LINE) == 1, f"{PATCH_FILE} changed: update this test's edit"
+    (project / PATCH_FILE).write_text(source.replace(OLD_LINE, "    " + MARK + "\n"))
+    second = install(project, tmp_path / "lib-2")
+
+    status = patchkit(second, "status", "--site-packages", site, "--json")
+    assert status.returncode == 0, status.stderr
+    states = {p["id"]: p["state"] for p in json.loads(status.stdout)["patches"]}
+    assert states[PATCH_ID] == "outdated", states
+    assert set(states.values()) - {"outdated"} <= {"applied", "upstream-fixed", "not-applicable"}, states
+    assert "outdated" in patchkit(second, "status", "--site-packages", site).stdout
+    assert patchkit(second, "verify", "--site-packages", site, "--strict").returncode == 1
+    assert '"outdated"' not in patchkit(first, "status", "--site-packages", site, "--json").stdout  # v1's own work
+
+    assert MARK not in (site / MODEL_CONFIG).read_text()
+    updated = patchkit(second, "apply", "--site-packages", site)
+    assert updated.returncode == 0, updated.stderr
+    assert MARK in (site / MODEL_CONFIG).read_text()
+    states = {p["id"]: p["state"] for p in json.loads(patchkit(second, "status", "--site-packages", site, "--json").stdout)["patches"]}
+    assert "outdated" not in states.values() and states[PATCH_ID] == "applied", states
+
+    reverted = patchkit(second, "revert", "--site-packages", site)
+    assert reverted.returncode == 0, reverted.stderr
+    assert tree_bytes(site / "sglang") == pristine
+    assert not (site / ".patchkit").exists()
+
+
+def test_schema_1_state_is_judged_by_rendering(release):
+    """A tree patched before digests were recorded: applied when its bytes are what the current
+    patches render, outdated otherwise."""
+    site = release("0.5.17")
+    assert run("apply", "--site-packages", site).exit_code == 0
+    path = site / ".patchkit/state.json"
+    recorded = json.loads(path.read_text())
+    recorded["schema"] = 1
+    for record in recorded["files"].values():
+        del record["patch_sha256"]
+    path.write_text(json.dumps(recorded))
+    result = run("status", "--site-packages", site, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert "outdated" not in {p["state"] for p in result.json()["patches"]}
+    assert "applied" in {p["state"] for p in result.json()["patches"]}

@@ -1,0 +1,25 @@
+"""One source of truth for a patch's range: the range it declares (`list`, `apply`'s warning)
+agrees with the verified matrix (the committed manifests, which `manifest check` holds to the
+real releases)."""
+
+from __future__ import annotations
+
+import pytest
+from packaging.version import Version
+
+from patchkit import manifest, registry
+
+VERSIONS = manifest.available()
+MANIFESTS = {v: manifest.load(v) for v in VERSIONS}
+
+
+@pytest.mark.parametrize("patch", registry.load_all(), ids=lambda cls: cls.ID)
+def test_declared_range_matches_the_matrix(patch):
+    spec = patch.specifier()
+    applies = [v for v in VERSIONS if MANIFESTS[v].patches[patch.ID].verdict == "applies"]
+    assert applies, f"{patch.ID} applies to no release patchkit has a manifest for"
+    outside = [v for v in applies if not spec.contains(Version(v), prereleases=True)]
+    assert not outside, f"{patch.ID}: APPLIES_TO {patch.APPLIES_TO!r} leaves out {outside}, where it applies"
+    inside = [v for v in VERSIONS if spec.contains(Version(v), prereleases=True)]
+    assert inside[0] == applies[0], (
+        f"{patch.ID}: APPLIES_TO {patch.APPLIES_TO!r} starts at {inside[0]}, but the patch first applies to {applies[0]}")
