@@ -85,7 +85,7 @@ def render(spec: ImageSpec) -> str:
         f" && {python} -m pip --python {VENV}/bin/python install {' '.join(pip_options)} {requirement}",
         "# Fails the build on any problem: another SGLang version (exit 3), a patch that cannot be",
         "# applied (1), a needed patch missing or a failed check (verify --strict, run with the",
-        "# image's own Python: the patched modules must import).",
+        "# image's own Python: the patched modules must import; a check that cannot run fails too).",
         *_apply(patchkit, python, spec.version),
         f" && {patchkit} verify --python {python} --strict",
         "LABEL " + " \\\n      ".join(f"{key}={json.dumps(value)}" for key, value in labels(spec).items()),

@@ -5,12 +5,12 @@ from importlib import resources
 from patchkit import engine, output
 from patchkit import manifest as manifest_mod
 from patchkit.constants import EXIT_OK, EXIT_PLAN
-from patchkit.commands.locate import release_target
+from patchkit.commands.locate import release_source
 from patchkit.util import atomic_write
 
 
 def _describe(version: str) -> manifest_mod.Manifest:
-    return engine.describe(release_target(version))
+    return engine.describe(release_source(version))
 
 
 def update(versions: tuple[str, ...]) -> int:

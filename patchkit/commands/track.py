@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from patchkit import output, upstream
 from patchkit import versions as version_strings
-from patchkit.commands.locate import release_target
+from patchkit.commands.locate import release_source
 from patchkit.constants import EXIT_OK
 from patchkit.errors import UsageError
 
@@ -13,7 +13,7 @@ def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
     if git_path:
         sources = upstream.GitSource(git_path, first), upstream.GitSource(git_path, last)
     else:
-        sources = release_target(first), release_target(last)
+        sources = release_source(first), release_source(last)
     report = upstream.track(*sources)
     if as_json:
         output.as_json(report.to_dict())
@@ -43,7 +43,7 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
     from patchkit import releases
     from patchkit.verdicts import VerdictCache
 
-    table = upstream.matrix([release_target(version) for version in versions], VerdictCache(releases.home()))
+    table = upstream.matrix([release_source(version) for version in versions], VerdictCache(releases.home()))
     if fmt == "json":
         output.as_json(table)
     elif fmt == "markdown":

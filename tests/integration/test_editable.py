@@ -18,7 +18,7 @@ from testing import behaviour
 from testing.cli import run
 from testing.releases import MODEL_CONFIG, pristine, tree_bytes
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # two venvs, two editable installs: minutes
 
 VERSION = "0.5.14"
 # What the checkout's python/pyproject.toml says (trimmed to what an install without

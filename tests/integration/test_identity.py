@@ -49,6 +49,7 @@ def patchkit(lib, *args):
     return proc
 
 
+@pytest.mark.slow  # two real installs of patchkit
 def test_changed_patch_makes_the_tree_outdated(tmp_path, release):
     site = release("0.5.17")
     pristine = tree_bytes(site / "sglang")
