@@ -2,9 +2,10 @@
 (resolve_spec_aux_hidden_state_config, the real function) for the Qwen3.8-27B target config in
 argv[1], with built-in MTP: EAGLE (what NEXTN becomes), no --speculative-draft-model-path.
 
-Stood in: server_args, which carries only the draft path and revision (None): without a draft
-path the resolver reads nothing else from it. Run inside the behaviour venv with PYTHONPATH
-pointing at an SGLang tree (0.5.16-0.5.19: the releases whose resolver reads server_args).
+Stood in: server_args and, from 0.5.20, the `get_spec()` accessor of the module (the runtime
+context's speculative settings), which carry only the draft path and revision (None): without a
+draft path the resolver of 0.5.16-0.5.21 reads nothing else from them. Run inside the behaviour
+venv with PYTHONPATH pointing at an SGLang tree.
 """
 
 import json
@@ -17,6 +18,8 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 target = ModelConfig(sys.argv[1])
 server_args = types.SimpleNamespace(speculative_draft_model_path=None, speculative_draft_model_revision=None)
+if hasattr(spec_aux_hidden_state, "get_spec"):
+    spec_aux_hidden_state.get_spec = lambda: server_args
 
 
 def resolve(algorithm: str, is_draft_worker: bool):
