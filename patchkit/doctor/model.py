@@ -14,6 +14,16 @@ DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16"
                "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1, "F4": 1}
 _MAX_HEADER = 100 * 1024 * 1024
 
+# The config.json numbers the budget reads: each, when present and not null, must be a whole number
+# at least this large (a typo there would otherwise surface as a crash or a silent nonsense budget).
+GEOMETRY_KEYS = {"num_hidden_layers": 1, "num_attention_heads": 1, "num_key_value_heads": 1, "head_dim": 1,
+                 "hidden_size": 1, "vocab_size": 1, "max_position_embeddings": 1, "full_attention_interval": 1,
+                 "linear_num_key_heads": 1, "linear_num_value_heads": 1, "linear_key_head_dim": 1,
+                 "linear_value_head_dim": 1, "linear_conv_kernel_dim": 2, "mtp_num_hidden_layers": 0,
+                 "num_nextn_predict_layers": 0}
+# A Gated DeltaNet hybrid needs all four to size its state.
+GDN_KEYS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim")
+
 
 @dataclass
 class ModelFacts:
@@ -49,7 +59,7 @@ class ModelFacts:
     @property
     def is_hybrid_gdn(self) -> bool:
         """Gated DeltaNet hybrid (Qwen3-Next, Qwen3.5/3.8): linear-attention heads in the config."""
-        return "linear_num_value_heads" in self.text and "linear_key_head_dim" in self.text
+        return all(self.text.get(key) is not None for key in GDN_KEYS)
 
     @property
     def mtp_layers(self) -> int:
@@ -96,14 +106,37 @@ def safetensors_header(path: Path) -> dict:
     return header
 
 
-def _tensor_bytes(info: dict) -> int:
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _tensor_bytes(info: dict, where: Path) -> int:
     offsets = info.get("data_offsets")
-    if isinstance(offsets, list) and len(offsets) == 2:
-        return int(offsets[1]) - int(offsets[0])
+    if isinstance(offsets, list) and len(offsets) == 2 and all(_whole(o) for o in offsets):
+        return offsets[1] - offsets[0]
+    shape = info.get("shape") or []
+    if not isinstance(shape, list) or not all(_whole(dim) and dim >= 0 for dim in shape):
+        raise UsageError(f"{where} is not a safetensors file (a tensor's shape is not a list of sizes)")
     count = 1
-    for dim in info.get("shape") or []:
-        count *= int(dim)
+    for dim in shape:
+        count *= dim
     return count * DTYPE_BYTES.get(str(info.get("dtype")), 2)
+
+
+def check_config(config: dict, text: dict, where: Path) -> None:
+    """The fields the doctor computes with have the types SGLang expects (one error line otherwise)."""
+    archs = config.get("architectures")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        raise UsageError(f"{where}: architectures must be a list of class names, got {json.dumps(archs)}")
+    for key, least in GEOMETRY_KEYS.items():
+        value = text.get(key)
+        if value is not None and not (_whole(value) and value >= least):
+            raise UsageError(f"{where}: {key} must be a whole number >= {least}, got {json.dumps(value)}")
+    present = [key for key in GDN_KEYS if text.get(key) is not None]
+    if present and len(present) != len(GDN_KEYS):
+        missing = ", ".join(key for key in GDN_KEYS if key not in present)
+        raise UsageError(f"{where}: has {present[0]} but lacks {missing} (needed for the linear-attention "
+                         f"state size)")
 
 
 def load(folder: str | Path) -> ModelFacts:
@@ -113,24 +146,28 @@ def load(folder: str | Path) -> ModelFacts:
         raise UsageError(f"--model-path {folder} is not a local folder (doctor reads config.json from it)")
     config = _load_json(path / "config.json")
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    check_config(config, text, path / "config.json")
     facts = ModelFacts(path=path, config=config, text=text)
     index = path / "model.safetensors.index.json"
-    headers: dict[str, dict] = {}
+    headers: dict[str, tuple[dict, Path]] = {}
     for st in sorted(path.glob("*.safetensors")):
         header = safetensors_header(st)
-        headers.update({k: v for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)})
+        headers.update({k: (v, st) for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)})
     if index.is_file():
         data = _load_json(index)
-        total = (data.get("metadata") or {}).get("total_size")
-        weight_map = data.get("weight_map") or {}
+        metadata, weight_map = data.get("metadata") or {}, data.get("weight_map") or {}
+        if not isinstance(metadata, dict) or not isinstance(weight_map, dict):
+            raise UsageError(f"{index}: metadata and weight_map must be JSON objects")
+        total = metadata.get("total_size")
         facts.tensor_names = sorted(weight_map)
-        if isinstance(total, (int, float)) and total > 0:
+        if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
             facts.weights_bytes, facts.weights_source = int(total), "index"
     if headers:
         if not facts.tensor_names:
             facts.tensor_names = sorted(headers)
         if facts.weights_bytes is None:
-            facts.weights_bytes, facts.weights_source = sum(_tensor_bytes(v) for v in headers.values()), "headers"
-        mtp = [v for k, v in headers.items() if k.startswith("mtp.") or ".mtp." in k]
-        facts.mtp_bytes = sum(_tensor_bytes(v) for v in mtp) if mtp else 0
+            facts.weights_bytes = sum(_tensor_bytes(v, st) for v, st in headers.values())
+            facts.weights_source = "headers"
+        mtp = [(v, st) for k, (v, st) in headers.items() if k.startswith("mtp.") or ".mtp." in k]
+        facts.mtp_bytes = sum(_tensor_bytes(v, st) for v, st in mtp) if mtp else 0
     return facts

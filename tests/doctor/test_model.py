@@ -44,3 +44,40 @@ def test_bad_folders_are_usage_errors(tmp_path, setup, message):
     setup(folder)
     with pytest.raises(UsageError, match=message):
         load(folder)
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"num_hidden_layers": "abc"}, 'num_hidden_layers must be a whole number >= 1, got "abc"'),
+    ({"num_hidden_layers": 4, "num_attention_heads": 0}, "num_attention_heads must be a whole number >= 1, got 0"),
+    ({"num_hidden_layers": True}, "num_hidden_layers must be a whole number >= 1, got true"),
+    ({"architectures": "LlamaForCausalLM"}, 'architectures must be a list of class names, got "LlamaForCausalLM"'),
+    ({"linear_num_value_heads": 48, "linear_key_head_dim": 128},
+     "has linear_num_value_heads but lacks linear_num_key_heads, linear_value_head_dim"),
+    ({"text_config": {"linear_conv_kernel_dim": 1}}, "linear_conv_kernel_dim must be a whole number >= 2"),
+])
+def test_malformed_config_is_a_usage_error(tmp_path, config, message):
+    folder = model_folder(tmp_path / "m", config=config, mtp=False)
+    with pytest.raises(UsageError) as info:
+        load(folder)
+    assert message in str(info.value) and str(folder / "config.json") in str(info.value)
+
+
+@pytest.mark.parametrize("index", [{"metadata": [1], "weight_map": {}}, {"metadata": {}, "weight_map": ["a"]}])
+def test_malformed_index_is_a_usage_error(tmp_path, index):
+    import json
+
+    folder = model_folder(tmp_path / "m", mtp=False)
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(UsageError, match="metadata and weight_map must be JSON objects"):
+        load(folder)
+
+
+def test_malformed_safetensors_header_is_a_usage_error(tmp_path):
+    import json
+    import struct
+
+    folder = model_folder(tmp_path / "m", total_size=None, mtp=False)
+    header = json.dumps({"w": {"dtype": "BF16", "shape": ["a"], "data_offsets": ["x", 2]}}).encode()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(UsageError, match="a tensor's shape is not a list of sizes"):
+        load(folder)
