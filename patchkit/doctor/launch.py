@@ -25,6 +25,28 @@ REMOVED_FLAGS = {
 }
 
 
+# Values SGLang cannot run with although its parser takes them (sizes, counts, fractions): the
+# parse records them as bad values (a `flag-value` error) and keeps the default for the budget.
+AT_LEAST_ONE = ("tp_size", "pp_size", "dp_size", "max_running_requests", "context_length", "page_size",
+                "max_total_tokens", "max_mamba_cache_size", "speculative_num_steps", "speculative_eagle_topk",
+                "speculative_num_draft_tokens")
+FRACTIONS = ("mem_fraction_static",)  # in (0, 1]
+POSITIVE = ("mamba_full_memory_ratio",)
+
+
+def out_of_range(dest: str, value: object) -> str | None:
+    """Why `value` cannot work for `dest`, or None."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if dest in AT_LEAST_ONE and value < 1:
+        return "must be at least 1"
+    if dest in FRACTIONS and not 0 < value <= 1:
+        return "must be a fraction of the GPU memory, above 0 and at most 1"
+    if dest in POSITIVE and value <= 0:
+        return "must be above 0"
+    return None
+
+
 @dataclass(frozen=True)
 class FlagUse:
     """One flag as written on the launch line."""
@@ -156,6 +178,9 @@ def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
         launch.uses.append(FlagUse(written=name, flag=flag, values=tuple(values)))
         launch.explicit.add(flag.dest)
         if not flag.takes_value:
+            if has_inline:  # argparse: "ignored explicit argument"
+                launch.bad_values.append((name, inline, "takes no value (write the flag alone)"))
+                continue
             launch.values[flag.dest] = True
             continue
         if not values and flag.nargs not in ("*", "?"):
@@ -165,6 +190,10 @@ def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
             converted = [_convert(flag, v) for v in values]
         except ValueError:
             launch.bad_values.append((name, " ".join(values), f"is not a valid {flag.kind}"))
+            continue
+        why = next((w for w in (out_of_range(flag.dest, v) for v in converted) if w), None)
+        if why is not None:
+            launch.bad_values.append((name, " ".join(values), why))
             continue
         if flag.choices and any(str(v) not in flag.choices for v in converted):
             if flag.choices_extensible:  # a plugin may have registered more choices

@@ -88,3 +88,34 @@ def test_choices_are_checked():
     # ATTENTION_BACKEND_CHOICES is a module-level list that plugins may extend: a warning, not an error.
     assert [(n, v) for n, v, _ in launch.unlisted] == [("--attention-backend", "flashinfr")]
     assert launch.bad_values == []
+
+
+def test_repeated_flags_last_wins_and_booleans():
+    table = flag_table(pristine("0.5.20") / "sglang")
+    launch = parse(["--tp-size", "2", "--tp-size=4", "--disable-radix-cache", "--disable-radix-cache"], table)
+    assert launch.get("tp_size") == 4 and launch.get("disable_radix_cache") is True  # as argparse: the last wins
+    assert (launch.bad_values, launch.stray) == ([], [])
+    # argparse rejects `=value` on a flag that takes none ("ignored explicit argument").
+    launch = parse(["--disable-radix-cache=true"], table)
+    assert launch.bad_values == [("--disable-radix-cache", "true", "takes no value (write the flag alone)")]
+    assert launch.get("disable_radix_cache") is False
+
+
+@pytest.mark.parametrize("argv, why", [
+    (["--tp-size", "0"], "must be at least 1"),
+    (["--tp-size=-1"], "must be at least 1"),
+    (["--max-running-requests", "0"], "must be at least 1"),
+    (["--context-length", "0"], "must be at least 1"),
+    (["--max-mamba-cache-size", "-5"], "must be at least 1"),
+    (["--speculative-num-draft-tokens", "0"], "must be at least 1"),
+    (["--mem-fraction-static", "1.5"], "must be a fraction of the GPU memory, above 0 and at most 1"),
+    (["--mem-fraction-static", "0"], "must be a fraction of the GPU memory, above 0 and at most 1"),
+    (["--mamba-full-memory-ratio", "-0.5"], "must be above 0"),
+])
+def test_values_sglang_cannot_run_with(argv, why):
+    table = flag_table(pristine("0.5.20") / "sglang")
+    launch = parse(argv, table)
+    assert [w for _, _, w in launch.bad_values] == [why]
+    flag = table.get(argv[0].partition("=")[0])
+    assert launch.get(flag.dest) == flag.default  # the budget keeps the release's default
+    assert not parse([argv[0].partition("=")[0], "1"], table).bad_values  # 1 is fine for every one of them
