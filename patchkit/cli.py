@@ -257,7 +257,29 @@ def image_build(base, version, python, wheel, ca_cert, tag, builder, push) -> No
     _exit(lambda: build(base, version, wheel, tag, builder, python=python, ca_cert=ca_cert, push=push))
 
 
-@main.command(context_settings={**_CONTEXT, "allow_interspersed_args": False}, epilog=_epilog()
+class _LaunchUsageError(click.ClickException):
+    """A doctor usage error as one `error:` line (exit 2), naming the usual slip: a launch flag before `--`."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class _DoctorCommand(click.Command):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            raise _LaunchUsageError(
+                f"{exc.option_name} is not a doctor option; pass the sglang.launch_server arguments after --: "
+                f"patchkit doctor [OPTIONS] -- {exc.option_name} ...") from None
+        except click.UsageError as exc:
+            raise _LaunchUsageError(exc.format_message()) from None
+
+
+@main.command(cls=_DoctorCommand, context_settings={**_CONTEXT, "allow_interspersed_args": False},
+              epilog=_epilog()
               + "\n\b\ndoctor exits 1 when a finding is an error (the launch would fail or crash).")
 @click.option("--version", "version", metavar="V", help="Check against SGLang V (fetched into the cache) "
               "instead of the installed one.")

@@ -17,6 +17,9 @@ def doctor(version: str | None, site_packages: str | None, overrides: Overrides,
         raise UsageError("--version and --site-packages are mutually exclusive")
     if any(v is not None and v <= 0 for v in (overrides.gpus, overrides.gpu_memory, overrides.gpu_free)):
         raise UsageError("--gpus, --gpu-memory and --gpu-free must be positive")
+    if overrides.gpu_free is not None and overrides.gpu_memory is not None and overrides.gpu_free > overrides.gpu_memory:
+        raise UsageError(f"--gpu-free {overrides.gpu_free:g} is more than --gpu-memory {overrides.gpu_memory:g} "
+                         f"(free memory per GPU cannot exceed its total)")
     if overrides.sm is not None and parse_sm(overrides.sm) is None:
         raise UsageError(f"--sm {overrides.sm}: expected MAJOR.MINOR, e.g. 8.9")
     target = release_target(version) if version else locate(site_packages)

@@ -92,3 +92,50 @@ def test_a_release_without_a_patch_set_is_still_checked(model, tmp_path):
     # A release without a manifest is judged by the patches' probes (issue 14), so patch-needed
     # is checked there too: no "patch-status-unknown" note.
     assert "patch-status-unknown" not in findings
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--model-path", "m"), "--model-path is not a doctor option; pass the sglang.launch_server arguments after --"),
+    (("--json", "--model-path", "m"), "--model-path is not a doctor option"),
+    (("--gpus", "x", "--", "--model-path", "m"), "Invalid value for '--gpus'"),
+    (("--interconnect", "foo", "--", "--model-path", "m"), "Invalid value for '--interconnect'"),
+    (("--gpus",), "requires an argument"),
+    (("--gpu-memory", "24", "--gpu-free", "30", "--", "--model-path", "m"),
+     "--gpu-free 30 is more than --gpu-memory 24"),
+    (("--gpus", "0", "--json", "--", "--model-path", "m"), "must be positive"),
+])
+def test_doctor_usage_errors_are_one_line(args, message):
+    result = run("doctor", *args)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stdout == ""
+
+
+def test_bad_launch_values_are_findings_not_crashes(model):
+    site = releases.pristine("0.5.20")
+    result = run("doctor", "--site-packages", site, *GPU, "--json", "--", "--model-path", model,
+                 "--tp-size", "0", "--disable-radix-cache=1", "--mem-fraction-static", "1.5")
+    assert result.exit_code == 1, result.stderr
+    values = [f["message"] for f in result.json()["findings"] if f["rule"] == "flag-value"]
+    assert values == ["--tp-size 0: must be at least 1", "--disable-radix-cache 1: takes no value (write the flag alone)",
+                      "--mem-fraction-static 1.5: must be a fraction of the GPU memory, above 0 and at most 1"]
+
+
+@pytest.mark.parametrize("config", ['{"num_hidden_layers": "abc"}', '{"architectures": "Llama"}', '[1]'])
+def test_malformed_config_exits_2_with_json_too(tmp_path, config):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "config.json").write_text(config)
+    result = run("doctor", "--site-packages", releases.pristine("0.5.20"), *GPU, "--json", "--",
+                 "--model-path", folder)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1 and result.stdout == ""
+
+
+def test_safetensors_without_an_index(tmp_path):
+    folder = model_folder(tmp_path / "m", total_size=None)  # one header-only shard, no index
+    result = run("doctor", "--site-packages", releases.pristine("0.5.20"), *GPU, "--json", "--",
+                 "--model-path", folder, "--mem-fraction-static", "0.88")
+    assert result.exit_code == 0, result.stderr
+    assert result.json()["model"]["weights_source"] == "headers"
+    assert result.json()["budget"]["kv_tokens"] > 0
