@@ -257,13 +257,12 @@ def image_build(base, version, python, wheel, ca_cert, tag, builder, push) -> No
     _exit(lambda: build(base, version, wheel, tag, builder, python=python, ca_cert=ca_cert, push=push))
 
 
-class _LaunchUsageError(click.ClickException):
-    """A doctor usage error as one `error:` line (exit 2), naming the usual slip: a launch flag before `--`."""
-
-    exit_code = 2
+class _LaunchUsageError(click.UsageError):
+    """A doctor usage error as one `error:` line (exit 2; with --json `_Group` adds the JSON error),
+    naming the usual slip: a launch flag before `--`."""
 
     def show(self, file=None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
+        error_handler.failed(self.exit_code, self.format_message())
 
 
 class _DoctorCommand(click.Command):

@@ -14,6 +14,14 @@ BUDGET_KEYS = {"kv_tokens", "kv_bytes_per_token", "weights_bytes", "ssm_state_by
                "effective_max_running_requests", "max_request_tokens"}
 
 
+def assert_json_error(result, code: int, text: str) -> None:
+    """--json: `{"error": {"code", "message"}}` on stdout, the same message as the one `error:` line on stderr."""
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    data = result.json()
+    assert set(data) == {"error"} and data["error"]["code"] == code and text in data["error"]["message"], data
+    assert result.stderr.strip().splitlines() == [f"error: {data['error']['message']}"]
+
+
 @pytest.fixture
 def model(tmp_path):
     return str(model_folder(tmp_path / "qwen3.8-27b"))
@@ -96,19 +104,26 @@ def test_a_release_without_a_patch_set_is_still_checked(model, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("--model-path", "m"), "--model-path is not a doctor option; pass the sglang.launch_server arguments after --"),
-    (("--json", "--model-path", "m"), "--model-path is not a doctor option"),
     (("--gpus", "x", "--", "--model-path", "m"), "Invalid value for '--gpus'"),
     (("--interconnect", "foo", "--", "--model-path", "m"), "Invalid value for '--interconnect'"),
     (("--gpus",), "requires an argument"),
     (("--gpu-memory", "24", "--gpu-free", "30", "--", "--model-path", "m"),
      "--gpu-free 30 is more than --gpu-memory 24"),
-    (("--gpus", "0", "--json", "--", "--model-path", "m"), "must be positive"),
 ])
 def test_doctor_usage_errors_are_one_line(args, message):
     result = run("doctor", *args)
     assert result.exit_code == 2, result.stdout + result.stderr
     assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1 and result.stdout == ""
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--json", "--model-path", "m"), "--model-path is not a doctor option"),
+    (("--gpus", "0", "--json", "--", "--model-path", "m"), "must be positive"),
+    (("--json", "--gpu-memory", "24", "--gpu-free", "30", "--", "--model-path", "m"), "more than --gpu-memory"),
+])
+def test_doctor_usage_errors_with_json(args, message):
+    assert_json_error(run("doctor", *args), 2, message)
 
 
 def test_bad_launch_values_are_findings_not_crashes(model):
@@ -128,8 +143,7 @@ def test_malformed_config_exits_2_with_json_too(tmp_path, config):
     (folder / "config.json").write_text(config)
     result = run("doctor", "--site-packages", releases.pristine("0.5.20"), *GPU, "--json", "--",
                  "--model-path", folder)
-    assert result.exit_code == 2, result.stdout + result.stderr
-    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1 and result.stdout == ""
+    assert_json_error(result, 2, "config.json")
 
 
 def test_safetensors_without_an_index(tmp_path):
