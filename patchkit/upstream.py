@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Iterable, Protocol
 
 from packaging.version import InvalidVersion, Version
 
@@ -241,9 +241,16 @@ def versions_between(first: str | None, last: str | None) -> list[str]:
     return sorted(chosen, key=key)
 
 
-def matrix(sources: list[Source], cache=None) -> dict:
-    """{"versions": [...], "patches": [{"id", "states": {version: state}, "upstream", "drop_when"}]}"""
-    verdicts = {source.version: judge(source, cache=cache) for source in sources}
+def matrix(sources: Iterable[Source], cache=None) -> dict:
+    """{"versions": [...], "patches": [{"id", "states": {version: state}, "upstream", "drop_when"}]}
+
+    `sources` may be a generator that downloads the next release while this one is judged."""
+    verdicts = {}
+    judged: list[Source] = []
+    for source in sources:
+        verdicts[source.version] = judge(source, cache=cache)
+        judged.append(source)
+    sources = judged
     if cache is not None:
         cache.save()
     rows = []

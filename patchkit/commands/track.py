@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from patchkit import output, upstream
+from typing import Iterator
+
+from patchkit import output, releases, upstream
 from patchkit import versions as version_strings
 from patchkit.commands.locate import release_source
 from patchkit.constants import EXIT_OK
@@ -40,10 +42,9 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
     versions = upstream.versions_between(first, last)
     if not versions:
         raise UsageError("no release in that range")
-    from patchkit import releases
     from patchkit.verdicts import VerdictCache
 
-    table = upstream.matrix([release_source(version) for version in versions], VerdictCache(releases.home()))
+    table = upstream.matrix(_prefetched(versions), VerdictCache(releases.home()))
     if fmt == "json":
         output.as_json(table)
     elif fmt == "markdown":
@@ -57,3 +58,17 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
         for row in table["patches"]:
             output.line(f"{row['id']:<{width}}  " + "  ".join(f"{row['states'][v]:<14}" for v in table["versions"]))
     return EXIT_OK
+
+
+def _prefetched(versions: list[str]) -> Iterator[releases.WheelSource]:
+    """The releases in order, each wheel downloaded in a background thread while the previous one
+    is judged (pip runs as a child process: the download and the parsing overlap)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        futures = [pool.submit(release_source, version) for version in versions]
+        for future in futures:
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
