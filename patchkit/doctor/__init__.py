@@ -29,15 +29,18 @@ def patch_states(target: Target) -> dict[str, str]:
     return {s.id: s.state for s in statuses}
 
 
+DRAFT_FLAG = "--speculative-draft-model-path"
+
+
 def _draft(launch, model: model_mod.ModelFacts) -> model_mod.ModelFacts | None:
     path = launch.get("speculative_draft_model_path")
     if not path:
         return None
     if Path(str(path)).resolve() == model.path.resolve():
         return model
-    if not Path(str(path)).is_dir():
-        return None  # a hub id: nothing local to read
-    return model_mod.load(str(path))
+    if not Path(str(path)).is_dir() and model_mod.is_hub_id(str(path)):
+        return None  # a hub id: nothing local to read (reported as draft-not-local)
+    return model_mod.load(str(path), flag=DRAFT_FLAG)
 
 
 def diagnose(target: Target, argv: list[str] | tuple[str, ...], overrides: gpu_mod.Overrides,
@@ -70,6 +73,11 @@ def diagnose(target: Target, argv: list[str] | tuple[str, ...], overrides: gpu_m
         findings.append(Finding("gpu-facts-missing", "info",
                                 "no nvidia-smi and no --gpu-memory/--gpu-free: the memory budget is not computed",
                                 "--gpu-memory GIB (and --gpu-free GIB)"))
+    draft_path = launch.get("speculative_draft_model_path")
+    if draft_path and draft is None:
+        findings.append(Finding("draft-not-local", "info",
+                                f"{DRAFT_FLAG} {draft_path} is a hub id: its weights and layers are not counted in "
+                                f"the budget", f"{DRAFT_FLAG} <a local copy>"))
     if status_note is not None:
         findings.append(Finding("patch-status-unknown", "info", f"patch-needed not checked: {status_note}", ""))
     if budget.mem_fraction_source == "estimate" and budget.mem_fraction_static is not None:

@@ -128,6 +128,8 @@ def check_config(config: dict, text: dict, where: Path) -> None:
     archs = config.get("architectures")
     if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
         raise UsageError(f"{where}: architectures must be a list of class names, got {json.dumps(archs)}")
+    if text.get("num_hidden_layers") is None:
+        raise UsageError(f"{where} has no num_hidden_layers: not a model config SGLang can load")
     for key, least in GEOMETRY_KEYS.items():
         value = text.get(key)
         if value is not None and not (_whole(value) and value >= least):
@@ -139,11 +141,21 @@ def check_config(config: dict, text: dict, where: Path) -> None:
                          f"state size)")
 
 
-def load(folder: str | Path) -> ModelFacts:
+def is_hub_id(text: str) -> bool:
+    """`org/name` (or `name`) as SGLang passes it to the hub, rather than a local path."""
+    return not text.startswith(("/", ".", "~")) and text.count("/") <= 1 and not Path(text).exists()
+
+
+def load(folder: str | Path, flag: str = "--model-path") -> ModelFacts:
     """Read a model folder. Missing weights are not an error (their size is then unknown)."""
     path = Path(folder)
     if not path.is_dir():
-        raise UsageError(f"--model-path {folder} is not a local folder (doctor reads config.json from it)")
+        if path.exists():
+            raise UsageError(f"{flag} {folder} is a file, not a model folder")
+        if is_hub_id(str(folder)):
+            raise UsageError(f"{flag} {folder} is a hub id, not a local folder: doctor reads config.json from a "
+                             f"local copy (huggingface-cli download {folder} --local-dir DIR, then {flag} DIR)")
+        raise UsageError(f"{flag} {folder} does not exist (doctor reads config.json from a local model folder)")
     config = _load_json(path / "config.json")
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     check_config(config, text, path / "config.json")

@@ -34,8 +34,8 @@ def test_quantization_and_text_config(tmp_path):
 @pytest.mark.parametrize("setup, message", [
     (lambda d: None, "does not exist"),
     (lambda d: (d / "config.json").write_text("[1]"), "does not hold a JSON object"),
-    (lambda d: ((d / "config.json").write_text("{}"), (d / "x.safetensors").write_bytes(b"\x05")), "not a safetensors"),
-    (lambda d: ((d / "config.json").write_text("{}"),
+    (lambda d: ((d / "config.json").write_text('{"num_hidden_layers": 2}'), (d / "x.safetensors").write_bytes(b"\x05")), "not a safetensors"),
+    (lambda d: ((d / "config.json").write_text('{"num_hidden_layers": 2}'),
                 (d / "model.safetensors.index.json").write_text("{")), "is not valid JSON"),
 ])
 def test_bad_folders_are_usage_errors(tmp_path, setup, message):
@@ -51,9 +51,12 @@ def test_bad_folders_are_usage_errors(tmp_path, setup, message):
     ({"num_hidden_layers": 4, "num_attention_heads": 0}, "num_attention_heads must be a whole number >= 1, got 0"),
     ({"num_hidden_layers": True}, "num_hidden_layers must be a whole number >= 1, got true"),
     ({"architectures": "LlamaForCausalLM"}, 'architectures must be a list of class names, got "LlamaForCausalLM"'),
-    ({"linear_num_value_heads": 48, "linear_key_head_dim": 128},
+    ({"num_hidden_layers": 4, "linear_num_value_heads": 48, "linear_key_head_dim": 128},
      "has linear_num_value_heads but lacks linear_num_key_heads, linear_value_head_dim"),
-    ({"text_config": {"linear_conv_kernel_dim": 1}}, "linear_conv_kernel_dim must be a whole number >= 2"),
+    ({"text_config": {"num_hidden_layers": 4, "linear_conv_kernel_dim": 1}},
+     "linear_conv_kernel_dim must be a whole number >= 2"),
+    ({}, "has no num_hidden_layers: not a model config SGLang can load"),
+    ({"text_config": {"hidden_size": 8}, "num_hidden_layers": 4}, "has no num_hidden_layers"),
 ])
 def test_malformed_config_is_a_usage_error(tmp_path, config, message):
     folder = model_folder(tmp_path / "m", config=config, mtp=False)
@@ -81,3 +84,13 @@ def test_malformed_safetensors_header_is_a_usage_error(tmp_path):
     (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
     with pytest.raises(UsageError, match="a tensor's shape is not a list of sizes"):
         load(folder)
+
+
+def test_not_a_folder(tmp_path):
+    with pytest.raises(UsageError, match="is a hub id, not a local folder: .*huggingface-cli download Qwen/Qwen3.5-27B"):
+        load("Qwen/Qwen3.5-27B")
+    with pytest.raises(UsageError, match="does not exist"):
+        load(tmp_path / "nowhere")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match="--speculative-draft-model-path .* is a file, not a model folder"):
+        load(tmp_path / "file", flag="--speculative-draft-model-path")
