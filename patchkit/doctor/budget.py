@@ -337,6 +337,12 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
         b.draft_layers = draft_layer_count(model, draft, mtp_ok)
         if b.draft_layers and b.full_attention_layers:
             cell = int(cell * (1 + b.draft_layers / b.full_attention_layers))
+    elif algo in EAGLE_FAMILY and patch_states.get("mtp-draft-kv-budget") == "applied" and model.mtp_layers:
+        # Without a draft path the release leaves the built-in MTP draft's layers out of the cell
+        # (sglang#35566); the mtp-draft-kv-budget patch counts the target's `mtp_num_hidden_layers`.
+        b.draft_layers = model.mtp_layers
+        if b.full_attention_layers:
+            cell = int(cell * (1 + b.draft_layers / b.full_attention_layers))
     b.kv_bytes_per_token = cell
 
     page = _int(launch.get("page_size"), 1) or 1

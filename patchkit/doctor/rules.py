@@ -253,7 +253,17 @@ def _backends(ctx: Context, *dests: str) -> set[str]:
 
 def fp8_triton_sm89(ctx: Context) -> Iterator[Finding]:
     kv = str(ctx.launch.get("kv_cache_dtype", "auto"))
-    if ctx.gpu.sm != (8, 9) or not kv.startswith("fp8"):
+    sm = ctx.gpu.sm
+    if (sm is not None and sm < (8, 9) and kv == "fp8_e4m3"
+            and "triton" in _backends(ctx, "attention_backend", "decode_attention_backend")):
+        # Triton has no fp8e4nv below SM 8.9: the first decode dies inside Triton (fp8-kv-triton-sm89
+        # turns that into a refusal at start-up; either way the launch does not serve).
+        yield Finding("fp8-triton-sm89", "error",
+                      f"--kv-cache-dtype fp8_e4m3 with the triton attention backend needs SM 8.9 or newer; this GPU "
+                      f"is SM {sm[0]}.{sm[1]}, where triton has no fp8e4nv: the first decode fails",
+                      "--attention-backend flashinfer (or --kv-cache-dtype fp8_e5m2)")
+        return
+    if sm != (8, 9) or not kv.startswith("fp8"):
         return
     if "triton" in _backends(ctx, "attention_backend", "decode_attention_backend", "prefill_attention_backend"):
         yield Finding("fp8-triton-sm89", "warning",
@@ -268,9 +278,16 @@ def cutedsl_decode_sm90(ctx: Context) -> Iterator[Finding]:
     if sm is None or sm >= (9, 0):
         return
     if "cutedsl" in _backends(ctx, "linear_attn_decode_backend", "linear_attn_backend"):
+        if ctx.patch_states.get("gdn-cutedsl-decode-sm90") == "applied":
+            yield Finding("cutedsl-decode-sm90", "info",
+                          f"the cutedsl linear-attention decode kernels need SM 9.0 or newer; this GPU is SM "
+                          f"{sm[0]}.{sm[1]}: patchkit's gdn-cutedsl-decode-sm90 makes decode fall back to triton",
+                          "--linear-attn-decode-backend triton")
+            return
         yield Finding("cutedsl-decode-sm90", "error",
-                      f"the cutedsl linear-attention decode kernels need SM 9.0 or newer; this GPU is SM {sm[0]}.{sm[1]}",
-                      "--linear-attn-decode-backend triton")
+                      f"the cutedsl linear-attention decode kernels need SM 9.0 or newer; this GPU is SM {sm[0]}.{sm[1]}: "
+                      f"decode hangs", "--linear-attn-decode-backend triton (or patchkit apply --only "
+                      "gdn-cutedsl-decode-sm90, which falls back to triton)")
 
 
 def flashinfer_gdn_sm90(ctx: Context) -> Iterator[Finding]:
@@ -357,6 +374,13 @@ def integrated_gpu_headroom(ctx: Context) -> Iterator[Finding]:
                   f"{ctx.flag('mem_fraction_static', '--mem-fraction-static')} 0.80")
 
 
+def _number(value: object) -> float | None:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
 def _patch_triggers(ctx: Context) -> list[tuple[str, str, str]]:
     """(patch id, level, why this launch depends on it)."""
     m = ctx.model
@@ -371,6 +395,14 @@ def _patch_triggers(ctx: Context) -> list[tuple[str, str, str]]:
     if ctx.algo in EAGLE_FAMILY and qwen35:
         hits.append(("draft-lmhead-placeholder", "warning",
                      "the MTP draft allocates its own vocab-sized embedding and lm_head before the KV pool is sized"))
+    if ctx.algo in EAGLE_FAMILY and qwen35 and not ctx.launch.get("speculative_draft_model_path"):
+        hits.append(("mtp-draft-kv-budget", "warning",
+                     "without --speculative-draft-model-path the built-in MTP draft's KV layers are left out of "
+                     "the KV budget, which over-commits the pool"))
+    if m is not None and m.is_hybrid_gdn and (_number(ctx.launch.get("cpu_offload_gb")) or 0) > 0:
+        hits.append(("cpu-offload-tied-params", "error",
+                     "--cpu-offload-gb's forward hook passes the tied dt_bias/A_log of every Gated DeltaNet layer "
+                     "twice: functional_call raises on the first forward"))
     if ctx.algo == "EAGLE3" and m is not None and m.arch.startswith("Qwen3_5"):
         hits.append(("eagle3-capture-hook", "error", "EAGLE-3 cannot capture the Qwen3.5/3.8 hidden states"))
     if m is not None and m.is_hybrid_gdn and not ctx.launch.get("disable_radix_cache", False) \

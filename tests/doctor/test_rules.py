@@ -244,3 +244,57 @@ def test_flag_value(model):
 def test_gpu_count(model):
     assert fires("0.5.20", base(model, "--tp-size", "4"), "gpu-count", gpus=2).fix == "--tp-size 2"
     silent("0.5.20", base(model, "--tp-size", "2"), "gpu-count", gpus=2)
+
+
+def test_fp8_e4m3_triton_below_sm89_is_an_error(model):
+    argv = base(model, "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "triton")
+    f = fires("0.5.20", argv, "fp8-triton-sm89", sm="8.6")
+    assert f.level == "error" and "fp8e4nv" in f.message and f.fix.startswith("--attention-backend flashinfer")
+    silent("0.5.20", base(model, "--kv-cache-dtype", "fp8_e5m2", "--attention-backend", "triton"), "fp8-triton-sm89",
+           sm="8.6")
+    silent("0.5.20", base(model, "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "flashinfer"),
+           "fp8-triton-sm89", sm="8.6")
+
+
+def test_cutedsl_below_sm90_with_the_patch_applied_is_a_note(model):
+    argv = base(model, "--linear-attn-decode-backend", "cutedsl")
+    f = fires("0.5.20", argv, "cutedsl-decode-sm90", sm="8.9", states={"gdn-cutedsl-decode-sm90": "applied"})
+    assert f.level == "info" and "fall back to triton" in f.message
+    assert "gdn-cutedsl-decode-sm90" in fires("0.5.20", argv, "cutedsl-decode-sm90", sm="8.9",
+                                              states={"gdn-cutedsl-decode-sm90": "pending"}).fix
+
+
+def test_patch_needed_symm_mem_silent_once_applied(model):
+    argv = base(model, "--tp-size", "2", "--disable-custom-all-reduce")
+    report = run("0.5.20", argv, gpus=2, interconnect="pcie", states={"symm-mem-kill-switch": "applied"})
+    assert not [f for f in report.findings if f.rule == "patch-needed" and "symm-mem" in f.fix]
+    report = run("0.5.20", argv, gpus=2, interconnect="pcie", states={"symm-mem-kill-switch": "pending"})
+    assert [f for f in report.findings if f.rule == "patch-needed" and "symm-mem" in f.fix and f.level == "error"]
+
+
+def _needed(report, pid):
+    return [f for f in report.findings if f.rule == "patch-needed" and f.fix == f"patchkit apply --only {pid}"]
+
+
+def test_patch_needed_mtp_draft_kv_budget(model):
+    # Built-in MTP without a draft path: the release leaves the draft's KV layers out (sglang#35566).
+    argv = base(model, "--speculative-algorithm", "NEXTN", "--max-running-requests", "8")
+    pending = run("0.5.20", argv, states={"mtp-draft-kv-budget": "pending"})
+    assert _needed(pending, "mtp-draft-kv-budget") and pending.budget.draft_layers is None
+    applied = run("0.5.20", argv, states={"mtp-draft-kv-budget": "applied"})
+    assert not _needed(applied, "mtp-draft-kv-budget")
+    assert applied.budget.draft_layers == 1
+    assert applied.budget.kv_bytes_per_token == int(pending.budget.kv_bytes_per_token * (1 + 1 / 16))
+    with_path = run("0.5.20", spec(model, "--max-running-requests", "8"), states={"mtp-draft-kv-budget": "pending"})
+    assert not _needed(with_path, "mtp-draft-kv-budget")
+
+
+def test_patch_needed_cpu_offload_tied_params(model):
+    argv = base(model, "--cpu-offload-gb", "8")
+    f = _needed(run("0.5.20", argv, states={"cpu-offload-tied-params": "pending"}), "cpu-offload-tied-params")
+    assert f and f[0].level == "error" and "functional_call" in f[0].message
+    assert not _needed(run("0.5.20", base(model), states={"cpu-offload-tied-params": "pending"}),
+                       "cpu-offload-tied-params")
+    assert not _needed(run("0.5.20", argv, states={"cpu-offload-tied-params": "applied"}), "cpu-offload-tied-params")
+    # 0.5.21 fixed it upstream: a pristine 0.5.21 reports no such patch as pending.
+    assert not _needed(run("0.5.21", argv), "cpu-offload-tied-params")
