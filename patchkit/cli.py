@@ -225,6 +225,8 @@ _image_options = [
     click.option("--wheel", metavar="FILE", help="Install patchkit from this local wheel (default: the package index)."),
     click.option("--ca-cert", "ca_cert", metavar="FILE",
                  help="Extra CA certificates (PEM) for pip inside the build, e.g. a corporate proxy's."),
+    click.option("--allow-skipped", is_flag=True, help="A base without SGLang's dependencies: let verify skip the "
+                 "import checks it cannot run (listed in the build log) instead of failing the build."),
 ]
 
 
@@ -237,11 +239,12 @@ def _with_image_options(command):
 @image.command(name="dockerfile", epilog=_epilog())
 @_with_image_options
 @click.option("-o", "--output", "out", metavar="FILE", help="Write here instead of stdout.")
-def image_dockerfile(base, version, python, wheel, ca_cert, out) -> None:
+def image_dockerfile(base, version, python, wheel, ca_cert, allow_skipped, out) -> None:
     """Write the Dockerfile of a patched image."""
     from patchkit.commands.image import write_dockerfile
 
-    _exit(lambda: write_dockerfile(base, version, wheel, out, python=python, ca_cert=ca_cert))
+    _exit(lambda: write_dockerfile(base, version, wheel, out, python=python, ca_cert=ca_cert,
+                                   allow_skipped=allow_skipped))
 
 
 @image.command(name="build", epilog=_epilog())
@@ -250,11 +253,12 @@ def image_dockerfile(base, version, python, wheel, ca_cert, out) -> None:
 @click.option("--builder", type=click.Choice(["auto", "docker", "podman", "buildah"]), default="auto",
               show_default=True, help="auto: the first of docker, podman, buildah that really answers.")
 @click.option("--push", metavar="REF", help="Then push the image to this registry reference and print its digest.")
-def image_build(base, version, python, wheel, ca_cert, tag, builder, push) -> None:
+def image_build(base, version, python, wheel, ca_cert, allow_skipped, tag, builder, push) -> None:
     """Build the patched image with docker, podman or buildah (and push it)."""
     from patchkit.commands.image import build
 
-    _exit(lambda: build(base, version, wheel, tag, builder, python=python, ca_cert=ca_cert, push=push))
+    _exit(lambda: build(base, version, wheel, tag, builder, python=python, ca_cert=ca_cert, push=push,
+                        allow_skipped=allow_skipped))
 
 
 class _LaunchUsageError(click.UsageError):

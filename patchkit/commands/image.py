@@ -32,15 +32,17 @@ def _file(option: str, value: str | None) -> Path | None:
     return path
 
 
-def _spec(base: str, version: str, python: str, wheel: Path | None, ca_cert: Path | None) -> dockerfile.ImageSpec:
+def _spec(base: str, version: str, python: str, wheel: Path | None, ca_cert: Path | None,
+          allow_skipped: bool) -> dockerfile.ImageSpec:
     return dockerfile.ImageSpec(base=base, version=normal_version(version), python=python,
-                                wheel=wheel.name if wheel else None, ca_cert=CA_NAME if ca_cert else None)
+                                wheel=wheel.name if wheel else None, ca_cert=CA_NAME if ca_cert else None,
+                                allow_skipped=allow_skipped)
 
 
 def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None,
-                     python: str = "python3", ca_cert: str | None = None) -> int:
+                     python: str = "python3", ca_cert: str | None = None, allow_skipped: bool = False) -> int:
     wheel_path, ca_path = _file("--wheel", wheel), _file("--ca-cert", ca_cert)
-    text = dockerfile.render(_spec(base, version, python, wheel_path, ca_path))
+    text = dockerfile.render(_spec(base, version, python, wheel_path, ca_path, allow_skipped))
     if out:
         atomic_write(Path(out), text.encode(), 0o644)
         output.line(f"wrote {out}")
@@ -53,9 +55,10 @@ def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None
 
 
 def build(base: str, version: str, wheel: str | None, tag: str, builder: str | None,
-          python: str = "python3", ca_cert: str | None = None, push: str | None = None) -> int:
+          python: str = "python3", ca_cert: str | None = None, push: str | None = None,
+          allow_skipped: bool = False) -> int:
     wheel_path, ca_path = _file("--wheel", wheel), _file("--ca-cert", ca_cert)
-    spec = _spec(base, version, python, wheel_path, ca_path)
+    spec = _spec(base, version, python, wheel_path, ca_path, allow_skipped)
     text = dockerfile.render(spec)  # before looking for a builder: an unknown release fails fast
     chosen, tried = builders.choose(builder or builders.AUTO)
     skipped = "; ".join(f"{p.name}: {p.detail}" for p in tried if not p.answers)

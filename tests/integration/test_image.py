@@ -35,7 +35,8 @@ def test_instructions_and_labels():
                        "  && python3 -m pip --python /opt/patchkit/venv/bin/python install --no-cache-dir"
                        " --disable-pip-version-check sglang-patchkit==0.1.0")
     assert "patchkit apply" in runs[1] and "--target 0.5.17" in runs[1]
-    assert runs[1].endswith("&& /opt/patchkit/venv/bin/patchkit verify --python python3 --strict")
+    assert runs[1] == ("/opt/patchkit/venv/bin/patchkit apply --python python3 --target 0.5.17"
+                       "  && /opt/patchkit/venv/bin/patchkit verify --python python3 --strict")
     assert not any("pip install" in run and "--python" not in run for run in runs)  # never the serving Python
     labels = DockerfileParser(fileobj=__import__("io").BytesIO(result.stdout.encode())).labels
     assert labels["io.patchkit.sglang"] == "0.5.17"
@@ -128,7 +129,8 @@ def test_run_steps_in_a_fresh_venv_produce_a_verified_patched_sglang(tmp_path):
 
     out = tmp_path / "Dockerfile"
     assert run("image", "dockerfile", "--base", "lmsysorg/sglang:v0.5.17", "--target", "0.5.17",
-               "--wheel", wheel, "--python", serving, "-o", out).exit_code == 0
+               "--wheel", wheel, "--python", serving, "--allow-skipped", "-o", out).exit_code == 0
+    assert "verify --python" in out.read_text() and "--strict --allow-skipped" in out.read_text()
     steps = [s for s in parsed(out.read_text()) if s["instruction"] in ("COPY", "RUN")]
     opt = tmp_path / "opt-patchkit"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PATCHKIT_HOME": str(tmp_path / "pk")}

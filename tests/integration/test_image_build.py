@@ -157,7 +157,7 @@ def test_plain_image_is_patched_verified_and_labelled(plain_patched, podman, ref
     tag, _, result = plain_patched
     count = len(dockerfile.patch_labels(VERSION))
     assert f"built {tag} with podman: SGLang {VERSION}, {count} patches applied and verified" in result.stdout
-    status = json.loads(podman.run(tag, PATCHKIT, "status", "--site-packages", SITE, "--json").stdout)
+    status = json.loads(podman.run(tag, PATCHKIT, "status", "--python", "python3", "--json").stdout)
     assert status["sglang"]["version"] == VERSION
     assert {p["id"]: p["state"] for p in status["patches"]} == dict.fromkeys(dockerfile.patch_labels(VERSION), "applied")
     # verify in the image imported every patched module with the image's Python, for real.
@@ -235,7 +235,7 @@ def test_ca_cert_lets_pip_through_a_proxy_the_base_does_not_trust(podman, plain,
     result = patchkit_image(podman, "build", "--base", untrusting, "--target", VERSION, "--wheel", wheel,
                             "--ca-cert", bundle, "-t", tag)
     assert result.returncode == 0, result.stderr[-4000:]
-    status = json.loads(podman.run(tag, PATCHKIT, "status", "--site-packages", SITE, "--json").stdout)
+    status = json.loads(podman.run(tag, PATCHKIT, "status", "--python", "python3", "--json").stdout)
     assert {p["state"] for p in status["patches"]} == {"applied"}
 
 
@@ -256,3 +256,51 @@ def test_buildah_builds_the_same_image(podman, plain, wheel, registry, plain_pat
 
     assert own(podman.labels(tag)) == own(podman.labels(plain_patched[0]))
     assert imported_files(podman, tag, sorted(reference)) == reference
+
+
+# What SGLang's python/pyproject.toml says, trimmed to what an install without dependencies reads.
+PYPROJECT = f"""\
+[build-system]
+requires = ["setuptools>=61.0", "wheel"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "sglang"
+version = "{VERSION}"
+requires-python = ">=3.10"
+
+[tool.setuptools.packages.find]
+exclude = ["assets*", "benchmark*", "docs*", "dist*", "playground*", "scripts*", "tests*"]
+"""
+WORKSPACE = "/sgl-workspace/sglang/python"
+
+
+@pytest.fixture(scope="module")
+def official(podman, debian, scratch) -> str:
+    """(a) The official images' layout: the release's source at /sgl-workspace/sglang/python,
+    installed editable (`pip install -e`, dependencies left out) into the system Python."""
+    context = scratch / "official"
+    project = context / "python"
+    project.mkdir(parents=True)
+    shutil.copytree(pristine(VERSION) / "sglang", project / "sglang", ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "pyproject.toml").write_text(PYPROJECT)
+    return derive(podman, f"{PREFIX}/sglang-official:v{VERSION}", context, (
+        f"FROM {debian}\n"
+        f"COPY python {WORKSPACE}\n"
+        f"RUN python3 -m pip install --no-cache-dir --no-deps --no-build-isolation -e {WORKSPACE}\n"
+    ))
+
+
+def test_official_layout_image_is_patched_where_python_imports_sglang(podman, official, wheel, reference):
+    tag = f"{PREFIX}/sglang-official:v{VERSION}-patched"
+    result = patchkit_image(podman, "build", "--base", official, "--target", f"v{VERSION}", "--wheel", wheel,
+                            "--builder", "podman", "-t", tag)
+    assert result.returncode == 0, result.stderr[-4000:]
+    status = json.loads(podman.run(tag, PATCHKIT, "status", "--python", "python3", "--json").stdout)
+    assert status["sglang"]["version"] == VERSION
+    assert {p["id"]: p["state"] for p in status["patches"]} == dict.fromkeys(dockerfile.patch_labels(VERSION), "applied")
+    origin = podman.run(tag, "python3", "-c", "import importlib.util; print(importlib.util.find_spec('sglang').origin)")
+    assert origin.stdout.strip() == f"{WORKSPACE}/sglang/__init__.py"
+    assert imported_files(podman, tag, sorted(reference)) == reference
+    labels = {k: v for k, v in podman.labels(tag).items() if not k.startswith("io.buildah.")}
+    assert labels == dockerfile.labels(dockerfile.ImageSpec(base=official, version=VERSION))
