@@ -73,6 +73,11 @@ def diagnose(target: Target, argv: list[str] | tuple[str, ...], overrides: gpu_m
         findings.append(Finding("gpu-facts-missing", "info",
                                 "no nvidia-smi and no --gpu-memory/--gpu-free: the memory budget is not computed",
                                 "--gpu-memory GIB (and --gpu-free GIB)"))
+    if model.is_hybrid_gdn and release.sizing_file is None:
+        findings.append(Finding("budget-approximate", "info",
+                                f"SGLang {target.version} has no _calculate_mamba_ratio in "
+                                f"{' or '.join(release_mod.SIZING_FILES)}: the state pool follows 0.5.14's steps",
+                                "patchkit doctor --version V (a release from 0.5.14 on) for figures from its own code"))
     draft_path = launch.get("speculative_draft_model_path")
     if draft_path and draft is None:
         findings.append(Finding("draft-not-local", "info",

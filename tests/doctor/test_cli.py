@@ -170,3 +170,23 @@ def test_draft_hub_id_is_a_note_and_a_missing_local_draft_an_error(model):
     assert "draft-not-local" not in {f["rule"] for f in result.json()["findings"]}
     result = run(*argv, "--speculative-draft-model-path", "/models/missing-draft")
     assert_json_error(result, 2, "--speculative-draft-model-path /models/missing-draft does not exist")
+
+
+def test_version_banana_is_a_usage_error(model):
+    assert_json_error(run("doctor", "--version", "banana", "--json", "--", "--model-path", model), 2, "is not a version")
+
+
+def test_a_release_without_the_sizing_code_says_so(model, tmp_path):
+    # 0.5.20's code with the sizing modules taken out stands for a release before 0.5.14.
+    import shutil
+
+    site = tmp_path / "site"
+    shutil.copytree(releases.pristine("0.5.20") / "sglang", site / "sglang", symlinks=True)
+    shutil.copytree(releases.pristine("0.5.20") / "sglang-0.5.20.dist-info", site / "sglang-0.5.20.dist-info")
+    (site / "sglang/srt/mem_cache/kv_cache_configurator.py").unlink()
+    argv = ("doctor", "--site-packages", site, *GPU, "--json", "--", "--model-path", model, "--mem-fraction-static",
+            "0.88", "--max-running-requests", "8")
+    notes = [f for f in run(*argv).json()["findings"] if f["rule"] == "budget-approximate"]
+    assert len(notes) == 1 and "0.5.14's steps" in notes[0]["message"]
+    pristine = run("doctor", "--site-packages", releases.pristine("0.5.20"), *argv[3:])
+    assert "budget-approximate" not in {f["rule"] for f in pristine.json()["findings"]}
