@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from patchkit import output
 from patchkit.commands.locate import locate, release_target
 from patchkit.constants import EXIT_OK, EXIT_PLAN
@@ -15,8 +17,9 @@ def doctor(version: str | None, site_packages: str | None, overrides: Overrides,
            as_json: bool) -> int:
     if version and site_packages:
         raise UsageError("--version and --site-packages are mutually exclusive")
-    if any(v is not None and v <= 0 for v in (overrides.gpus, overrides.gpu_memory, overrides.gpu_free)):
-        raise UsageError("--gpus, --gpu-memory and --gpu-free must be positive")
+    if any(v is not None and not (math.isfinite(v) and v > 0)
+           for v in (overrides.gpus, overrides.gpu_memory, overrides.gpu_free)):
+        raise UsageError("--gpus, --gpu-memory and --gpu-free must be positive numbers")
     if overrides.gpu_free is not None and overrides.gpu_memory is not None and overrides.gpu_free > overrides.gpu_memory:
         raise UsageError(f"--gpu-free {overrides.gpu_free:g} is more than --gpu-memory {overrides.gpu_memory:g} "
                          f"(free memory per GPU cannot exceed its total)")

@@ -56,10 +56,9 @@ def baseline_gib(tp_size: int) -> float:
 
 def parse_sm(text: str) -> tuple[int, int] | None:
     major, _, minor = text.strip().partition(".")
-    try:
-        return int(major), int(minor or 0)
-    except ValueError:
-        return None
+    if not major.isdigit() or not (minor or "0").isdigit():
+        return None  # also "-1.0", "9.0.1", "nine"
+    return int(major), int(minor or 0)
 
 
 def _nvidia_smi(argv: list[str]) -> str | None:

@@ -6,6 +6,8 @@ parse. Values are converted the way the release's parser converts them (int, flo
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 from patchkit.doctor.flags import Flag, FlagTable
@@ -38,6 +40,8 @@ def out_of_range(dest: str, value: object) -> str | None:
     """Why `value` cannot work for `dest`, or None."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
     if dest in AT_LEAST_ONE and value < 1:
         return "must be at least 1"
     if dest in FRACTIONS and not 0 < value <= 1:

@@ -122,6 +122,11 @@ def test_doctor_usage_errors_are_one_line(args, message):
     (("--json", "--model-path", "m"), "--model-path is not a doctor option"),
     (("--gpus", "0", "--json", "--", "--model-path", "m"), "must be positive"),
     (("--json", "--gpu-memory", "24", "--gpu-free", "30", "--", "--model-path", "m"), "more than --gpu-memory"),
+    (("--json", "--gpu-memory", "nan", "--", "--model-path", "m"), "must be positive numbers"),
+    (("--json", "--gpu-memory", "inf", "--", "--model-path", "m"), "must be positive numbers"),
+    (("--json", "--gpu-memory", "80", "--gpu-free", "nan", "--", "--model-path", "m"), "must be positive numbers"),
+    (("--json", "--sm", "-1.0", "--", "--model-path", "m"), "--sm -1.0: expected MAJOR.MINOR"),
+    (("--json", "--sm", "9.0.1", "--", "--model-path", "m"), "--sm 9.0.1: expected MAJOR.MINOR"),
 ])
 def test_doctor_usage_errors_with_json(args, message):
     assert_json_error(run("doctor", *args), 2, message)

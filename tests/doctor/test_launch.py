@@ -111,6 +111,8 @@ def test_repeated_flags_last_wins_and_booleans():
     (["--mem-fraction-static", "1.5"], "must be a fraction of the GPU memory, above 0 and at most 1"),
     (["--mem-fraction-static", "0"], "must be a fraction of the GPU memory, above 0 and at most 1"),
     (["--mamba-full-memory-ratio", "-0.5"], "must be above 0"),
+    (["--mamba-full-memory-ratio", "inf"], "must be a finite number"),
+    (["--mem-fraction-static", "nan"], "must be a finite number"),
 ])
 def test_values_sglang_cannot_run_with(argv, why):
     table = flag_table(pristine("0.5.20") / "sglang")
