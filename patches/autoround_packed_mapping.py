@@ -13,22 +13,23 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit.matchers import classes, exactly_one, find_class, find_method, methods, parse_statements, replace_member, replace_statement, statements, string
-from patchkit.patch import Patch, SkipPatch
+from patchkit import edits
+from patchkit.matchers import string
+from patchkit.patch import Patch, top_classes
+from patchkit.template import Snippet
 
 AUTO_ROUND = "sglang/srt/layers/quantization/auto_round.py"
 CLASS = "AutoRoundConfig"
 
 _RETURNS_CLS = m.SimpleStatementLine(body=[m.Return(value=m.Call(func=m.Name("cls")))])
-_KEEP_SOURCE = """\
-quant_config.packed_modules_mapping.update(config.get("packed_modules_mapping") or {})  # patchkit autoround-packed-mapping
-return quant_config
-"""
-_KEEPS = m.SimpleStatementLine(body=[m.Expr(value=m.Call(
-    func=m.Attribute(value=m.Attribute(attr=m.Name("packed_modules_mapping")), attr=m.Name("update")),
-    args=[m.Arg(m.BooleanOperation(left=m.Call(args=[m.Arg(string("packed_modules_mapping"))])))],
-))])
+# The constructor's result is kept in a name; the snippet's first line (the update) marks the patch.
+CONSTRUCT = Snippet("quant_config = {construct}\n")
+KEEP_MAPPING = Snippet("""
+    quant_config.packed_modules_mapping.update(config.get("packed_modules_mapping") or {{}})  # patchkit autoround-packed-mapping
+    return quant_config
+""")
 _READS_MAPPING = m.Call(args=[m.Arg(string("packed_modules_mapping")), m.ZeroOrMore()])
+_FROM_CONFIG = m.FunctionDef(name=m.Name("from_config"))
 
 
 class AutoroundPackedMapping(Patch):
@@ -44,29 +45,24 @@ class AutoroundPackedMapping(Patch):
     DROP_WHEN = "drop when AutoRoundConfig.from_config reads packed_modules_mapping"
     APPLIES_TO = ">=0.5.10"
     TARGETS = (AUTO_ROUND,)
+    SCOPE = {AUTO_ROUND: (CLASS,)}
+    MARKS = {AUTO_ROUND: ((CLASS, KEEP_MAPPING),)}
     ANCHOR_SYMBOLS = (CLASS,)
     WATCH = (f"{CLASS}.from_config", f"{CLASS}.get_layer_config")
 
-    def _from_config(self, tree: cst.Module) -> list[cst.FunctionDef]:
-        return [fn for cls in classes(tree, CLASS) for fn in methods(cls, "from_config")]
-
-    def is_applied(self, path: str, tree: cst.Module) -> bool:
-        return any(statements(fn, _KEEPS) for fn in self._from_config(tree))
-
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
-        return any(m.findall(fn, _READS_MAPPING) and not statements(fn, _KEEPS) for fn in self._from_config(tree))
-
-    def transform(self, path: str, tree: cst.Module) -> cst.Module:
-        if not classes(tree, CLASS):
-            raise SkipPatch(f"{path} has no {CLASS}")
-        if self.is_applied(path, tree):
-            return tree
-        cls = find_class(tree, CLASS, path)
-        from_config = find_method(cls, "from_config", path)
-        returned = exactly_one(statements(from_config, _RETURNS_CLS), f"{CLASS}.from_config(): return cls(...)", path)
-        construct = cst.SimpleStatementLine(
-            body=[cst.Assign(targets=[cst.AssignTarget(cst.Name("quant_config"))], value=returned.body[0].value)],  # type: ignore[attr-defined]
-            leading_lines=returned.leading_lines,
+        # Upstream's fix: from_config itself reads config["packed_modules_mapping"] (passes it
+        # to the constructor or sets it), without this patch's line.
+        return any(
+            m.findall(fn, _READS_MAPPING) and not KEEP_MAPPING.present_in(fn)
+            for cls in top_classes(tree, CLASS) for fn in cls.body.body if m.matches(fn, _FROM_CONFIG)
         )
-        new_fn = replace_statement(from_config, returned, [construct, *parse_statements(_KEEP_SOURCE)])
-        return replace_member(tree, cls, replace_member(cls, from_config, new_fn))
+
+    def edit(self, path: str, tree: cst.Module) -> cst.Module:
+        return edits.edit_class(tree, CLASS, lambda cls: edits.edit_method(cls, "from_config", lambda fn: edits.replace(
+            fn, _RETURNS_CLS, self._keep_mapping, f"{CLASS}.from_config(): return cls(...)",
+        )))
+
+    def _keep_mapping(self, returned: cst.CSTNode) -> list[cst.BaseStatement]:
+        (construct,) = CONSTRUCT.fill(construct=returned.body[0].value)  # type: ignore[attr-defined]
+        return [construct.with_changes(leading_lines=returned.leading_lines), *KEEP_MAPPING.fill()]

@@ -26,7 +26,7 @@ import libcst.matchers as m
 
 from patchkit import edits
 from patchkit.matchers import self_attr, string
-from patchkit.patch import Patch, top_classes
+from patchkit.patch import Patch
 from patchkit.template import Snippet, walk_statements
 from patchkit.errors import AnchorError
 
@@ -105,10 +105,14 @@ class DraftLmheadPlaceholder(Patch):
              "Qwen3NextForCausalLM.set_embed_and_head")
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
+        # Upstream's fix (#38147), by its shape: the draft class shares the target's tensors
+        # (it still has set_embed_and_head) and allocates no ParallelLMHead in any of its
+        # methods. A head allocation moved out of __init__ (into a helper method) is not a
+        # fix: the patch then fails on its missing anchor instead of being skipped.
         return any(
-            not m.findall(init, _ALLOCATES_HEAD)
-            for cls in self.scope_classes(path, tree) for init in cls.body.body
-            if m.matches(init, m.FunctionDef(name=m.Name("__init__")))
+            not m.findall(cls, _ALLOCATES_HEAD)
+            and any(m.matches(fn, m.FunctionDef(name=m.Name("set_embed_and_head"))) for fn in cls.body.body)
+            for cls in self.scope_classes(path, tree)
         )
 
     def edit(self, path: str, tree: cst.Module) -> cst.Module:

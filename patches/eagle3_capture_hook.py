@@ -13,9 +13,11 @@ Matches 0.5.22's own implementation, so nothing changes for a user who upgrades 
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
-from patchkit.matchers import classes, exactly_one, find_class, methods, parse_statements, replace_member
-from patchkit.patch import Patch, SkipPatch
+from patchkit import edits
+from patchkit.patch import Patch, SkipPatch, top_classes
+from patchkit.template import Snippet
 
 QWEN3_5 = "sglang/srt/models/qwen3_5.py"
 QWEN3_5_TEXT = "sglang/srt/models/qwen3_5_text.py"
@@ -24,41 +26,43 @@ WRAPPERS = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGenerati
 METHOD = "set_eagle3_layers_to_capture"
 DFLASH = "set_dflash_layers_to_capture"
 
-_WRAPPER_SOURCE = f'''\
-def {METHOD}(self, layer_ids=None):
-    # patchkit eagle3-capture-hook: route to the Qwen3.5 decoder, which captures the layers
-    # flagged with _is_layer_to_capture (the inherited Qwen3-VL method only set a list it ignores).
-    pp_group = getattr(self, "pp_group", None)
-    if pp_group is not None and not pp_group.is_last_rank:
-        return
-    self.capture_aux_hidden_states = True
-    self.model.capture_aux_hidden_states = True
-    if layer_ids is None:
-        num_layers = self.config.num_hidden_layers
-        layers_to_capture = [2, num_layers // 2, num_layers - 3]
-    else:
-        layers_to_capture = [val + 1 for val in layer_ids]
-    self.model.{METHOD}(layers_to_capture)
-'''
+WRAPPER_METHOD = Snippet("""
+    def {method}(self, layer_ids=None):
+        # patchkit eagle3-capture-hook: route to the Qwen3.5 decoder, which captures the layers
+        # flagged with _is_layer_to_capture (the inherited Qwen3-VL method only set a list it ignores).
+        pp_group = getattr(self, "pp_group", None)
+        if pp_group is not None and not pp_group.is_last_rank:
+            return
+        self.capture_aux_hidden_states = True
+        self.model.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = self.config.num_hidden_layers
+            layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            layers_to_capture = [val + 1 for val in layer_ids]
+        self.model.{method}(layers_to_capture)
+""", blank_lines_before=1, method=METHOD)
 
-_TEXT_SOURCE = f'''\
-def {METHOD}(self, layer_ids=None):
-    # patchkit eagle3-capture-hook: as 0.5.22's text-only class does.
-    if not self.pp_group.is_last_rank:
-        return
-    self.capture_aux_hidden_states = True
-    if layer_ids is None:
-        num_layers = len(self.model.layers)
-        layers_to_capture = [2, num_layers // 2, num_layers - 3]
-    else:
-        layers_to_capture = [val + 1 for val in layer_ids]
-    self.model.{METHOD}(layers_to_capture)
-'''
+TEXT_METHOD = Snippet("""
+    def {method}(self, layer_ids=None):
+        # patchkit eagle3-capture-hook: as 0.5.22's text-only class does.
+        if not self.pp_group.is_last_rank:
+            return
+        self.capture_aux_hidden_states = True
+        if layer_ids is None:
+            num_layers = len(self.model.layers)
+            layers_to_capture = [2, num_layers // 2, num_layers - 3]
+        else:
+            layers_to_capture = [val + 1 for val in layer_ids]
+        self.model.{method}(layers_to_capture)
+""", blank_lines_before=1, method=METHOD)
+
+_DEFINES_METHOD = m.FunctionDef(name=m.Name(METHOD))
+_DEFINES_DFLASH = m.FunctionDef(name=m.Name(DFLASH))
 
 
-def _append_method(cls: cst.ClassDef, source: str) -> cst.ClassDef:
-    new = parse_statements(source, blank_lines_before=1)
-    return cls.with_changes(body=cls.body.with_changes(body=[*cls.body.body, *new]))
+def _defines(cls: cst.ClassDef, matcher: m.FunctionDef) -> list[cst.FunctionDef]:
+    return [fn for fn in cls.body.body if m.matches(fn, matcher)]  # type: ignore[misc]
 
 
 class Eagle3CaptureHook(Patch):
@@ -75,39 +79,48 @@ class Eagle3CaptureHook(Patch):
     APPLIES_TO = ">=0.5.11,<0.5.22"
     TARGETS = (QWEN3_5, QWEN3_5_TEXT)
     REQUIRES = (QWEN3_5,)
+    SCOPE = {QWEN3_5: (DECODER, *WRAPPERS), QWEN3_5_TEXT: (DECODER,)}
+    MARKS = {
+        QWEN3_5: tuple((wrapper, WRAPPER_METHOD) for wrapper in WRAPPERS),
+        QWEN3_5_TEXT: ((DECODER, TEXT_METHOD),),
+    }
     ANCHOR_SYMBOLS = WRAPPERS[:1]
     WATCH = (f"{DECODER}.{DFLASH}", f"{DECODER}.{METHOD}", f"{WRAPPERS[0]}.{METHOD}")
 
-    def is_applied(self, path: str, tree: cst.Module) -> bool:
-        if path == QWEN3_5_TEXT:
-            return any(methods(cls, METHOD) for cls in classes(tree, DECODER))
-        return any(methods(cls, METHOD) for cls in classes(tree, WRAPPERS[0]))
-
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
+        # Upstream's fix (0.5.22): the decoder defines set_eagle3_layers_to_capture itself (the
+        # VL base delegates to it), and no wrapper carries this patch's override. The text-only
+        # class: a method of its own that is not this patch's.
+        decoders = top_classes(tree, DECODER)
         if path == QWEN3_5_TEXT:
-            return False
-        # Upstream's decoder method, with no override of ours on the wrapper.
-        decoder_has = any(methods(cls, METHOD) for cls in classes(tree, DECODER))
-        return decoder_has and not self.is_applied(path, tree)
+            return any(fn for cls in decoders for fn in _defines(cls, _DEFINES_METHOD) if not TEXT_METHOD.matches(fn))
+        ours = any(WRAPPER_METHOD.present_in(cls) for name in WRAPPERS for cls in top_classes(tree, name))
+        return not ours and any(_defines(cls, _DEFINES_METHOD) for cls in decoders)
 
-    def transform(self, path: str, tree: cst.Module) -> cst.Module:
-        if self.is_applied(path, tree):
-            return tree
-        if path == QWEN3_5_TEXT:
-            if not classes(tree, DECODER):
-                raise SkipPatch(f"{path} has no text-only {DECODER}")
-            cls = find_class(tree, DECODER, path)
-            return replace_member(tree, cls, _append_method(cls, _TEXT_SOURCE))
-        if not classes(tree, DECODER) or not any(methods(c, DFLASH) for c in classes(tree, DECODER)):
+    def check(self, path: str, tree: cst.Module) -> None:
+        super().check(path, tree)
+        if path == QWEN3_5 and not any(_defines(cls, _DEFINES_DFLASH) for cls in top_classes(tree, DECODER)):
             raise SkipPatch(f"{path}: no layer-capture machinery ({DECODER}.{DFLASH}) in this release")
-        decoder = find_class(tree, DECODER, path)
-        dflash = exactly_one(methods(decoder, DFLASH), f"{DECODER}.{DFLASH}()", path)
-        # 0.5.22's decoder method is the DFlash one under another name.
-        eagle3 = dflash.with_changes(name=cst.Name(METHOD), leading_lines=[cst.EmptyLine(indent=False)])
-        body = list(decoder.body.body)
-        body.insert(body.index(dflash) + 1, eagle3)
-        tree = replace_member(tree, decoder, decoder.with_changes(body=decoder.body.with_changes(body=body)))
+
+    def edit(self, path: str, tree: cst.Module) -> cst.Module:
+        if path == QWEN3_5_TEXT:
+            return edits.edit_class(tree, DECODER, lambda cls: edits.append_to_block(cls, TEXT_METHOD.fill(), DECODER))
+        if not any(_defines(cls, _DEFINES_METHOD) for cls in top_classes(tree, DECODER)):
+            tree = edits.edit_class(tree, DECODER, self._decoder)
         for name in WRAPPERS:
-            for wrapper in classes(tree, name):
-                tree = replace_member(tree, wrapper, _append_method(wrapper, _WRAPPER_SOURCE))
+            for wrapper in top_classes(tree, name):
+                own = _defines(wrapper, _DEFINES_METHOD)
+                if any(WRAPPER_METHOD.matches(fn) for fn in own):
+                    continue  # this wrapper carries the override already: never a second def
+                if own:
+                    self.warn(f"{path}: {name} defines its own {METHOD}; left as it is")
+                    continue
+                tree = edits.edit_class(tree, name, lambda cls: edits.append_to_block(cls, WRAPPER_METHOD.fill(), name))
         return tree
+
+    def _decoder(self, decoder: cst.ClassDef) -> cst.ClassDef:
+        # 0.5.22's decoder method is the DFlash one under another name.
+        return edits.edit_method(decoder, DFLASH, lambda dflash: [
+            dflash,
+            dflash.with_changes(name=cst.Name(METHOD), leading_lines=[cst.EmptyLine(indent=False)]),
+        ])

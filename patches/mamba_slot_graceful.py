@@ -24,17 +24,11 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit.matchers import (
-    exactly_one,
-    replace_statement,
-    methods,
-    parse_statements,
-    replace_member,
-    statements,
-    string,
-)
+from patchkit import edits
 from patchkit.errors import AnchorError
+from patchkit.matchers import string
 from patchkit.patch import Patch, SkipPatch
+from patchkit.template import Snippet, walk_statements
 
 LEGACY = "sglang/srt/mem_cache/mamba_radix_cache.py"
 COMPONENT_PATHS = (
@@ -60,25 +54,31 @@ _ASSIGNS_FROM_ALLOC = m.SimpleStatementLine(
 )
 _CALLS_ALLOC = m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(ALLOC)))
 
-_SKIP_SOURCE = f'''\
-def {SKIP}(self, req):
-    """patchkit mamba-slot-graceful: skip this donation; log once per request."""
-    if not getattr(req, "_patchkit_mamba_donation_skipped", False):
-        req._patchkit_mamba_donation_skipped = True
-        import logging
+SKIP_METHOD = Snippet('''
+    def {skip}(self, req):
+        """patchkit mamba-slot-graceful: skip this donation; log once per request."""
+        if not getattr(req, "_patchkit_mamba_donation_skipped", False):
+            req._patchkit_mamba_donation_skipped = True
+            import logging
 
-        logging.getLogger(__name__).warning(
-            "No free mamba cache slot to donate the prefix of request %s; not caching it "
-            "(patchkit mamba-slot-graceful). Consider a larger --max-mamba-cache-size.",
-            getattr(req, "rid", "?"),
-        )
-'''
+            logging.getLogger(__name__).warning(
+                "No free mamba cache slot to donate the prefix of request %s; not caching it "
+                "(patchkit mamba-slot-graceful). Consider a larger --max-mamba-cache-size.",
+                getattr(req, "rid", "?"),
+            )
+''', blank_lines_before=1, skip=SKIP)
 
-_GUARD_SOURCE = """\
-if {name} is None:
-    self.{skip}(req)
-    return {value}
-"""
+GUARD = Snippet("""
+    if {name} is None:
+        self.{skip}(req)
+        return {value}
+""", skip=SKIP)
+_DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())])
+_TRY_ALLOC_DOC = '"""patchkit mamba-slot-graceful: like _alloc_mamba_slot, but None when no slot can be had."""'
+
+
+def _methods(cls: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
+    return [fn for fn in cls.body.body if m.matches(fn, m.FunctionDef(name=m.Name(name)))]  # type: ignore[misc]
 
 
 class MambaSlotGraceful(Patch):
@@ -97,69 +97,74 @@ class MambaSlotGraceful(Patch):
     ANCHOR_SYMBOLS = tuple(DONATING)
     WATCH = tuple(f"{cls}.{fn}" for cls, donating in DONATING.items() for fn in (ALLOC, donating))
 
-    def _class(self, path: str, tree: cst.Module) -> cst.ClassDef | None:
-        found = [node for node in tree.body if m.matches(node, m.ClassDef(name=m.OneOf(*map(m.Name, DONATING))))
-                 and methods(node, ALLOC)]
-        return exactly_one(found, f"class with {ALLOC}() ({' or '.join(DONATING)})", path) if found else None
+    SCOPE = {path: tuple(DONATING) for path in TARGETS}
+
+    def _classes(self, path: str, tree: cst.Module) -> list[cst.ClassDef]:
+        return [cls for cls in self.scope_classes(path, tree) if _methods(cls, ALLOC)]
+
+    def check(self, path: str, tree: cst.Module) -> None:
+        found = self._classes(path, tree)
+        if not found:
+            raise SkipPatch(f"{path} has no mamba cache class with {ALLOC}()")
+        if len(found) > 1:
+            raise AnchorError(f"{path}: anchor is ambiguous ({len(found)} matches): class with {ALLOC}() ({' or '.join(DONATING)})")
 
     def is_applied(self, path: str, tree: cst.Module) -> bool:
-        cls = self._class(path, tree)
-        return cls is not None and bool(methods(cls, TRY_ALLOC)) and bool(methods(cls, SKIP))
+        # The try-alloc twin is derived from the release's own _alloc_mamba_slot (no snippet to
+        # compare with), the skip method is this patch's snippet.
+        return any(_methods(cls, TRY_ALLOC) and SKIP_METHOD.present_in(cls) for cls in self._classes(path, tree))
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
-        cls = self._class(path, tree)
-        if cls is None or methods(cls, TRY_ALLOC):
-            return False
-        # Upstream made the allocation itself graceful (no assert left to crash on).
-        return not any(statements(fn, _ASSERTS_SLOT) for fn in methods(cls, ALLOC))
+        # Upstream's fix, by its shape: the allocation no longer asserts AND the donating
+        # function handles a failed allocation itself (`if <slot> is None` after the call).
+        for cls in self._classes(path, tree):
+            if _methods(cls, TRY_ALLOC) or any(m.matches(s, _ASSERTS_SLOT) for fn in _methods(cls, ALLOC) for s in walk_statements(fn)):
+                continue
+            for fn in _methods(cls, DONATING[cls.name.value]):
+                names = [m.extract(s, _ASSIGNS_FROM_ALLOC)["name"].value for s in walk_statements(fn) if m.matches(s, _ASSIGNS_FROM_ALLOC)]  # type: ignore[index,union-attr]
+                if names and any(m.matches(s, m.If(test=_is_none(name))) for name in names for s in walk_statements(fn)):
+                    return True
+        return False
 
-    def transform(self, path: str, tree: cst.Module) -> cst.Module:
-        cls = self._class(path, tree)
-        if cls is None:
-            raise SkipPatch(f"{path} has no mamba cache class with {ALLOC}()")
-        if self.is_applied(path, tree):
-            return tree
+    def edit(self, path: str, tree: cst.Module) -> cst.Module:
+        (cls,) = self._classes(path, tree)
+        return edits.edit_class(tree, cls.name.value, self._edit_class)
+
+    def _edit_class(self, cls: cst.ClassDef) -> cst.ClassDef:
         kind = cls.name.value
-        alloc = exactly_one(methods(cls, ALLOC), f"{kind}.{ALLOC}()", path)
-        donating = exactly_one(methods(cls, DONATING[kind]), f"{kind}.{DONATING[kind]}()", path)
-
         where = f"{kind}.{DONATING[kind]}()"
-        sites = statements(donating, _ASSIGNS_FROM_ALLOC)
-        if not sites:
-            raise AnchorError(f"{path}: anchor not found: {where}: <name> = self.{ALLOC}(...)")
-        if len(m.findall(donating, _CALLS_ALLOC)) != len(sites):
-            # A call in another shape (nested in an expression) would escape the guard.
-            raise AnchorError(f"{path}: anchor is ambiguous: {where} calls self.{ALLOC}() outside `<name> = self.{ALLOC}(...)`")
 
-        new_donating = donating
-        for site in sites:
-            name = m.extract(site, _ASSIGNS_FROM_ALLOC)["name"].value  # type: ignore[index,union-attr]
-            retargeted = site.deep_replace(_only(m.findall(site, _CALLS_ALLOC)).func.attr, cst.Name(TRY_ALLOC))  # type: ignore[attr-defined]
-            guard = parse_statements(_GUARD_SOURCE.format(name=name, skip=SKIP, value=SKIP_RETURN[kind]))
-            new_donating = replace_statement(new_donating, site, [retargeted, *guard])
+        def guard_sites(donating: cst.FunctionDef) -> cst.FunctionDef:
+            sites = [s for s in walk_statements(donating) if m.matches(s, _ASSIGNS_FROM_ALLOC)]
+            if sites and len(m.findall(donating, _CALLS_ALLOC)) != len(sites):
+                # A call in another shape (nested in an expression) would escape the guard.
+                raise AnchorError(f"anchor is ambiguous: {where} calls self.{ALLOC}() outside `<name> = self.{ALLOC}(...)`")
+            return edits.replace(donating, _ASSIGNS_FROM_ALLOC, lambda site: self._guarded(kind, site),
+                                 f"{where}: <name> = self.{ALLOC}(...)", every=True)
 
-        # Returns Optional now; drop the Tensor annotation rather than import Optional.
-        try_alloc = _without_assert(alloc, path).with_changes(name=cst.Name(TRY_ALLOC), returns=None)
-        skip = parse_statements(_SKIP_SOURCE, blank_lines_before=1)
-        new_cls = replace_member(cls, donating, new_donating)
-        body = list(new_cls.body.body)
-        position = body.index(alloc) + 1
-        body[position:position] = [try_alloc.with_changes(leading_lines=[cst.EmptyLine(indent=False)]), *skip]
-        new_cls = new_cls.with_changes(body=new_cls.body.with_changes(body=body))
-        return replace_member(tree, cls, new_cls)
+        cls = edits.edit_method(cls, DONATING[kind], guard_sites)
+        return edits.edit_method(cls, ALLOC, lambda alloc: [alloc, _try_alloc(alloc), *SKIP_METHOD.fill()])
+
+    def _guarded(self, kind: str, site: cst.CSTNode) -> list[cst.BaseStatement]:
+        name = m.extract(site, _ASSIGNS_FROM_ALLOC)["name"]  # type: ignore[index]
+        (call,) = m.findall(site, _CALLS_ALLOC)
+        retargeted = site.deep_replace(call.func.attr, cst.Name(TRY_ALLOC))  # type: ignore[attr-defined]
+        return [retargeted, *GUARD.fill(name=name.value, value=SKIP_RETURN[kind])]  # type: ignore[list-item,union-attr]
 
 
-def _only(found):
-    (single,) = found
-    return single
+def _is_none(name: str) -> m.BaseMatcherNode:
+    return m.Comparison(left=m.Name(name), comparisons=[m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))]) | m.UnaryOperation(
+        operator=m.Not(), expression=m.Name(name))
 
 
-def _without_assert(alloc: cst.FunctionDef, path: str) -> cst.FunctionDef:
-    """`_alloc_mamba_slot` with its 'Can not alloc mamba cache' assert removed: returns None."""
-    assertion = exactly_one(statements(alloc, _ASSERTS_SLOT), f'{ALLOC}(): assert ..., "Can not alloc mamba cache"', path)
-    docstring = '"""patchkit mamba-slot-graceful: like _alloc_mamba_slot, but None when no slot can be had."""'
-    body = list(alloc.body.body)
-    if body and m.matches(body[0], m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())])):
-        body[0] = body[0].with_changes(body=[cst.Expr(cst.parse_expression(docstring))])
-    stripped = alloc.with_changes(body=alloc.body.with_changes(body=body))
-    return replace_statement(stripped, assertion, [])
+def _try_alloc(alloc: cst.FunctionDef) -> cst.FunctionDef:
+    """`_alloc_mamba_slot` renamed, with its 'Can not alloc mamba cache' assert removed (returns
+    None), its docstring replaced and its Tensor annotation dropped (Optional now)."""
+    stripped = edits.replace(alloc, _ASSERTS_SLOT, lambda assertion: [], f'{ALLOC}(): assert ..., "Can not alloc mamba cache"')
+    body = list(stripped.body.body)
+    if body and m.matches(body[0], _DOCSTRING):
+        body[0] = body[0].with_changes(body=[cst.Expr(cst.parse_expression(_TRY_ALLOC_DOC))])  # type: ignore[call-arg]
+    return stripped.with_changes(
+        body=stripped.body.with_changes(body=body), name=cst.Name(TRY_ALLOC), returns=None,
+        leading_lines=[cst.EmptyLine(indent=False)],
+    )

@@ -25,34 +25,26 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit.matchers import (
-    classes,
-    exactly_one,
-    find_class,
-    find_method,
-    functions,
-    insert_after,
-    parse_statements,
-    replace_method,
-    string,
-)
-from patchkit.patch import Patch, SkipPatch
+from patchkit import edits
+from patchkit.errors import AnchorError
+from patchkit.matchers import capture
+from patchkit.patch import Patch
+from patchkit.template import Snippet
 
 MULTIMEM_AG = "sglang/srt/distributed/device_communicators/triton_symm_mem_ag.py"
 TORCH_SYMM_MEM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
+COMMUNICATOR = "TorchSymmMemCommunicator"
 ENV = "SGLANG_PATCH_DISABLE_SYMM_MEM"
 SWITCH = "_patchkit_symm_mem_kill_switch"
-
 DECIDE = "_patchkit_symm_mem_blocked"
 
-# The switch's source; {env}, {decide}, {switch} and {alias} are filled in by str.replace (the
-# f-strings inside keep their own braces).
-_SWITCH_TEMPLATE = """def {decide}():
-    \"\"\"patchkit symm-mem-kill-switch: why torch symmetric memory must not run in this process
+KILL_SWITCH = Snippet('''
+def {decide}():
+    """patchkit symm-mem-kill-switch: why torch symmetric memory must not run in this process
     ("" when it may), decided once, before its first native call, from what the process already
     has (it initialises nothing). {env}=auto (the default) blocks it only where the native
     rendezvous would crash (SIGFPE, which no try/except catches): a WSL2 host, or GPUs without
-    multicast or without peer access; {env}=1 always blocks it, 0 never does.\"\"\"
+    multicast or without peer access; {env}=1 always blocks it, 0 never does."""
     verdict = {decide}.__dict__
     if "reason" in verdict:
         return verdict["reason"]
@@ -74,18 +66,18 @@ _SWITCH_TEMPLATE = """def {decide}():
         reason = "auto: no initialised CUDA device whose facts could be read"
     else:
         count = torch.cuda.device_count()
-        why = f"auto: {count} GPU(s) with multicast and peer access, not WSL2"
+        why = f"auto: {{count}} GPU(s) with multicast and peer access, not WSL2"
         try:
             for device in range(count):
                 if not {alias}._SymmetricMemory.has_multicast_support({alias}.DeviceType.CUDA, device):
-                    reason = f"auto: GPU {device} has no multicast support"
+                    reason = f"auto: GPU {{device}} has no multicast support"
                     break
                 blind = [peer for peer in range(count) if peer != device and not torch.cuda.can_device_access_peer(device, peer)]
                 if blind:
-                    reason = f"auto: GPU {device} has no peer access to GPU {blind[0]}"
+                    reason = f"auto: GPU {{device}} has no peer access to GPU {{blind[0]}}"
                     break
         except Exception as exc:  # this torch cannot tell: the safe side
-            reason = f"auto: device facts unreadable ({type(exc).__name__}: {exc})"
+            reason = f"auto: device facts unreadable ({{type(exc).__name__}}: {{exc}})"
     logging.getLogger(__name__).warning(
         "patchkit symm-mem-kill-switch: torch symmetric memory %s (%s)",
         "blocked, SGLang falls back to NCCL" if reason else "allowed",
@@ -96,9 +88,9 @@ _SWITCH_TEMPLATE = """def {decide}():
 
 
 def {switch}():
-    \"\"\"patchkit symm-mem-kill-switch: torch symmetric memory's empty/rendezvous raise a Python
+    """patchkit symm-mem-kill-switch: torch symmetric memory's empty/rendezvous raise a Python
     error, which lets _build() fall back to NCCL, where {decide}() says the native rendezvous
-    would crash. {env}=0 leaves them untouched.\"\"\"
+    would crash. {env}=0 leaves them untouched."""
     import os
 
     if os.environ.get("{env}", "auto").strip().lower() == "0":
@@ -110,7 +102,7 @@ def {switch}():
             if reason:
                 raise RuntimeError(
                     "torch symmetric memory is off: patchkit's symm-mem kill switch stops it before "
-                    f"its native rendezvous ({reason}); set {env}=0 to allow it"
+                    f"its native rendezvous ({{reason}}); set {env}=0 to allow it"
                 )
             return real(*args, **kwargs)
 
@@ -121,9 +113,10 @@ def {switch}():
 
 
 {switch}()
-"""
+''', blank_lines_before=2, switch=SWITCH, decide=DECIDE, env=ENV)
 
-_GUARD_SOURCE = """\
+# `import os` is common; the `if` is what marks the guard.
+FLAG_GUARD = Snippet('''
 import os
 
 if os.environ.get("{env}", "auto").strip().lower() != "0":
@@ -133,10 +126,9 @@ if os.environ.get("{env}", "auto").strip().lower() != "0":
     if symm_mem_off:
         raise RuntimeError(
             "--enable-torch-symm-mem needs torch symmetric memory, which patchkit's symm-mem "
-            f"kill switch turns off here ({symm_mem_off}); set {env}=0 to use it, or drop the flag"
+            f"kill switch turns off here ({{symm_mem_off}}); set {env}=0 to use it, or drop the flag"
         )
-""".replace("{env}", ENV).replace("{decide}", DECIDE)
-_SWITCH_SOURCE = _SWITCH_TEMPLATE.replace("{env}", ENV).replace("{decide}", DECIDE).replace("{switch}", SWITCH)
+''', mark_statement=1, env=ENV, decide=DECIDE)
 
 _SYMM_MEM_IMPORT = m.SimpleStatementLine(
     body=[m.Import(names=[m.ImportAlias(
@@ -144,14 +136,7 @@ _SYMM_MEM_IMPORT = m.SimpleStatementLine(
         asname=m.AsName(name=m.SaveMatchedNode(m.Name(), "alias")),
     )])]
 )
-_SWITCH_DEF = m.FunctionDef(name=m.Name(SWITCH))
-_SWITCH_CALL = m.SimpleStatementLine(body=[m.Expr(value=m.Call(func=m.Name(SWITCH), args=[]))])
-_READS_ENV = m.Call(func=m.Attribute(attr=m.Name("get")), args=[m.Arg(string(ENV)), m.ZeroOrMore()])
-# The guard: an `if` reading the switch's variable whose body imports the switch's decision.
-_GUARD = m.If(
-    test=m.MatchIfTrue(lambda test: bool(m.findall(test, _READS_ENV))),
-    body=m.MatchIfTrue(lambda body: bool(m.findall(body, m.ImportAlias(name=m.Name(DECIDE))))),
-)
+_IMPORT = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
 _DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
 # A future upstream switch for the multimem all-gather (issue text: SGLANG_DISABLE_MULTIMEM_AG).
 _UPSTREAM_SWITCH = m.SimpleString(value=m.MatchIfTrue(lambda raw: "SGLANG_DISABLE_MULTIMEM_AG" in raw)) | m.Attribute(
@@ -176,6 +161,8 @@ class SymmMemKillSwitch(Patch):
     APPLIES_TO = ">=0.5.15"
     TARGETS = (MULTIMEM_AG, TORCH_SYMM_MEM)
     REQUIRES = (MULTIMEM_AG,)
+    SCOPE = {TORCH_SYMM_MEM: (COMMUNICATOR,)}
+    MARKS = {MULTIMEM_AG: ((None, KILL_SWITCH),), TORCH_SYMM_MEM: ((COMMUNICATOR, FLAG_GUARD),)}
     ANCHOR_SYMBOLS = ("MultimemAllGatherer",)
     WATCH = ("MultimemAllGatherer._build", "create_state", "TorchSymmMemCommunicator.__init__")
     RUNTIME_HOOK = {
@@ -187,50 +174,29 @@ class SymmMemKillSwitch(Patch):
         "opt_out": {ENV: "0"},
     }
 
-    def is_applied(self, path: str, tree: cst.Module) -> bool:
-        if path == MULTIMEM_AG:
-            return any(m.matches(s, _SWITCH_DEF) for s in tree.body) and any(m.matches(s, _SWITCH_CALL) for s in tree.body)
-        return any(
-            _guard_in(fn) for cls in classes(tree, "TorchSymmMemCommunicator") for fn in functions(cls)
-            if fn.name.value == "__init__"
-        )
-
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         if path != MULTIMEM_AG:
             return False
         return bool(m.findall(tree, _UPSTREAM_SWITCH))
 
-    def transform(self, path: str, tree: cst.Module) -> cst.Module:
-        if self.is_applied(path, tree):
-            return tree
+    def edit(self, path: str, tree: cst.Module) -> cst.Module:
         if path == MULTIMEM_AG:
-            return self._install_switch(path, tree)
-        return self._guard_torch_symm_mem(path, tree)
+            return self._install_switch(tree)
+        return edits.edit_class(tree, COMMUNICATOR, lambda cls: edits.edit_method(cls, "__init__", self._guard_init))
 
-    def _install_switch(self, path: str, tree: cst.Module) -> cst.Module:
-        imports = [(s, m.extract(s, _SYMM_MEM_IMPORT)) for s in tree.body if m.matches(s, _SYMM_MEM_IMPORT)]
-        _, captured = exactly_one(imports, "import torch.distributed._symmetric_memory as <alias>", path)
-        alias = captured["alias"].value  # type: ignore[index,union-attr]
+    def _install_switch(self, tree: cst.Module) -> cst.Module:
+        imports = [s for s in tree.body if m.matches(s, _SYMM_MEM_IMPORT)]
+        if len(imports) != 1:
+            raise AnchorError(f"anchor {'not found' if not imports else 'is ambiguous'}: import torch.distributed._symmetric_memory as <alias>")
+        alias = capture(imports[0], _SYMM_MEM_IMPORT, "alias")
+        assert isinstance(alias, cst.Name)
         # After the last top-level import, so the module's own imports stay together.
-        last_import = [s for s in tree.body if m.matches(s, m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()]))][-1]
-        body = list(tree.body)
-        position = body.index(last_import) + 1
-        new = parse_statements(_SWITCH_SOURCE.replace("{alias}", alias), blank_lines_before=2)
-        return tree.with_changes(body=[*body[:position], *new, *body[position:]])
+        last_import = [s for s in tree.body if m.matches(s, _IMPORT)][-1]
+        return edits.edit_member(tree, lambda node: node is last_import, lambda node: [node, *KILL_SWITCH.fill(alias=alias)],
+                                 "the last top-level import")
 
-    def _guard_torch_symm_mem(self, path: str, tree: cst.Module) -> cst.Module:
-        if not classes(tree, "TorchSymmMemCommunicator"):
-            raise SkipPatch(f"{path} has no TorchSymmMemCommunicator")
-        cls = find_class(tree, "TorchSymmMemCommunicator", path)
-        init = find_method(cls, "__init__", path)
-        statements = list(init.body.body)
-        guard = parse_statements(_GUARD_SOURCE)
-        if statements and m.matches(statements[0], _DOCSTRING):
-            new_init = insert_after(init, statements[0], guard)
-        else:
-            new_init = init.with_changes(body=init.body.with_changes(body=[*guard, *statements]))
-        return replace_method(tree, cls, init, new_init)
-
-
-def _guard_in(fn: cst.FunctionDef) -> bool:
-    return any(m.matches(s, _GUARD) for s in fn.body.body)
+    def _guard_init(self, init: cst.FunctionDef) -> cst.FunctionDef:
+        first = init.body.body[0] if init.body.body else None
+        if first is not None and m.matches(first, _DOCSTRING):
+            return edits.edit_member(init, lambda node: node is first, lambda node: [node, *FLAG_GUARD.fill()], "__init__'s docstring")
+        return edits.prepend_to_block(init, FLAG_GUARD.fill(), f"{COMMUNICATOR}.__init__")

@@ -22,6 +22,7 @@ from packaging.specifiers import SpecifierSet
 
 from patchkit.edits import EditError
 from patchkit.errors import AnchorError, PatchkitError
+from patchkit.matchers import classes
 from patchkit.template import Snippet
 
 
@@ -29,9 +30,7 @@ class SkipPatch(PatchkitError):
     """Raised by a transform when this file does not carry what the patch fixes."""
 
 
-def top_classes(tree: cst.Module, name: str) -> list[cst.ClassDef]:
-    """The top-level classes of that name (usually zero or one)."""
-    return [node for node in tree.body if isinstance(node, cst.ClassDef) and node.name.value == name]
+top_classes = classes  # the top-level classes of that name (usually zero or one)
 
 
 class Patch:

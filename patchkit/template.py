@@ -68,7 +68,7 @@ class _Fill(cst.CSTTransformer):
 class Snippet:
     """Statements with named holes, parsed once; see the module docstring."""
 
-    def __init__(self, source: str, *, blank_lines_before: int = 0, **constants: object) -> None:
+    def __init__(self, source: str, *, blank_lines_before: int = 0, mark_statement: int = 0, **constants: object) -> None:
         text = textwrap.dedent(source).lstrip("\n")
         self.holes: tuple[str, ...] = ()
         pieces: list[str] = []
@@ -108,6 +108,9 @@ class Snippet:
                 leading_lines=[cst.EmptyLine(indent=False)] * blank_lines_before + list(first.leading_lines)
             )
         self.statements: tuple[cst.BaseStatement, ...] = tuple(unindented)
+        if not 0 <= mark_statement < len(self.statements):
+            raise TemplateError(f"snippet has {len(self.statements)} statement(s); mark_statement {mark_statement} is not one of them")
+        self.mark_statement = mark_statement
 
     def __repr__(self) -> str:
         first = self.source.splitlines()[0] if self.source else ""
@@ -130,16 +133,17 @@ class Snippet:
 
     @property
     def head(self) -> cst.BaseStatement:
-        """The first statement: what `find` looks for."""
-        return self.statements[0]
+        """The statement that identifies the snippet (the first, or the one `mark_statement` names, when
+        the first is as common as `import os`): what `find` looks for."""
+        return self.statements[self.mark_statement]
 
     def matches(self, node: cst.CSTNode) -> bool:
-        """Whether `node` is this snippet's first statement, by shape."""
+        """Whether `node` is this snippet's identifying statement, by shape."""
         return same_shape(self.head, node)
 
     def find(self, scope: cst.CSTNode) -> list[cst.CSTNode]:
         """Statements inside `scope` (at any depth of nested blocks) shaped like the snippet's
-        first statement."""
+        identifying statement."""
         return [node for node in walk_statements(scope) if same_shape(self.head, node)]
 
     def present_in(self, scope: cst.CSTNode) -> bool:

@@ -6,6 +6,16 @@ import pytest
 
 from testing.releases import copy_release
 
+# Tests on real releases, the behaviour venv or a GPU are `slow`: `pytest -m "not slow"` is the
+# inner loop (the unit tests of the core and the before/after tests of every patch).
+_SLOW_MARKS = ("integration", "behaviour", "gpu", "faults")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(item.get_closest_marker(name) for name in _SLOW_MARKS):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def patchkit_home(tmp_path_factory, monkeypatch) -> Path:

@@ -66,6 +66,12 @@ class Qwen3_5ForCausalLMMTP(nn.Module):
                 continue
 '''
 
+SHARES = '''
+    def set_embed_and_head(self, embed, head):
+        self.model.embed_tokens.weight = embed
+        self.lm_head.weight = head
+'''
+
 
 class TestDraftLmheadPlaceholder(PatchTest):
     PATCH = DraftLmheadPlaceholder
@@ -81,8 +87,28 @@ class TestDraftLmheadPlaceholder(PatchTest):
                               after.replace("get_parallel().pp_group", "get_pp_group()"))
 
     def test_upstream_fix_without_draft_head_recognised(self):
-        fixed = BEFORE.replace("ParallelLMHead(config.vocab_size, config.hidden_size)", "_SharedHead()")
+        # #38147's shape: no head allocated anywhere in the draft class, the target's shared in.
+        fixed = BEFORE.replace("ParallelLMHead(config.vocab_size, config.hidden_size)", "None") + SHARES
         assert DraftLmheadPlaceholder().is_fixed_upstream(self.PATH, self.parse(fixed))
+
+    def test_head_moved_into_a_helper_is_not_a_fix(self):
+        # A refactor that allocates the head in another method still needs the patch: not
+        # upstream-fixed, and the transform fails on its missing anchor (never a silent skip).
+        moved = BEFORE.replace("ParallelLMHead(config.vocab_size, config.hidden_size)", "self._build_head(config)") + SHARES + (
+            "\n    def _build_head(self, config):\n        return ParallelLMHead(config.vocab_size, config.hidden_size)\n"
+        )
+        assert not DraftLmheadPlaceholder().is_fixed_upstream(self.PATH, self.parse(moved))
+        without_sharing = BEFORE.replace("ParallelLMHead(config.vocab_size, config.hidden_size)", "None")
+        assert not DraftLmheadPlaceholder().is_fixed_upstream(self.PATH, self.parse(without_sharing))
+
+    def test_every_embedding_load_branch_is_guarded(self):
+        # Two branches in one load_weights: the old identity splicing guarded only the first.
+        second = BEFORE + (
+            '            if name in ("model.embed_tokens.weight",):\n'
+            "                continue\n"
+        )
+        patched = DraftLmheadPlaceholder().transform(self.PATH, self.parse(second)).code
+        assert patched.count("if self.model.embed_tokens.weight.numel() == 0:") == 2
 
     def test_missing_head_branch_is_an_error(self):
         broken = BEFORE.replace("get_parallel().pp_group.is_last_rank", "True")

@@ -120,8 +120,21 @@ class TestUnifiedComponent(PatchTest):
         self.assert_transform(COMPONENT_BEFORE, COMPONENT_AFTER)
 
     def test_upstream_graceful_allocation_recognised(self):
-        fixed = COMPONENT_BEFORE.replace('            assert slot is not None, "Can not alloc mamba cache"\n', "")
+        # Upstream's fix has two parts: the allocation no longer asserts, and the donation
+        # handles a failed allocation itself.
+        fixed = COMPONENT_BEFORE.replace('            assert slot is not None, "Can not alloc mamba cache"\n', "").replace(
+            "            mamba_value_donated = self._alloc_mamba_slot(req)\n",
+            "            mamba_value_donated = self._alloc_mamba_slot(req)\n            if mamba_value_donated is None:\n                return 0\n",
+        )
         assert MambaSlotGraceful().is_fixed_upstream(self.PATH, self.parse(fixed))
+
+    def test_assert_gone_without_handling_is_not_taken_for_a_fix(self):
+        # Only the absence of the bug's shape (a refactor moved the assert): the patch is still
+        # needed, and says so by failing on its missing anchor instead of a silent upstream-fixed.
+        moved = COMPONENT_BEFORE.replace('            assert slot is not None, "Can not alloc mamba cache"\n', "")
+        assert not MambaSlotGraceful().is_fixed_upstream(self.PATH, self.parse(moved))
+        with pytest.raises(AnchorError, match="Can not alloc mamba cache"):
+            MambaSlotGraceful().transform(self.PATH, self.parse(moved))
 
     def test_call_in_another_shape_is_ambiguous(self):
         odd = COMPONENT_BEFORE.replace("        insert_params.mamba_value = mamba_value_donated\n",

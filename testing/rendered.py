@@ -1,0 +1,47 @@
+"""What the patches render on a release, decided by their probes alone (as `apply` on a pristine
+tree would): each patch's state and, per file, the patches stacked on it and the sha256 of
+the result. `python -m testing.rendered [V...]` prints it for the cached releases."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+from patchkit import engine, registry
+from testing.releases import pristine
+
+VERSIONS = tuple(f"0.5.{minor}" for minor in range(10, 24))
+
+
+class _Tree:
+    def __init__(self, root: Path, version: str) -> None:
+        self.root, self.version = root, version
+
+    def read(self, rel: str) -> bytes | None:
+        path = self.root / rel
+        return path.read_bytes() if path.is_file() else None
+
+
+def render(version: str) -> dict:
+    source = _Tree(pristine(version), version)
+    view = engine.code_view(source)
+    classes = {cls.ID: cls for cls in registry.load_all()}
+    statuses, per_file = {}, {}
+    for pid in registry.patch_ids():
+        status = engine.evaluate(view, pid)
+        statuses[pid] = [status.state, list(status.files)]
+        if status.state == engine.PENDING:
+            for rel in status.files:
+                per_file.setdefault(rel, []).append(pid)
+    files = {}
+    for rel, ids in sorted(per_file.items()):
+        ids = registry.stack(ids, classes)
+        data = view.fold(rel, source.read(rel), tuple(ids)).code.encode("utf-8")
+        files[rel] = [ids, hashlib.sha256(data).hexdigest()]
+    return {"statuses": statuses, "files": files}
+
+
+if __name__ == "__main__":
+    print(json.dumps({v: render(v) for v in sys.argv[1:] or VERSIONS}, indent=1, sort_keys=True))
