@@ -64,5 +64,8 @@ class AutoroundPackedMapping(Patch):
         )))
 
     def _keep_mapping(self, returned: cst.CSTNode) -> list[cst.BaseStatement]:
-        (construct,) = CONSTRUCT.fill(construct=returned.body[0].value)  # type: ignore[attr-defined]
+        assert isinstance(returned, cst.SimpleStatementLine) and isinstance(returned.body[0], cst.Return)
+        value = returned.body[0].value
+        assert value is not None
+        (construct,) = CONSTRUCT.fill(construct=value)
         return [construct.with_changes(leading_lines=returned.leading_lines), *KEEP_MAPPING.fill()]

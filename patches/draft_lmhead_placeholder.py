@@ -134,11 +134,14 @@ class DraftLmheadPlaceholder(Patch):
         return cls
 
     def _add_placeholder(self, builds_head: cst.CSTNode) -> list[cst.BaseStatement]:
-        pp_group = m.extract(builds_head, _BUILDS_HEAD)["pp_group"]  # type: ignore[index]
-        return [builds_head, *PLACEHOLDER.fill(pp_group=pp_group)]  # type: ignore[list-item]
+        captured = m.extract(builds_head, _BUILDS_HEAD)
+        assert captured is not None and isinstance(captured["pp_group"], cst.BaseExpression)
+        assert isinstance(builds_head, cst.BaseStatement)
+        return [builds_head, *PLACEHOLDER.fill(pp_group=captured["pp_group"])]
 
     def _skip_load(self, branch: cst.CSTNode) -> cst.CSTNode:
-        if any(SKIP_LOAD.matches(stmt) for stmt in branch.body.body):  # type: ignore[attr-defined]
+        assert isinstance(branch, cst.If) and isinstance(branch.body, cst.IndentedBlock)
+        if any(SKIP_LOAD.matches(stmt) for stmt in branch.body.body):
             return branch  # guarded already (a second run over a partly patched file)
         return edits.prepend_to_block(branch, SKIP_LOAD.fill(), "the embedding-load branch")
 

@@ -16,6 +16,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patchkit import edits
+from patchkit.matchers import functions
 from patchkit.patch import Patch, SkipPatch, top_classes
 from patchkit.template import Snippet
 
@@ -62,7 +63,7 @@ _DEFINES_DFLASH = m.FunctionDef(name=m.Name(DFLASH))
 
 
 def _defines(cls: cst.ClassDef, matcher: m.FunctionDef) -> list[cst.FunctionDef]:
-    return [fn for fn in cls.body.body if m.matches(fn, matcher)]  # type: ignore[misc]
+    return [fn for fn in functions(cls) if m.matches(fn, matcher)]
 
 
 class Eagle3CaptureHook(Patch):

@@ -26,7 +26,7 @@ import libcst.matchers as m
 
 from patchkit import edits
 from patchkit.errors import AnchorError
-from patchkit.matchers import string
+from patchkit.matchers import capture, methods, string
 from patchkit.patch import Patch, SkipPatch
 from patchkit.template import Snippet, walk_statements
 
@@ -78,7 +78,7 @@ _TRY_ALLOC_DOC = '"""patchkit mamba-slot-graceful: like _alloc_mamba_slot, but N
 
 
 def _methods(cls: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
-    return [fn for fn in cls.body.body if m.matches(fn, m.FunctionDef(name=m.Name(name)))]  # type: ignore[misc]
+    return methods(cls, name)
 
 
 class MambaSlotGraceful(Patch):
@@ -121,7 +121,7 @@ class MambaSlotGraceful(Patch):
             if _methods(cls, TRY_ALLOC) or any(m.matches(s, _ASSERTS_SLOT) for fn in _methods(cls, ALLOC) for s in walk_statements(fn)):
                 continue
             for fn in _methods(cls, DONATING[cls.name.value]):
-                names = [m.extract(s, _ASSIGNS_FROM_ALLOC)["name"].value for s in walk_statements(fn) if m.matches(s, _ASSIGNS_FROM_ALLOC)]  # type: ignore[index,union-attr]
+                names = [_assigned_name(s) for s in walk_statements(fn) if m.matches(s, _ASSIGNS_FROM_ALLOC)]
                 if names and any(m.matches(s, m.If(test=_is_none(name))) for name in names for s in walk_statements(fn)):
                     return True
         return False
@@ -146,13 +146,20 @@ class MambaSlotGraceful(Patch):
         return edits.edit_method(cls, ALLOC, lambda alloc: [alloc, _try_alloc(alloc), *SKIP_METHOD.fill()])
 
     def _guarded(self, kind: str, site: cst.CSTNode) -> list[cst.BaseStatement]:
-        name = m.extract(site, _ASSIGNS_FROM_ALLOC)["name"]  # type: ignore[index]
         (call,) = m.findall(site, _CALLS_ALLOC)
-        retargeted = site.deep_replace(call.func.attr, cst.Name(TRY_ALLOC))  # type: ignore[attr-defined]
-        return [retargeted, *GUARD.fill(name=name.value, value=SKIP_RETURN[kind])]  # type: ignore[list-item,union-attr]
+        assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+        retargeted = site.deep_replace(call.func.attr, cst.Name(TRY_ALLOC))
+        assert isinstance(retargeted, cst.BaseStatement)
+        return [retargeted, *GUARD.fill(name=_assigned_name(site), value=SKIP_RETURN[kind])]
 
 
-def _is_none(name: str) -> m.BaseMatcherNode:
+def _assigned_name(site: cst.CSTNode) -> str:
+    name = capture(site, _ASSIGNS_FROM_ALLOC, "name")
+    assert isinstance(name, cst.Name)
+    return name.value
+
+
+def _is_none(name: str) -> m.Comparison | m.UnaryOperation | m.OneOf[m.Comparison | m.UnaryOperation]:
     return m.Comparison(left=m.Name(name), comparisons=[m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))]) | m.UnaryOperation(
         operator=m.Not(), expression=m.Name(name))
 
@@ -163,7 +170,7 @@ def _try_alloc(alloc: cst.FunctionDef) -> cst.FunctionDef:
     stripped = edits.replace(alloc, _ASSERTS_SLOT, lambda assertion: [], f'{ALLOC}(): assert ..., "Can not alloc mamba cache"')
     body = list(stripped.body.body)
     if body and m.matches(body[0], _DOCSTRING):
-        body[0] = body[0].with_changes(body=[cst.Expr(cst.parse_expression(_TRY_ALLOC_DOC))])  # type: ignore[call-arg]
+        body[0] = body[0].with_changes(body=[cst.Expr(cst.parse_expression(_TRY_ALLOC_DOC))])
     return stripped.with_changes(
         body=stripped.body.with_changes(body=body), name=cst.Name(TRY_ALLOC), returns=None,
         leading_lines=[cst.EmptyLine(indent=False)],

@@ -73,8 +73,14 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Machine-read
 
 @click.group(cls=_Group, context_settings=_CONTEXT, epilog=_epilog())
 @click.version_option(__version__, prog_name="patchkit")
-def main() -> None:
+@click.option("--patches", "patch_folders", multiple=True, metavar="DIR",
+              help="Also load the patch modules in DIR (repeatable; also $PATCHKIT_PATCHES). Packages add theirs "
+                   "through the entry point group patchkit.patches. Ids must be unique (a clash exits 2).")
+def main(patch_folders) -> None:
     """Versioned, idempotent, transactional source patches for an installed SGLang."""
+    from patchkit import registry
+
+    registry.use_folders(patch_folders)
 
 
 @main.command(epilog=_epilog())
@@ -149,6 +155,20 @@ def list_command(as_json) -> None:
     _exit(lambda: list_patches(as_json))
 
 
+@main.command(epilog=_epilog())
+@click.argument("patch_id", metavar="ID")
+@click.option("--target", "target", required=True, metavar="FILE", help="The file it edits, e.g. sglang/srt/managers/scheduler.py.")
+@click.option("--class", "cls", default="TODO", show_default=True, metavar="NAME", help="The class it edits.")
+@click.option("--method", default="__init__", show_default=True, metavar="NAME", help="The method it edits.")
+@click.option("--out", metavar="DIR", help="Folder for the patch module (default: the checkout's patches/).")
+@click.option("--tests", metavar="DIR", help="Folder for its test (default: tests/patches/, or DIR/tests with --out).")
+def new(patch_id, target, cls, method, out, tests) -> None:
+    """Write a new patch module and its before/after test from templates (see docs/AUTHORING.md)."""
+    from patchkit.commands.new import new as run
+
+    _exit(lambda: run(patch_id, target, cls, method, out, tests))
+
+
 @main.group(epilog=_epilog())
 def manifest() -> None:
     """Per-release manifests: which patches a release carries, pristine sha256 per file."""
@@ -156,11 +176,13 @@ def manifest() -> None:
 
 @manifest.command(epilog=_epilog())
 @click.argument("versions", nargs=-1, required=True)
-def update(versions) -> None:
+@click.option("--out", metavar="DIR", help="Folder to write VERSION.json into (default: the checkout's manifests/; "
+              "required when patchkit is an installed copy).")
+def update(versions, out) -> None:
     """Regenerate manifests/VERSION.json from the real release files."""
     from patchkit.commands.manifest import update as run
 
-    _exit(lambda: run(versions))
+    _exit(lambda: run(versions, out))
 
 
 @manifest.command(epilog=_epilog())

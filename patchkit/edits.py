@@ -20,7 +20,7 @@ from patchkit.template import Snippet
 
 N = TypeVar("N", bound=cst.CSTNode)
 Anchor = Union[m.BaseMatcherNode, Snippet, Callable[[cst.CSTNode], bool]]
-Replacement = Union[cst.BaseStatement, Sequence[cst.BaseStatement]]
+Replacement = Union[cst.CSTNode, Sequence[cst.CSTNode]]
 
 
 class EditError(AnchorError):
@@ -53,7 +53,9 @@ class _StatementEdit(cst.CSTTransformer):
         # Statements only: expressions and small statements hold no nested blocks.
         return not isinstance(node, (cst.BaseExpression, cst.SimpleStatementLine, cst.Decorator, cst.Parameters))
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
         if original_node is self.root or not isinstance(updated_node, cst.BaseStatement):
             return updated_node
         if not self.test(updated_node):
@@ -88,16 +90,16 @@ def replace(scope: N, anchor: Anchor, edit: Callable[[cst.CSTNode], Replacement]
 
 def insert_after(scope: N, anchor: Anchor, new: Sequence[cst.BaseStatement], what: str) -> N:
     """`scope` with `new` statements right after the one statement matching `anchor`."""
-    return replace(scope, anchor, lambda stmt: [stmt, *new], what)  # type: ignore[list-item]
+    return replace(scope, anchor, lambda stmt: [stmt, *new], what)
 
 
 def insert_before(scope: N, anchor: Anchor, new: Sequence[cst.BaseStatement], what: str) -> N:
-    return replace(scope, anchor, lambda stmt: [*new, stmt], what)  # type: ignore[list-item]
+    return replace(scope, anchor, lambda stmt: [*new, stmt], what)
 
 
 def prepend_to_block(node: N, new: Sequence[cst.BaseStatement], what: str) -> N:
     """A compound statement (if/for/def/class) with `new` first in its body."""
-    body = node.body  # type: ignore[attr-defined]
+    body = getattr(node, "body", None)
     if not isinstance(body, cst.IndentedBlock):
         raise AnchorError(f"{what} has no indented block")
     result = node.with_changes(body=body.with_changes(body=[*new, *body.body]))
@@ -107,7 +109,7 @@ def prepend_to_block(node: N, new: Sequence[cst.BaseStatement], what: str) -> N:
 
 def append_to_block(node: N, new: Sequence[cst.BaseStatement], what: str) -> N:
     """A class or function with `new` statements at the end of its body."""
-    body = node.body  # type: ignore[attr-defined]
+    body = getattr(node, "body", None)
     if not isinstance(body, cst.IndentedBlock):
         raise AnchorError(f"{what} has no indented block")
     result = node.with_changes(body=body.with_changes(body=[*body.body, *new]))
@@ -139,19 +141,26 @@ def edit_member(parent: N, anchor: Anchor, edit: Callable[[cst.CSTNode], Replace
             continue
         new = edit(node)
         rebuilt.extend([new] if isinstance(new, cst.CSTNode) else new)
-    if isinstance(parent, cst.Module):
-        result: cst.CSTNode = parent.with_changes(body=rebuilt)
-    else:
-        result = parent.with_changes(body=parent.body.with_changes(body=rebuilt))  # type: ignore[attr-defined]
+    block = parent if isinstance(parent, cst.Module) else getattr(parent, "body")
+    new_block = block.with_changes(body=rebuilt)
+    result = parent.with_changes(body=new_block.body) if isinstance(parent, cst.Module) else parent.with_changes(body=new_block)
     _unchanged(parent, result, what)
-    return result  # type: ignore[return-value]
+    return result
 
 
 def edit_class(tree: cst.Module, name: str, edit: Callable[[cst.ClassDef], cst.ClassDef]) -> cst.Module:
     """`tree` with its one top-level `class name` replaced by `edit(cls)`."""
-    return edit_member(tree, m.ClassDef(name=m.Name(name)), edit, f"class {name}")  # type: ignore[arg-type]
+    def call(node: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(node, cst.ClassDef)
+        return edit(node)
+
+    return edit_member(tree, m.ClassDef(name=m.Name(name)), call, f"class {name}")
 
 
 def edit_method(cls: cst.ClassDef, name: str, edit: Callable[[cst.FunctionDef], Replacement]) -> cst.ClassDef:
     """`cls` with its one method `name` replaced by `edit(fn)` (a list adds methods after it)."""
-    return edit_member(cls, m.FunctionDef(name=m.Name(name)), edit, f"{cls.name.value}.{name}()")  # type: ignore[arg-type]
+    def call(node: cst.CSTNode) -> Replacement:
+        assert isinstance(node, cst.FunctionDef)
+        return edit(node)
+
+    return edit_member(cls, m.FunctionDef(name=m.Name(name)), call, f"{cls.name.value}.{name}()")

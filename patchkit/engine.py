@@ -137,6 +137,9 @@ class View:
         if key not in self._folds:
             tree = self.parse(rel, base) if not ids else self.fold(rel, base, ids[:-1])
             if ids:
+                if ids[-1] not in self.patches:
+                    raise PlanError(f"{rel} carries patch {ids[-1]}, which is not loaded here (a patch set from "
+                                    "outside patchkit? pass --patches DIR or install its package)")
                 tree = _transform(self.patches[ids[-1]], rel, tree)
             self._folds[key] = tree
         return self._folds[key]
@@ -172,6 +175,11 @@ def open_view(target: Target) -> View:
             "`patchkit apply`, `revert` or `clean` discards the old record"
         )
         view.state = None
+    if view.state is not None:
+        unknown = [pid for pid in view.state.patches if pid not in registry.patch_ids()]
+        if unknown:
+            view.warnings.append(f"the state records patch(es) {', '.join(unknown)} that are not loaded here "
+                                 "(a patch set from outside patchkit? pass --patches DIR or install its package)")
     return view
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from packaging.version import InvalidVersion, Version
 
@@ -68,6 +68,16 @@ def parse(raw: str, where: str) -> Manifest:
         return Manifest(version=str(data["sglang"]), patches=patches, files=files)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise TargetError(f"{where}: corrupt manifest ({exc.__class__.__name__}: {exc})") from None
+
+
+def checkout_folder() -> Path | None:
+    """The top-level manifests/ folder of the checkout patchkit runs from, or None when patchkit
+    is an installed copy (whose manifests are read, never rewritten)."""
+    import patchkit
+
+    root = Path(patchkit.__file__).resolve().parent.parent
+    folder = root / "manifests"
+    return folder if (root / "pyproject.toml").is_file() and (folder / "__init__.py").is_file() else None
 
 
 def available() -> list[str]:

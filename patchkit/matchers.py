@@ -11,6 +11,8 @@ import ast
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.errors import AnchorError
+
 
 def string(value: str) -> m.SimpleString:
     """Match a string literal by its value, whatever quotes it is written with."""
@@ -24,12 +26,26 @@ def _literal(raw: str) -> object:
         return None
 
 
-def self_attr(*names: str) -> m.BaseExpression:
+def self_attr(first: str, *names: str) -> m.Attribute:
     """Match `self.a.b...`."""
-    node: m.BaseExpression = m.Name("self")
+    node = m.Attribute(value=m.Name("self"), attr=m.Name(first))
     for name in names:
         node = m.Attribute(value=node, attr=m.Name(name))
     return node
+
+
+def capture(node: cst.CSTNode, matcher: m.BaseMatcherNode, key: str) -> cst.CSTNode:
+    """The node `matcher` saved under `key` (`m.SaveMatchedNode`) when matching `node`."""
+    captured = m.extract(node, matcher)
+    value = None if captured is None else captured.get(key)
+    if not isinstance(value, cst.CSTNode):
+        raise AnchorError(f"internal: {key} not captured")
+    return value
+
+
+def methods(cls: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
+    """The methods of that name defined directly in a class body."""
+    return [fn for fn in functions(cls) if fn.name.value == name]
 
 
 def classes(module: cst.Module, name: str) -> list[cst.ClassDef]:

@@ -1,42 +1,141 @@
-"""The patches under `patches/`: their ids (without importing them) and their classes."""
+"""The patches patchkit knows: the built-in set (`patches/`), sets shipped by other packages
+(entry point group `patchkit.patches`, each naming a package of patch modules) and folders
+given with `--patches DIR` (or $PATCHKIT_PATCHES). Ids come from module file names (cheap:
+no patch module and no libcst is imported to list them) and must be unique across all sets.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
+import os
 import pkgutil
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError, UsageError
 
+if TYPE_CHECKING:
+    from patchkit.patch import Patch
+
 PATCHES_PACKAGE = "patchkit.patches"
+ENTRY_POINT_GROUP = "patchkit.patches"
+ENV_PATCHES = "PATCHKIT_PATCHES"  # folders of patch modules, separated by os.pathsep
+BUILT_IN = "built-in"
 
 
-def _module_names() -> list[str]:
-    package = importlib.import_module(PATCHES_PACKAGE)
-    return sorted(info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_"))
+@dataclass(frozen=True)
+class PatchSet:
+    origin: str  # "built-in", "entry point NAME (DIST VERSION)", "folder DIR"
+    package: str  # the package its modules are imported under
+    folder: Path
+
+
+_folders: list[str] = []
+_sets: list[PatchSet] | None = None
+_modules: dict[str, tuple[str, PatchSet]] | None = None  # id -> (module name, set)
+
+
+def use_folders(folders: tuple[str, ...] | list[str]) -> None:
+    """Add folders of patch modules (`--patches DIR`); checked when the patches are listed."""
+    global _sets, _modules
+    _folders[:] = list(folders)
+    _sets = _modules = None
+
+
+def _folder_set(folder: str) -> PatchSet:
+    path = Path(folder).resolve()
+    if not path.is_dir():
+        raise UsageError(f"--patches {folder}: not a folder")
+    # One package per folder, named after its path: each module gets exactly one module name.
+    package = "patchkit_folder_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    if package not in sys.modules:
+        module = types.ModuleType(package, f"patch modules from {path}")
+        module.__path__ = [str(path)]
+        sys.modules[package] = module
+    return PatchSet(origin=f"folder {path}", package=package, folder=path)
+
+
+def _entry_point_sets() -> list[PatchSet]:
+    from importlib.metadata import entry_points
+
+    found = []
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown distribution"
+        origin = f"entry point {ep.name} ({dist})"
+        try:
+            package = importlib.import_module(ep.value.split(":")[0])
+        except Exception as exc:  # a broken plugin is named, not a crash
+            raise PatchkitError(f"patch set {origin}: cannot import {ep.value}: {exc}") from None
+        if not hasattr(package, "__path__"):
+            raise PatchkitError(f"patch set {origin}: {ep.value} must name a package of patch modules")
+        found.append(PatchSet(origin=origin, package=package.__name__, folder=Path(list(package.__path__)[0])))
+    return found
+
+
+def patch_sets() -> list[PatchSet]:
+    global _sets
+    if _sets is None:
+        builtin = importlib.import_module(PATCHES_PACKAGE)
+        folders = [*_folders, *(f for f in os.environ.get(ENV_PATCHES, "").split(os.pathsep) if f)]
+        _sets = [
+            PatchSet(origin=BUILT_IN, package=PATCHES_PACKAGE, folder=Path(list(builtin.__path__)[0])),
+            *_entry_point_sets(),
+            *(_folder_set(folder) for folder in dict.fromkeys(folders)),
+        ]
+    return _sets
+
+
+def _module_index() -> dict[str, tuple[str, PatchSet]]:
+    global _modules
+    if _modules is None:
+        index: dict[str, tuple[str, PatchSet]] = {}
+        for patch_set in patch_sets():
+            names = sorted(info.name for info in pkgutil.iter_modules([str(patch_set.folder)]) if not info.name.startswith("_"))
+            for name in names:
+                pid = name.replace("_", "-")
+                if pid in index:
+                    other_name, other = index[pid]
+                    raise UsageError(
+                        f"patch id {pid!r} is defined twice: by {other.origin} ({other.folder / other_name}.py) "
+                        f"and by {patch_set.origin} ({patch_set.folder / name}.py); remove one of them"
+                    )
+                index[pid] = (name, patch_set)
+        _modules = dict(sorted(index.items()))
+    return _modules
 
 
 def patch_ids() -> list[str]:
     """Every patch id, derived from the module file names: cheap, imports no patch (no libcst)."""
-    return [name.replace("_", "-") for name in _module_names()]
+    return list(_module_index())
 
 
-def load_all() -> list[type]:
+def origin(pid: str) -> str:
+    """Where a patch comes from: "built-in", "entry point NAME (DIST VERSION)" or "folder DIR"."""
+    return _module_index()[pid][1].origin
+
+
+def load_all() -> list[type[Patch]]:
     """Every Patch class, in id order (see `stack` for the order on a shared file)."""
     from patchkit.patch import Patch
 
-    found = []
-    for name in _module_names():
-        module = importlib.import_module(f"{PATCHES_PACKAGE}.{name}")
+    found: list[type[Patch]] = []
+    for pid, (name, patch_set) in _module_index().items():
+        where = f"{patch_set.folder / name}.py ({patch_set.origin})"
+        module = importlib.import_module(f"{patch_set.package}.{name}")
         classes = [
             obj for obj in vars(module).values()
             if inspect.isclass(obj) and issubclass(obj, Patch) and obj is not Patch and obj.__module__ == module.__name__
         ]
         if len(classes) != 1:
-            raise PatchkitError(f"patches/{name}.py must define exactly one Patch class, found {len(classes)}")
+            raise PatchkitError(f"{where} must define exactly one Patch class, found {len(classes)}")
         patch_cls = classes[0]
-        if patch_cls.ID != name.replace("_", "-"):
-            raise PatchkitError(f"patches/{name}.py declares id {patch_cls.ID!r}; the file name says {name.replace('_', '-')!r}")
+        if getattr(patch_cls, "ID", None) != pid:
+            raise PatchkitError(f"{where} declares id {getattr(patch_cls, 'ID', None)!r}; the file name says {pid!r}")
         found.append(patch_cls)
     return found
 
@@ -50,7 +149,7 @@ def select(ids: list[str], only: tuple[str, ...] = (), skip: tuple[str, ...] = (
     return [pid for pid in chosen if pid not in skip]
 
 
-def stack(ids: list[str], classes: dict[str, type]) -> list[str]:
+def stack(ids: list[str], classes: dict[str, type[Patch]]) -> list[str]:
     """`ids` (patches applied to one file) in their declared stacking order: a patch comes
     after every patch it names in `STACK_AFTER`. Patches sharing a file must declare their
     order (`unordered_pairs` finds those that do not); the id order only keeps the result
@@ -66,13 +165,14 @@ def stack(ids: list[str], classes: dict[str, type]) -> list[str]:
     return ordered
 
 
-def unordered_pairs(classes: list[type]) -> list[tuple[str, str, str]]:
+def unordered_pairs(classes: list[type[Patch]]) -> list[tuple[str, str, str]]:
     """(file, id, id) for each pair of patches that target the same file without a declared
     order between them (directly or through others)."""
     by_id = {cls.ID: cls for cls in classes}
 
     def before(a: str, b: str) -> bool:  # is a declared (transitively) before b?
-        seen, todo = set(), list(by_id[b].STACK_AFTER)
+        seen: set[str] = set()
+        todo = list(by_id[b].STACK_AFTER)
         while todo:
             pid = todo.pop()
             if pid == a:

@@ -129,7 +129,8 @@ class Snippet:
         if not nodes:
             return list(self.statements)
         fill = _Fill(nodes)
-        return [stmt.visit(fill) for stmt in self.statements]  # type: ignore[misc]
+        filled = [stmt.visit(fill) for stmt in self.statements]
+        return [stmt for stmt in filled if isinstance(stmt, cst.BaseStatement)]
 
     @property
     def head(self) -> cst.BaseStatement:
@@ -163,8 +164,8 @@ def same_shape(pattern: cst.CSTNode, node: cst.CSTNode) -> bool:
         return True
     if type(pattern) is not type(node):
         return False
-    if isinstance(pattern, cst.SimpleString):
-        return _literal(pattern.value) == _literal(node.value)  # type: ignore[attr-defined]
+    if isinstance(pattern, cst.SimpleString) and isinstance(node, cst.SimpleString):
+        return _literal(pattern.value) == _literal(node.value)
     for field in dataclasses.fields(pattern):
         if field.name in _LAYOUT_FIELDS or field.name.startswith("whitespace"):
             continue

@@ -30,7 +30,8 @@ _FROM_ENGINE = {
 
 
 class Source(Protocol):
-    version: str
+    @property
+    def version(self) -> str: ...
 
     @property
     def label(self) -> str: ...
@@ -75,10 +76,8 @@ class GitSource:
         return blob.data_stream.read() if blob.type == "blob" else None
 
     def python_files(self) -> list[str]:
-        return sorted(
-            item.path[len(self.PREFIX):] for item in self._package.traverse()
-            if item.type == "blob" and item.path.endswith(".py")
-        )
+        paths = [str(getattr(item, "path", "")) for item in self._package.traverse() if getattr(item, "type", None) == "blob"]
+        return sorted(path[len(self.PREFIX):] for path in paths if path.endswith(".py"))
 
 
 @dataclass(frozen=True)
@@ -163,6 +162,7 @@ def _find_moved(source: Source, patch) -> tuple[str, str] | None:
 
 def watched_source(view: engine.View, patch, files: list[str]) -> dict[str, str]:
     """{qualified name: source text} of the functions a patch works on, from `files`."""
+    import libcst as cst
     import libcst.matchers as m
 
     from patchkit.matchers import classes, functions
@@ -175,6 +175,7 @@ def watched_source(view: engine.View, patch, files: list[str]) -> dict[str, str]
         tree = view.parse(rel, data)  # parsed once, shared with the probes
         for name in getattr(patch, "WATCH", ()):
             owner, _, method = name.rpartition(".")
+            nodes: list[cst.CSTNode]
             if owner:
                 nodes = [fn for cls in classes(tree, owner) for fn in functions(cls) if fn.name.value == method]
             else:

@@ -3,6 +3,8 @@ runtime hooks in a fresh child interpreter of that environment."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import os
 import subprocess
@@ -121,7 +123,11 @@ def verify(target: Target, python: str) -> Report:
             report.checks.append(Check(rel, FAILED, f"does not compile: {exc.msg} (line {exc.lineno})"))
 
     patches = {cls.ID: cls for cls in registry.load_all()}
-    hooks = {pid: patches[pid].RUNTIME_HOOK for pid in sorted(applied) if patches.get(pid) and patches[pid].RUNTIME_HOOK}
+    hooks: dict[str, dict[str, Any]] = {}
+    for pid in sorted(applied):
+        hook = patches[pid].RUNTIME_HOOK if pid in patches else None
+        if hook:
+            hooks[pid] = hook
     modules = sorted({_module_name(rel) for rel in (recorded.files if recorded else {})})
     if not modules and not hooks:
         return report

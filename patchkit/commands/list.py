@@ -9,6 +9,7 @@ def list_patches(as_json: bool) -> int:
     rows = [
         {
             "id": p.ID,
+            "origin": registry.origin(p.ID),
             "title": p.TITLE,
             "applies_to": p.APPLIES_TO,
             "targets": list(p.TARGETS),
@@ -21,7 +22,7 @@ def list_patches(as_json: bool) -> int:
         output.as_json({"patches": rows})
         return EXIT_OK
     for row in rows:
-        output.line(f"{row['id']}  (SGLang {row['applies_to']})")
+        output.line(f"{row['id']}  (SGLang {row['applies_to']}; {row['origin']})")
         output.line(f"    {row['title']}")
         for ref in row["upstream"]:
             output.line(f"    upstream: {ref}")

@@ -12,6 +12,7 @@ from patchkit.errors import UsageError
 def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
     if not git_path:  # release versions (a git revision is any name git knows)
         first, last = version_strings.normalise(first, "--from"), version_strings.normalise(last, "--to")
+    sources: tuple[upstream.Source, upstream.Source]
     if git_path:
         sources = upstream.GitSource(git_path, first), upstream.GitSource(git_path, last)
     else:
