@@ -84,6 +84,8 @@ class View:
     _bytes: dict[str, bytes | None] = field(default_factory=dict)
     _backups: dict[str, bytes | None] = field(default_factory=dict)
     _trees: dict[tuple[str, str], "cst.Module"] = field(default_factory=dict)
+    _regions: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
+    _scoped: dict[tuple[str, str], "cst.Module"] = field(default_factory=dict)
     _folds: dict[tuple[str, str, tuple[str, ...]], "cst.Module"] = field(default_factory=dict)
     _patches: dict[str, "Patch"] | None = None
 
@@ -131,11 +133,76 @@ class View:
                 raise PlanError(f"{rel} has a syntax error at line {exc.raw_line}: {exc.message}") from None
         return self._trees[key]
 
+    def _scope(self, rel: str) -> frozenset[str] | None:
+        """The top-level classes the patches targeting `rel` work on, or None when one of them
+        works at module level (then the whole file is parsed)."""
+        names: set[str] = set()
+        for patch in self.patches.values():
+            if rel in patch.TARGETS:
+                scope = patch.SCOPE.get(rel)
+                if not scope:
+                    return None
+                names.update(scope)
+        return frozenset(names)
+
+    def region(self, rel: str, data: bytes) -> tuple[int, int, int]:
+        """(start, end, first line) of the part of `data` the patches read and edit: the span of
+        top-level statements from the first to the last class in their scope, found with `ast`
+        (cheap); the whole file when a patch works at module level. Only this part is parsed
+        with libcst and regenerated; the bytes around it are kept as they are."""
+        import ast
+
+        key = (rel, sha256(data))
+        if key not in self._regions:
+            scope = self._scope(rel)
+            if scope is None:
+                self._regions[key] = (0, len(data), 1)
+                return self._regions[key]
+            try:
+                module = ast.parse(data, filename=rel)
+            except (SyntaxError, ValueError) as exc:
+                line = getattr(exc, "lineno", "?")
+                raise PlanError(f"{rel} has a syntax error at line {line}: {getattr(exc, 'msg', exc)}") from None
+            spans = [
+                (min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno or node.lineno)
+                for node in module.body if isinstance(node, ast.ClassDef) and node.name in scope
+            ]
+            if not spans:
+                self._regions[key] = (0, 0, 1)
+                return self._regions[key]
+            offsets = [0]
+            for line in data.splitlines(keepends=True):
+                offsets.append(offsets[-1] + len(line))
+            first, last = min(a for a, _ in spans), max(b for _, b in spans)
+            self._regions[key] = (offsets[first - 1], offsets[min(last, len(offsets) - 1)], first)
+        return self._regions[key]
+
+    def parse_scoped(self, rel: str, data: bytes) -> "cst.Module":
+        """The libcst tree of `region(rel, data)` alone (what probes and transforms get)."""
+        import libcst as cst
+
+        key = (rel, sha256(data))
+        if key not in self._scoped:
+            start, end, first = self.region(rel, data)
+            if (start, end) == (0, len(data)):
+                self._scoped[key] = self.parse(rel, data)
+            else:
+                try:
+                    self._scoped[key] = cst.parse_module(data[start:end])
+                except cst.ParserSyntaxError as exc:
+                    raise PlanError(f"{rel} has a syntax error at line {exc.raw_line + first - 1}: {exc.message}") from None
+        return self._scoped[key]
+
+    def render(self, rel: str, base: bytes, ids: tuple[str, ...]) -> bytes:
+        """The bytes of `base` with the transforms of `ids` stacked in order."""
+        start, end, _ = self.region(rel, base)
+        return base[:start] + self.fold(rel, base, ids).code.encode("utf-8") + base[end:]
+
     def fold(self, rel: str, base: bytes, ids: tuple[str, ...]) -> "cst.Module":
-        """`base` with the transforms of `ids` stacked in order."""
+        """The region of `base` (see `region`) with the transforms of `ids` stacked in order."""
         key = (rel, sha256(base), ids)
         if key not in self._folds:
-            tree = self.parse(rel, base) if not ids else self.fold(rel, base, ids[:-1])
+            tree = self.parse_scoped(rel, base) if not ids else self.fold(rel, base, ids[:-1])
             if ids:
                 if ids[-1] not in self.patches:
                     raise PlanError(f"{rel} carries patch {ids[-1]}, which is not loaded here (a patch set from "
@@ -248,7 +315,7 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     verdicts: dict[str, str] = {}
     details: list[str] = []
     for rel in present:
-        tree = view.parse(rel, read(rel))  # type: ignore[arg-type]
+        tree = view.parse_scoped(rel, read(rel))  # type: ignore[arg-type]
         if patch.is_applied(rel, tree):
             verdicts[rel] = APPLIED
         elif patch.is_fixed_upstream(rel, tree):
@@ -308,7 +375,7 @@ def _render(view: View, rel: str, ids: tuple[str, ...]) -> bytes | None:
     base = view.pristine(rel)
     if base is None or not ids:
         return base
-    data = view.fold(rel, base, ids).code.encode("utf-8")
+    data = view.render(rel, base, ids)
     try:
         compile(data, rel, "exec", dont_inherit=True)
     except SyntaxError as exc:

@@ -60,7 +60,31 @@ def _folder_set(folder: str) -> PatchSet:
     return PatchSet(origin=f"folder {path}", package=package, folder=path)
 
 
+def _declares_entry_points() -> bool:
+    """Whether any installed distribution declares the group: a plain scan of the
+    entry_points.txt files on sys.path, so that `status` does not pay for importing
+    importlib.metadata when no external patch set is installed (the usual case)."""
+    marker = f"[{ENTRY_POINT_GROUP}]"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(entry or ".", name, "entry_points.txt"), encoding="utf-8") as handle:
+                    if marker in handle.read():
+                        return True
+            except (OSError, UnicodeDecodeError):
+                continue
+    return False
+
+
 def _entry_point_sets() -> list[PatchSet]:
+    if not _declares_entry_points():
+        return []
     from importlib.metadata import entry_points
 
     found = []

@@ -38,7 +38,7 @@ def render(version: str) -> dict:
     files = {}
     for rel, ids in sorted(per_file.items()):
         ids = registry.stack(ids, classes)
-        data = view.fold(rel, source.read(rel), tuple(ids)).code.encode("utf-8")
+        data = view.render(rel, source.read(rel), tuple(ids))
         files[rel] = [ids, hashlib.sha256(data).hexdigest()]
     return {"statuses": statuses, "files": files}
 

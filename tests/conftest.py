@@ -25,6 +25,16 @@ def patchkit_home(tmp_path_factory, monkeypatch) -> Path:
     return home
 
 
+@pytest.fixture(autouse=True)
+def builtin_patches_only():
+    """`--patches DIR` in one test (an in-process CLI run) must not leak into the next."""
+    from patchkit import registry
+
+    registry.use_folders(())
+    yield
+    registry.use_folders(())
+
+
 @pytest.fixture
 def release(tmp_path):
     """release("0.5.17") -> a private copy of that real SGLang release."""
