@@ -112,7 +112,8 @@ class CpuOffloadTiedParams(Patch):
 
     def edit(self, path: str, tree: cst.Module) -> cst.Module:
         def call_helper(stmt: cst.CSTNode) -> list[cst.BaseStatement]:
-            assign = stmt.body[0]  # type: ignore[attr-defined]
+            assert isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)
+            assign = stmt.body[0]
             found = m.extract(assign.value, _COMPREHENSION)
             assert found is not None
             (line,) = CALL.fill(state=assign.targets[0].target, module=found["module"], device=found["device"])  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ import libcst.matchers as m
 
 from patchkit import edits
 from patchkit.errors import AnchorError
-from patchkit.matchers import self_attr, string
+from patchkit.matchers import methods, self_attr, string
 from patchkit.patch import Patch, SkipPatch, top_classes
 from patchkit.template import Snippet, walk_statements
 
@@ -63,7 +63,7 @@ def _top_functions(tree: cst.Module, *names: str) -> list[cst.FunctionDef]:
 
 
 def _runner_inits(tree: cst.Module) -> list[cst.FunctionDef]:
-    return [fn for cls in top_classes(tree, "ModelRunner") for fn in cls.body.body if m.matches(fn, m.FunctionDef(name=m.Name("__init__")))]
+    return [fn for cls in top_classes(tree, "ModelRunner") for fn in methods(cls, "__init__")]
 
 
 def _reads_mtp_outside_ours(scope: cst.CSTNode) -> bool:
@@ -142,7 +142,7 @@ class MtpDraftKvBudget(Patch):
             raise AnchorError(f"anchor not found: {EAGLE_RESOLVER}(): ….speculative_draft_model_path")
 
         def add_fallback(resolver: cst.CSTNode) -> cst.CSTNode:
-            params = {p.name.value for p in m.findall(resolver.params, m.Param())}  # type: ignore[attr-defined,union-attr]
+            params = {p.name.value for p in m.findall(resolver.params, m.Param())}  # type: ignore[attr-defined]
             missing = {"model_config", "spec_algorithm", "is_draft_worker"} - params
             if missing:
                 raise AnchorError(f"anchor not found: {RESOLVER}() parameter(s) {', '.join(sorted(missing))}")
