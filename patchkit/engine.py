@@ -135,12 +135,13 @@ class View:
 
     def _scope(self, rel: str) -> frozenset[str] | None:
         """The top-level classes the patches targeting `rel` work on, or None when one of them
-        works at module level (then the whole file is parsed)."""
+        works at module level (no SCOPE for the file, or a module-level MARK: then the whole
+        file is parsed)."""
         names: set[str] = set()
         for patch in self.patches.values():
             if rel in patch.TARGETS:
                 scope = patch.SCOPE.get(rel)
-                if not scope:
+                if not scope or any(cls is None for cls, _ in patch.MARKS.get(rel, ())):
                     return None
                 names.update(scope)
         return frozenset(names)

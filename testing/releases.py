@@ -49,17 +49,20 @@ def copy_release(version: str, dest: Path) -> Path:
     return dest
 
 
-def snapshot(site: Path) -> dict[str, bytes]:
-    """Every file under the folder that patchkit may touch, with its bytes (for "nothing changed")."""
+def snapshot(site: Path) -> dict[str, str]:
+    """The whole tree under `site` (for "nothing changed"): every file with the sha256 of its
+    bytes and its mode bits, every folder, every symlink with its target."""
+    import hashlib
+
     found = {}
     for path in sorted(site.rglob("*")):
         rel = path.relative_to(site).as_posix()
         if path.is_symlink():
-            found[rel] = b"->" + os.readlink(path).encode()
-        elif path.is_file() and (rel.startswith(".patchkit") or rel.startswith("sglang/srt/configs/")):
-            found[rel] = path.read_bytes()
-        elif path.is_dir() and rel.startswith(".patchkit"):
-            found[rel + "/"] = b""
+            found[rel] = "-> " + os.readlink(path)
+        elif path.is_file():
+            found[rel] = f"{oct(path.stat().st_mode & 0o7777)} {hashlib.sha256(path.read_bytes()).hexdigest()}"
+        elif path.is_dir():
+            found[rel + "/"] = "dir"
     return found
 
 

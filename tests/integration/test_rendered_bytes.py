@@ -10,6 +10,7 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
+from patchkit import engine
 from patchkit.patches.draft_lmhead_placeholder import QWEN3_5_MTP, DraftLmheadPlaceholder
 from patchkit.patches.eagle3_capture_hook import METHOD, QWEN3_5, WRAPPERS, Eagle3CaptureHook
 from testing.releases import pristine
@@ -23,6 +24,13 @@ RECORDED = json.loads((Path(__file__).parents[1] / "fixtures" / "rendered.json")
 @pytest.mark.parametrize("version", VERSIONS)
 def test_states_and_bytes_match_the_recorded_rendering(version):
     assert render(version) == RECORDED[version]
+
+
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.23"])
+def test_parsing_only_the_scope_renders_what_parsing_everything_renders(version, monkeypatch):
+    scoped = render(version)
+    monkeypatch.setattr(engine.View, "_scope", lambda self, rel: None)  # every file parsed whole
+    assert render(version) == scoped
 
 
 def _defs(tree: cst.Module, cls_name: str) -> int:
