@@ -25,7 +25,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patchkit import edits
-from patchkit.matchers import self_attr, string
+from patchkit.matchers import functions, self_attr, string
 from patchkit.patch import Patch
 from patchkit.template import Snippet, walk_statements
 from patchkit.errors import AnchorError
@@ -106,12 +106,12 @@ class DraftLmheadPlaceholder(Patch):
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         # Upstream's fix (#38147), by its shape: the draft class shares the target's tensors
-        # (it still has set_embed_and_head) and allocates no ParallelLMHead in any of its
-        # methods. A head allocation moved out of __init__ (into a helper method) is not a
-        # fix: the patch then fails on its missing anchor instead of being skipped.
+        # (it has set_embed_and_head, or inherits it from its model class as Qwen3-Next's draft
+        # does) and allocates no ParallelLMHead in any of its methods. A head allocation moved
+        # out of __init__ (into a helper method) is not a fix: the patch then fails on its
+        # missing anchor instead of being skipped.
         return any(
-            not m.findall(cls, _ALLOCATES_HEAD)
-            and any(m.matches(fn, m.FunctionDef(name=m.Name("set_embed_and_head"))) for fn in cls.body.body)
+            not m.findall(cls, _ALLOCATES_HEAD) and _shares_target_tensors(cls)
             for cls in self.scope_classes(path, tree)
         )
 
@@ -158,3 +158,13 @@ class DraftLmheadPlaceholder(Patch):
             raise AnchorError(f"anchor not found: {NEXT_CLASS}.__init__: self.pp_group = ... before self.lm_head")
         placeholder = PLACEHOLDER.fill(pp_group=cst.parse_expression("self.pp_group"))
         return edits.insert_after(init, _ALLOCATES_HEAD_LINE, placeholder, f"{NEXT_CLASS}.__init__: self.lm_head = ParallelLMHead(...)")
+
+
+_NN_MODULE = m.Arg(value=m.Attribute(value=m.Name("nn"), attr=m.Name("Module")) | m.Name("Module"))
+
+
+def _shares_target_tensors(cls: cst.ClassDef) -> bool:
+    """The class defines set_embed_and_head, or has a model base class it can inherit it from."""
+    if any(fn.name.value == "set_embed_and_head" for fn in functions(cls)):
+        return True
+    return any(not m.matches(base, _NN_MODULE) for base in cls.bases)
