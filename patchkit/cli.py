@@ -32,7 +32,7 @@ def _exit(command: Callable[[], int]) -> None:
 class _Group(click.Group):
     """With --json, a usage error click finds (unknown option, missing value) is JSON too."""
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         argv = list(sys.argv[1:] if args is None else args)
         if "--json" not in argv or not standalone_mode:
             return super().main(argv, prog_name, complete_var, standalone_mode, **extra)

@@ -9,6 +9,11 @@ PEP 668 ("externally managed") base needs no override. From there, `patchkit app
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from patchkit.patch import Patch
+
 import json
 import shlex
 from dataclasses import dataclass
@@ -33,7 +38,7 @@ class ImageSpec:
     allow_skipped: bool = False  # a base without SGLang's dependencies: import checks cannot run
 
 
-def patch_digest(cls: type) -> str:
+def patch_digest(cls: "type[Patch]") -> str:
     """sha256 of a patch's source: what the image labels (and the state file) record."""
     return identity.digest(cls.ID)
 

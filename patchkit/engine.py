@@ -8,7 +8,7 @@ the patches' own probes on the parsed code.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -497,7 +497,7 @@ def code_view(source: Target) -> View:
     return View(target=source, state=None, manifest=manifest_mod.Manifest(source.version))
 
 
-def describe(target: Target) -> manifest_mod.Manifest:
+def describe(target: Any) -> manifest_mod.Manifest:
     """The manifest of a pristine release tree, decided by the patches' probes alone."""
     view = code_view(target)
     entries: dict[str, manifest_mod.PatchEntry] = {}

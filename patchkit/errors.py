@@ -1,5 +1,7 @@
 """The PatchkitError tree; each error carries the exit code the CLI maps it to."""
 
+from typing import Any
+
 from patchkit import constants
 
 
@@ -31,7 +33,7 @@ class NotFoundError(TargetError):
     """No SGLang where one was looked for; `searched` names the folders looked in (where a
     `.patchkit/` left by an uninstalled release may be)."""
 
-    def __init__(self, message: str, searched: tuple = ()) -> None:
+    def __init__(self, message: str, searched: "tuple[Any, ...] | list[Any]" = ()) -> None:
         super().__init__(message)
         self.searched = tuple(searched)
 
