@@ -5,24 +5,27 @@ libcst), so that `status` can tell an outdated tree from hashes alone."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 
 from patchkit import registry
 from patchkit.errors import PatchkitError
 from patchkit.util import sha256
 
 
-@functools.lru_cache(maxsize=None)
 def digest(patch_id: str) -> str:
-    name = f"{registry.PATCHES_PACKAGE}.{patch_id.replace('-', '_')}"
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        raise PatchkitError(f"patch {patch_id}: no module {name}")
+    """sha256 of the patch module's file, wherever its patch set lives (built-in, an entry
+    point's package, a --patches folder)."""
+    if patch_id not in registry.patch_ids():
+        raise PatchkitError(f"patch {patch_id}: not a known patch (see `patchkit list`)")
+    return _file_digest(str(registry.source_file(patch_id)))
+
+
+@functools.lru_cache(maxsize=None)
+def _file_digest(path: str) -> str:
     try:
-        with open(spec.origin, "rb") as handle:
+        with open(path, "rb") as handle:
             return sha256(handle.read())
     except OSError as exc:
-        raise PatchkitError(f"patch {patch_id}: cannot read {spec.origin}: {exc.strerror}") from None
+        raise PatchkitError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def digests(patch_ids: list[str] | tuple[str, ...]) -> dict[str, str]:

@@ -138,6 +138,12 @@ def patch_ids() -> list[str]:
     return list(_module_index())
 
 
+def source_file(pid: str) -> Path:
+    """The module file that defines a patch."""
+    name, patch_set = _module_index()[pid]
+    return patch_set.folder / f"{name}.py"
+
+
 def origin(pid: str) -> str:
     """Where a patch comes from: "built-in", "entry point NAME (DIST VERSION)" or "folder DIR"."""
     return _module_index()[pid][1].origin
