@@ -57,7 +57,7 @@ def diagnose(target: Target, argv: list[str] | tuple[str, ...], overrides: gpu_m
         raise UsageError("the launch arguments have no --model-path (pass them after --)")
     model = model_mod.load(str(model_path))
     draft = _draft(launch, model)
-    tp = int(launch.get("tp_size") or 1)
+    tp = launch.int_value("tp_size") or 1
     gpu = gpu_mod.facts(overrides, tp, probe=probe)
     status_note = None
     if states is None:

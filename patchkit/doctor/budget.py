@@ -63,9 +63,11 @@ class Budget:
 
 
 def _int(value: object, default: int | None = None) -> int | None:
+    if not isinstance(value, (int, float, str)):
+        return default
     try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        return int(value)
+    except ValueError:
         return default
 
 
@@ -250,8 +252,9 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     # Free memory at weight-load start: `ModelRunner.init_torch_distributed` returns it as
     # pre_model_load_memory (GiB, "avail mem" in the log).
     b.free_at_load_gib = gpu.free_gib
-    if launch.get("mem_fraction_static") is not None:
-        b.mem_fraction_static, b.mem_fraction_source = float(launch.get("mem_fraction_static")), "flag"
+    mem_fraction = launch.float_value("mem_fraction_static")
+    if mem_fraction is not None:
+        b.mem_fraction_static, b.mem_fraction_source = mem_fraction, "flag"
     elif gpu.total_gib is not None:
         b.mem_fraction_static = default_mem_fraction(launch, model, gpu.total_gib, tp, pp)
         b.mem_fraction_source = "estimate"
@@ -298,9 +301,9 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     is_multimodal = (model.arch in release.multimodal_archs or model.has_vision) and not launch.get("language_only", False)
     mm_gib = 0.0
     if release.multimodal_reservation and is_multimodal:
-        mb = release.env("SGLANG_VLM_CACHE_SIZE_MB", environ) or 0
+        mb = release.env_number("SGLANG_VLM_CACHE_SIZE_MB", environ) or 0
         if str(launch.get("mm_feature_transport")) in ("cuda_ipc", "cuda_vmm"):
-            mb += release.env("SGLANG_MM_FEATURE_CACHE_MB", environ) or 0
+            mb += release.env_number("SGLANG_MM_FEATURE_CACHE_MB", environ) or 0
         mm_gib = mb / 1024
     b.multimodal_reserve_bytes = int(mm_gib * GIB)
     rest = available - slack - mm_gib
@@ -423,7 +426,7 @@ def _hybrid_state(b: Budget, release: ReleaseCode, launch: Launch, model: ModelF
             b.intermediate_state_bytes = per_req * (slots + pad) * D
     else:
         b.state_slots_source = "ratio"
-        r = float(launch.get("mamba_full_memory_ratio") or 0.9)
+        r = launch.float_value("mamba_full_memory_ratio") or 0.9
         budget_bytes = rest * r / (1 + r) * GIB
         if has_spec and not replay:
             slots = int((budget_bytes - pad * per_req * (1 + D)) // (per_req * (1 + D / ratio)))

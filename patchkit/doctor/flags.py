@@ -72,6 +72,12 @@ def _literal(node: ast.AST | None) -> object:
         return None
 
 
+def _literal_str(node: ast.AST | None) -> str | None:
+    """A literal string argument, or None (absent, or not a literal string)."""
+    value = _literal(node)
+    return value if isinstance(value, str) else None
+
+
 def _keywords(call: ast.Call) -> dict[str, ast.AST]:
     return {kw.arg: kw.value for kw in call.keywords if kw.arg}
 
@@ -168,7 +174,8 @@ def _field_flags(cls: ast.ClassDef, lists: dict[str, tuple[str, ...]]) -> list[F
             continue
         name = stmt.target.id
         cli_name = _literal(meta.get("cli_name")) or "--" + name.replace("_", "-")
-        aliases = _literal(meta.get("aliases")) or []
+        aliases = _literal(meta.get("aliases"))
+        alias_names = tuple(str(a) for a in aliases) if isinstance(aliases, (list, tuple)) else ()
         kind, is_list, literal_choices = _annotation_kind(parts[0])
         choices, extensible = _choices(meta.get("choices"), lists)
         nargs = _literal(meta.get("nargs"))
@@ -181,7 +188,7 @@ def _field_flags(cls: ast.ClassDef, lists: dict[str, tuple[str, ...]]) -> list[F
         if is_list and meta.get("type_parser") is None and nargs is None:
             nargs = "+"
         found.append(Flag(
-            names=(str(cli_name), *(str(a) for a in aliases)),
+            names=(str(cli_name), *alias_names),
             dest=name,
             takes_value=takes_value,
             nargs=nargs if isinstance(nargs, str) else None,
@@ -218,7 +225,7 @@ def _manual_flags(tree: ast.AST, lists: dict[str, tuple[str, ...]]) -> list[Flag
             default=_literal(kw.get("default")),
             choices=choices,
             choices_extensible=extensible,
-            deprecated_for=_literal(kw.get("new_flag")) if "new_flag" in kw else None,
+            deprecated_for=_literal_str(kw.get("new_flag")),
         ))
     return found
 

@@ -78,6 +78,24 @@ class Launch:
         value = self.values.get(dest)
         return default if value is None else value
 
+    def int_value(self, dest: str) -> int | None:
+        """`dest`'s value as an int (a float is truncated, as int() does), or None when unset."""
+        value = self.get(dest)
+        if value is None:
+            return None
+        if isinstance(value, (int, float, str)):
+            return int(value)
+        raise TypeError(f"{dest} holds {value!r}, not a number")
+
+    def float_value(self, dest: str) -> float | None:
+        """`dest`'s value as a float, or None when unset."""
+        value = self.get(dest)
+        if value is None:
+            return None
+        if isinstance(value, (int, float, str)):
+            return float(value)
+        raise TypeError(f"{dest} holds {value!r}, not a number")
+
     def is_set(self, dest: str) -> bool:
         return dest in self.explicit
 
@@ -107,7 +125,7 @@ def _resolve(table: FlagTable, name: str) -> Flag | None:
         return flag
     if not name.startswith("--"):
         return None
-    matches = {table.get(n).dest: table.get(n) for n in table.by_name if n.startswith(name)}
+    matches = {flag.dest: flag for n, flag in table.by_name.items() if n.startswith(name)}
     return next(iter(matches.values())) if len(matches) == 1 else None
 
 
@@ -140,9 +158,9 @@ def split_command(argv: list[str] | tuple[str, ...]) -> tuple[dict[str, str], li
 
 def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
     launch = Launch(argv=tuple(argv))
-    for flag in table.by_name.values():
-        if flag.deprecated_for is None and flag.dest not in launch.values:
-            launch.values[flag.dest] = flag.default
+    for known in table.by_name.values():
+        if known.deprecated_for is None and known.dest not in launch.values:
+            launch.values[known.dest] = known.default
     tokens = list(argv)
     i = 0
     while i < len(tokens):
@@ -157,9 +175,7 @@ def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
             launch.unknown.append(name)
             launch.uses.append(FlagUse(written=name, flag=None))
             # Skip the values that follow an unknown flag, so they are not read as stray tokens.
-            values = [inline] if has_inline else []
             while i < len(tokens) and not _looks_like_flag(tokens[i]):
-                values.append(tokens[i])
                 i += 1
             continue
         if flag.deprecated_for is not None:

@@ -157,7 +157,8 @@ def load(folder: str | Path, flag: str = "--model-path") -> ModelFacts:
                              f"local copy (huggingface-cli download {folder} --local-dir DIR, then {flag} DIR)")
         raise UsageError(f"{flag} {folder} does not exist (doctor reads config.json from a local model folder)")
     config = _load_json(path / "config.json")
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    text_config = config.get("text_config")
+    text: dict = text_config if isinstance(text_config, dict) else config
     check_config(config, text, path / "config.json")
     facts = ModelFacts(path=path, config=config, text=text)
     index = path / "model.safetensors.index.json"

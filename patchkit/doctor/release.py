@@ -125,7 +125,8 @@ class ReleaseCode:
     def _sizing_function(self, *names: str) -> ast.FunctionDef | None:
         if self.sizing_file is None:
             return None
-        found = _functions(self.tree(self.sizing_file), names)
+        tree = self.tree(self.sizing_file)
+        found = _functions(tree, names) if tree is not None else []
         return found[0] if found else None
 
     @cached_property
@@ -135,7 +136,8 @@ class ReleaseCode:
         tree = self.tree(self.sizing_file) if self.sizing_file else None
         for node in (tree.body if tree else []):
             if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and node.targets[0].id in RATIO_CONSTANTS and isinstance(node.value, ast.Constant)):
+                    and node.targets[0].id in RATIO_CONSTANTS and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, (int, float))):
                 values[node.targets[0].id] = int(node.value.value)
         return values
 
@@ -266,6 +268,11 @@ class ReleaseCode:
             except ValueError:
                 return default
         return raw
+
+    def env_number(self, name: str, environ: dict[str, str]) -> int | float | None:
+        """`env(name)` when it is a number (an `EnvInt`/`EnvFloat` and a readable value), else None."""
+        value = self.env(name, environ)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def read(version: str, package_dir: Path) -> ReleaseCode:

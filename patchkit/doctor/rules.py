@@ -30,7 +30,7 @@ class Context:
 
     def flag(self, dest: str, fallback: str) -> str:
         """The release's own spelling of a flag (its first name), for a fix."""
-        names = [n for n in self.release.flags.names_for(dest) if self.release.flags.get(n).deprecated_for is None]
+        names = [n for n in self.release.flags.names_for(dest) if self.release.flags.by_name[n].deprecated_for is None]
         return names[0] if names else fallback
 
     @property
@@ -62,7 +62,8 @@ def spec_max_running_default(ctx: Context) -> Iterator[Finding]:
 
 def mamba_slots_cap(ctx: Context) -> Iterator[Finding]:
     b = ctx.budget
-    if not ctx.hybrid or b.state_cap_requests is None or b.state_cap_requests <= 0:
+    if (not ctx.hybrid or b.state_cap_requests is None or b.state_cap_requests <= 0
+            or b.slots_per_request is None):
         return
     asked = b.requested_max_running_requests
     if asked is None or b.max_running_source == "estimate" or b.state_cap_requests >= asked // b.attn_dp_size:
@@ -122,13 +123,13 @@ def kv_below_context(ctx: Context) -> Iterator[Finding]:
 
 def max_total_tokens_cap_only(ctx: Context) -> Iterator[Finding]:
     b = ctx.budget
-    limit = ctx.launch.get("max_total_tokens")
+    limit = ctx.launch.int_value("max_total_tokens")
     if limit is None or b.kv_budget_bytes is None or not b.kv_bytes_per_token:
         return
     profiled = b.kv_budget_bytes // b.kv_bytes_per_token
-    if int(limit) > profiled:
+    if limit > profiled:
         yield Finding("max-total-tokens-cap-only", "warning",
-                      f"--max-total-tokens {int(limit):,} only caps the pool, it never grows it: "
+                      f"--max-total-tokens {limit:,} only caps the pool, it never grows it: "
                       f"the memory budget gives {profiled:,} tokens",
                       f"raise {ctx.flag('mem_fraction_static', '--mem-fraction-static')} "
                       f"(or lower --max-total-tokens to {profiled:,})")
@@ -386,7 +387,7 @@ def _patch_triggers(ctx: Context) -> list[tuple[str, str, str]]:
     m = ctx.model
     hits: list[tuple[str, str, str]] = []
     qwen35 = m is not None and m.arch.startswith("Qwen3_5") and m.text.get("mtp_num_hidden_layers") is not None
-    if ctx.algo in EAGLE_FAMILY and qwen35 and ctx.launch.get("speculative_draft_model_path"):
+    if m is not None and ctx.algo in EAGLE_FAMILY and qwen35 and ctx.launch.get("speculative_draft_model_path"):
         layers = int(m.text.get("num_hidden_layers") or 0)
         full = ctx.budget.full_attention_layers or 1
         hits.append(("mtp-layer-detection", "warning",
@@ -447,7 +448,7 @@ def budget_negative(ctx: Context) -> Iterator[Finding]:
 
 
 def gpu_count(ctx: Context) -> Iterator[Finding]:
-    pp = int(ctx.launch.get("pp_size") or 1)
+    pp = ctx.launch.int_value("pp_size") or 1
     needed = ctx.budget.tp_size * pp
     if ctx.gpu.count is not None and needed > ctx.gpu.count:
         yield Finding("gpu-count", "error",
