@@ -9,7 +9,7 @@ from typing import Callable
 import click
 
 from patchkit import __version__, error_handler
-from patchkit.constants import EXIT_CODES_HELP
+from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_CODES_HELP
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -26,23 +26,38 @@ def _wants_json() -> bool:
 def _exit(command: Callable[[], int]) -> None:
     # `patchkit ... | head` ends quietly, as other command-line tools do.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    sys.exit(error_handler.run(command, _wants_json()))
+    sys.exit(error_handler.flush(error_handler.run(command, _wants_json())))
 
 
 class _Group(click.Group):
-    """With --json, a usage error click finds (unknown option, missing value) is JSON too."""
+    """With --json, a usage error click finds (unknown option, missing value) is JSON too; a
+    Ctrl-C while click itself runs (before a command started) is exit 130 with patchkit's
+    message, not click's "Aborted!" and exit 1."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         argv = list(sys.argv[1:] if args is None else args)
-        if "--json" not in argv or not standalone_mode:
+        if not standalone_mode:
             return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
+        as_json = "--json" in argv
         try:
             code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.UsageError as exc:
-            sys.exit(error_handler.failed(exc.exit_code, exc.format_message(), as_json=True))
         except click.exceptions.Abort:
-            sys.exit(error_handler.failed(130, "interrupted", as_json=True))
+            sys.exit(error_handler.run(_interrupted, as_json))
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.exceptions.UsageError as exc:
+            if not as_json:
+                exc.show()
+                sys.exit(exc.exit_code)
+            sys.exit(error_handler.failed(exc.exit_code, exc.format_message(), as_json=True))
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _interrupted() -> int:
+    raise KeyboardInterrupt
 
 
 site_packages_option = click.option(
@@ -69,6 +84,11 @@ target_option = click.option(
     "--target", "version", metavar="VERSION", help="The SGLang version expected; a mismatch exits 3 and changes nothing."
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+lock_timeout_option = click.option(
+    "--lock-timeout", "lock_timeout", type=click.FloatRange(min=0), default=DEFAULT_LOCK_TIMEOUT, show_default=True,
+    metavar="SECONDS", help="How long to wait for another patchkit run on the same folder (0: fail at once); "
+                            "then exit 5.",
+)
 
 
 @click.group(cls=_Group, context_settings=_CONTEXT, epilog=_epilog())
@@ -91,13 +111,16 @@ def main(patch_folders) -> None:
 @click.option("--only", multiple=True, metavar="ID", help="Apply only this patch (repeatable).")
 @click.option("--skip", multiple=True, metavar="ID", help="Do not apply this patch (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Print the unified diff; write nothing.")
-@click.option("--force", is_flag=True, help="Overwrite files changed outside patchkit.")
+@click.option("--force", is_flag=True, help="Overwrite files changed outside patchkit (each is named, and a copy of "
+              "its bytes is kept under .patchkit/overwritten/ until the next full revert).")
+@lock_timeout_option
 @json_option
-def apply(version, site_packages, source, python, fetch, only, skip, dry_run, force, as_json) -> None:
+def apply(version, site_packages, source, python, fetch, only, skip, dry_run, force, lock_timeout, as_json) -> None:
     """Apply every patch this SGLang release needs."""
     from patchkit.commands.apply import apply as run
 
-    _exit(lambda: run(site_packages, fetch, version, only, skip, dry_run, force, as_json, source=source, python=python))
+    _exit(lambda: run(site_packages, fetch, version, only, skip, dry_run, force, as_json, source=source, python=python,
+                      lock_timeout=lock_timeout))
 
 
 @main.command(epilog=_epilog())
@@ -115,13 +138,16 @@ def status(version, site_packages, source, python, as_json) -> None:
 @target_option
 @targeting
 @click.option("--only", multiple=True, metavar="ID", help="Revert only this patch (repeatable).")
-@click.option("--force", is_flag=True, help="Restore files even if they changed outside patchkit.")
+@click.option("--force", is_flag=True, help="Restore files even if they changed outside patchkit (each is named, and "
+              "a copy of its bytes is kept under .patchkit/overwritten/).")
+@lock_timeout_option
 @json_option
-def revert(version, site_packages, source, python, only, force, as_json) -> None:
+def revert(version, site_packages, source, python, only, force, lock_timeout, as_json) -> None:
     """Restore the pristine bytes of every file patchkit changed."""
     from patchkit.commands.revert import revert as run
 
-    _exit(lambda: run(site_packages, version, only, force, as_json, source=source, python=python))
+    _exit(lambda: run(site_packages, version, only, force, as_json, source=source, python=python,
+                      lock_timeout=lock_timeout))
 
 
 @main.command(epilog=_epilog())

@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 from patchkit import manifest as manifest_mod
 from patchkit import registry
 from patchkit import state as state_mod
-from patchkit.errors import DriftError, PlanError
+from patchkit.errors import DriftError, PlanError, undecodable
 from patchkit.state import FileRecord, State
 from patchkit.target import Target
 from patchkit.transaction import FileWrite
@@ -53,6 +53,7 @@ class Plan:
     new_state: State | None
     warnings: tuple[str, ...] = ()
     acted: tuple[str, ...] = ()  # ids the plan applies or reverts
+    lost: dict[str, bytes] = field(default_factory=dict)  # {rel: outside edits `--force` overwrites}
 
     @property
     def changes_files(self) -> bool:
@@ -104,7 +105,7 @@ class View:
             return self.read(rel)
         if rel not in self._backups:
             record = self.state.files[rel]
-            self._backups[rel] = None if record.pristine is None else state_mod.read_backup(self.target.site, rel)
+            self._backups[rel] = None if record.pristine is None else state_mod.read_backup(self.target.site, rel, record.pristine)
         return self._backups[rel]
 
     def file_condition(self, rel: str) -> str:
@@ -131,6 +132,8 @@ class View:
                 self._trees[key] = cst.parse_module(data)
             except cst.ParserSyntaxError as exc:
                 raise PlanError(f"{rel} has a syntax error at line {exc.raw_line}: {exc.message}") from None
+            except UnicodeDecodeError as exc:
+                raise undecodable(self.target.site / rel, exc) from None
         return self._trees[key]
 
     def _scope(self, rel: str) -> frozenset[str] | None:
@@ -377,6 +380,9 @@ def _render(view: View, rel: str, ids: tuple[str, ...]) -> bytes | None:
     if base is None or not ids:
         return base
     data = view.render(rel, base, ids)
+    if b"\r\n" in base and base.count(b"\r\n") == base.count(b"\n"):
+        # A CRLF file stays CRLF also in inserted code (Python reads both alike, string literals too).
+        data = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
     try:
         compile(data, rel, "exec", dont_inherit=True)
     except SyntaxError as exc:
@@ -390,13 +396,16 @@ def _render_all(view: View, wanted: dict[str, tuple[str, ...]]) -> dict[str, byt
     return {rel: _render(view, rel, ids) for rel, ids in wanted.items()}
 
 
-def _build(view: View, wanted: dict[str, list[str]], applied: list[str]) -> tuple[list[FileWrite], State | None]:
-    """Writes and new state for a tree where each file carries exactly `wanted[rel]`."""
+def _build(view: View, wanted: dict[str, list[str]], applied: list[str],
+           force: bool) -> tuple[list[FileWrite], State | None, dict[str, bytes]]:
+    """Writes and new state for a tree where each file carries exactly `wanted[rel]`, and the
+    outside edits those writes overwrite (a file changed outside patchkit: exit 4 unless `force`)."""
     from patchkit import identity
 
     state = view.state
     writes: list[FileWrite] = []
     files: dict[str, FileRecord] = {}
+    lost: dict[str, bytes] = {}
     rendered = _render_all(view, {rel: tuple(ids) for rel, ids in wanted.items()})
     for rel, ids in sorted(wanted.items()):
         after = rendered[rel]
@@ -407,9 +416,14 @@ def _build(view: View, wanted: dict[str, list[str]], applied: list[str]) -> tupl
             files[rel] = FileRecord(pristine=pristine_sha, patched=sha256(after or b""), patches=list(ids),
                                     digests=identity.digests(ids))
         if after != before:
+            if record is not None and view.file_condition(rel) == "drifted" and before is not None:
+                if not force:
+                    raise DriftError(f"{rel} was changed outside patchkit and this run would overwrite it; nothing "
+                                     "was written (use --force, which keeps a copy of those bytes, or `patchkit diff`)")
+                lost[rel] = before
             writes.append(FileWrite(rel=rel, before=before, after=after, pristine=view.pristine(rel)))
     new_state = State(sglang_version=view.target.version, patches=applied, files=files) if applied else None
-    return writes, new_state
+    return writes, new_state, lost
 
 
 def _current_assignment(view: View) -> dict[str, list[str]]:
@@ -448,21 +462,27 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
         assignment[rel] = registry.stack(assignment[rel], classes)  # the declared stacking order
     applied_before = list(view.state.patches) if view.state else []
     applied = [pid for pid in ids if pid in applied_before or pid in {s.id for s in to_apply}]
-    writes, new_state = _build(view, assignment, applied)
+    # Only the files of the patches applied now are rendered; every other record stays as it is
+    # (a file of a patch not selected is never rewritten, drifted or not).
+    touched = {rel for rel, pids in assignment.items() if any(s.id in pids for s in to_apply)}
+    writes, new_state, lost = _build(view, {rel: assignment[rel] for rel in touched}, applied, force)
+    if new_state is not None and view.state is not None:
+        new_state.files.update({rel: view.state.files[rel] for rel in assignment if rel not in touched})
     for patch in (view.patches[s.id] for s in to_apply):
         view.warnings.extend(f"patch {patch.ID}: {w}" for w in patch.warnings)
     # A transform rendered for several files warns once.
     warnings = list(dict.fromkeys(view.warnings + _range_warnings(view, [s.id for s in to_apply])))
-    return Plan(target, tuple(statuses), tuple(writes), view.state, new_state, tuple(warnings), tuple(s.id for s in to_apply))
+    return Plan(target, tuple(statuses), tuple(writes), view.state, new_state, tuple(warnings), tuple(s.id for s in to_apply), lost)
 
 
 def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False) -> Plan:
+    selected = registry.select(registry.patch_ids(), only)  # an unknown id is exit 2, whatever the state
     view = open_view(target)
     state = view.state
     if state is None:
         return Plan(target, (), (), None, None, tuple(view.warnings))
     # --only names any known patch; those not applied here have nothing to revert.
-    chosen = [pid for pid in registry.select(registry.patch_ids(), only) if pid in state.patches] if only else list(state.patches)
+    chosen = [pid for pid in selected if pid in state.patches] if only else list(state.patches)
     touched = {rel for pid in chosen for rel in state.files_of(pid)}
     drifted = sorted(rel for rel in touched if view.file_condition(rel) == "drifted")
     if drifted and not force:
@@ -470,11 +490,12 @@ def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False)
     assignment = {rel: [pid for pid in record.patches if pid not in chosen] for rel, record in state.files.items()}
     # Files that keep patches and did not change need no rendering (no libcst for a full revert).
     unchanged = {rel for rel in assignment if rel not in touched}
-    writes, new_state = _build(view, {rel: ids for rel, ids in assignment.items() if rel not in unchanged}, [p for p in state.patches if p not in chosen])
+    writes, new_state, lost = _build(view, {rel: ids for rel, ids in assignment.items() if rel not in unchanged},
+                                     [p for p in state.patches if p not in chosen], force)
     if new_state is not None:
         new_state.files.update({rel: state.files[rel] for rel in unchanged})
     statuses = tuple(PatchStatus(pid, APPLIED, tuple(state.files_of(pid))) for pid in chosen)
-    return Plan(target, statuses, tuple(writes), state, new_state, tuple(view.warnings), tuple(chosen))
+    return Plan(target, statuses, tuple(writes), state, new_state, tuple(view.warnings), tuple(chosen), lost)
 
 
 def current_diff(target: Target) -> str:
@@ -483,7 +504,8 @@ def current_diff(target: Target) -> str:
     if state is None:
         return ""
     return "".join(
-        unified_diff(rel, None if record.pristine is None else state_mod.read_backup(target.site, rel), target.read(rel))
+        unified_diff(rel, None if record.pristine is None else state_mod.read_backup(target.site, rel, record.pristine),
+                     target.read(rel))
         for rel, record in sorted(state.files.items())
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import traceback
@@ -9,7 +10,7 @@ from typing import Callable
 
 from patchkit import output
 from patchkit.constants import ENV_HOME, EXIT_BUG, EXIT_INTERRUPTED
-from patchkit.errors import PatchkitError
+from patchkit.errors import PatchkitError, environment_failure, is_environment_failure
 
 
 def _log_dir() -> str:
@@ -41,10 +42,42 @@ def run(command: Callable[[], int], as_json: bool = False) -> int:
     except PatchkitError as exc:
         return failed(exc.exit_code, str(exc), as_json)
     except KeyboardInterrupt:
-        return failed(EXIT_INTERRUPTED, "interrupted; every file was left as it was before the interrupted write", as_json)
-    except Exception as exc:  # an unexpected bug: one line, full report in a log file
-        try:
-            where = _write_log(traceback.format_exc())
-        except OSError:
-            where = "(no log could be written)"
-        return failed(EXIT_BUG, f"unexpected {exc.__class__.__name__}: {exc}; traceback in {where}", as_json)
+        # apply and revert say themselves when files had started to change (errors.Interrupted).
+        return failed(EXIT_INTERRUPTED, INTERRUPTED_EARLY, as_json)
+    except OSError as exc:
+        if not is_environment_failure(exc):
+            return _bug(exc, as_json)
+        failure = environment_failure(exc)
+        return failed(failure.exit_code, str(failure), as_json)
+    except Exception as exc:
+        return _bug(exc, as_json)
+
+
+INTERRUPTED_EARLY = "interrupted before any file was changed; every file was left as it was"
+
+
+def flush(code: int) -> int:
+    """Flush stdout and stderr after a command returned `code`: a Ctrl-C or a write error now
+    comes after the command's work, and is said so."""
+    try:
+        output.flush()
+    except KeyboardInterrupt:
+        output.error(f"interrupted after the command had finished (exit {code} otherwise)")
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        if not is_environment_failure(exc):
+            raise
+        failure = environment_failure(exc, f"the command had finished (exit {code} otherwise)")
+        with contextlib.suppress(OSError):
+            output.error(str(failure))
+        return failure.exit_code
+    return code
+
+
+def _bug(exc: Exception, as_json: bool = False) -> int:
+    """An unexpected bug: one line, the full report in a log file."""
+    try:
+        where = _write_log(traceback.format_exc())
+    except OSError:
+        where = "(no log could be written)"
+    return failed(EXIT_BUG, f"unexpected {exc.__class__.__name__}: {exc}; traceback in {where}", as_json)

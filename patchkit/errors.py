@@ -1,5 +1,6 @@
 """The PatchkitError tree; each error carries the exit code the CLI maps it to."""
 
+import errno
 from typing import Any
 
 from patchkit import constants
@@ -48,9 +49,54 @@ class DriftError(PatchkitError):
     exit_code = constants.EXIT_DRIFT
 
 
+class UnsafeStateError(TargetError):
+    """Something under `.patchkit/` is a symlink or not a plain file or folder: refused."""
+
+
+class LockTimeout(PatchkitError):
+    """Another patchkit run held the folder's lock longer than --lock-timeout."""
+
+    exit_code = constants.EXIT_LOCKED
+
+
+class EnvironmentFailure(PatchkitError):
+    """Reading or writing a file failed for a reason of the environment (read-only, permission,
+    no space, I/O error, wrong file type, undecodable bytes)."""
+
+    exit_code = constants.EXIT_ENVIRONMENT
+
+
+class Interrupted(PatchkitError):
+    """Ctrl-C, with what was done about the files in the message."""
+
+    exit_code = constants.EXIT_INTERRUPTED
+
+
 class UsageError(PatchkitError):
     exit_code = constants.EXIT_USAGE
 
 
 class BuildError(PatchkitError):
     """No container builder answers, or building or pushing an image failed."""
+
+
+# errno values that say "the environment", not "a bug in patchkit".
+ENVIRONMENT_ERRNOS = frozenset({
+    errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EISDIR,
+    errno.ENOTDIR, errno.ELOOP, errno.EFBIG, errno.ENAMETOOLONG, errno.ETXTBSY, errno.EMLINK,
+})
+
+
+def is_environment_failure(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS
+
+
+def environment_failure(exc: OSError, after: str = "") -> EnvironmentFailure:
+    """One line naming the file and the cause, e.g. `.../x.py: No space left on device (ENOSPC)`."""
+    name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    where = f"{exc.filename}: " if exc.filename is not None else ""
+    return EnvironmentFailure(f"{where}{exc.strerror or exc} ({name})" + (f"; {after}" if after else ""))
+
+
+def undecodable(path: object, exc: UnicodeDecodeError) -> EnvironmentFailure:
+    return EnvironmentFailure(f"{path}: undecodable bytes ({exc.encoding} cannot decode byte {exc.object[exc.start:exc.start + 1]!r} at offset {exc.start})")

@@ -21,6 +21,16 @@ def error(message: str) -> None:
     sys.stderr.write(f"error: {message}\n")
 
 
+def flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError as exc:
+            if exc.filename is None:
+                exc.filename = stream.name
+            raise
+
+
 def as_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
 

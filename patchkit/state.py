@@ -1,21 +1,38 @@
-"""The state file, the backups folder and the lock, all under `<site>/.patchkit/`."""
+"""The state file, the backups folder and the lock, all under `<site>/.patchkit/`.
+
+Everything under `.patchkit/` is patchkit's own: it must be plain files and folders, never a
+symlink or anything else (`check_state_dir`), files there are opened without following
+symlinks, and the state file is validated against its schema before anything trusts it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import re
+import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from patchkit import __version__
-from patchkit.constants import BACKUPS_DIR, JOURNAL_FILE, LOCK_FILE, PENDING_DIR, STATE_DIR, STATE_FILE, STATE_SCHEMA
+from patchkit.constants import (
+    BACKUPS_DIR, DEFAULT_LOCK_TIMEOUT, JOURNAL_FILE, LOCK_FILE, OVERWRITTEN_DIR, PACKAGE, PENDING_DIR, STATE_DIR,
+    STATE_FILE, STATE_SCHEMA, STATE_SCHEMAS_READ,
+)
 
-READABLE_SCHEMAS = (1, STATE_SCHEMA)  # schema 1 files (no patch digests) are still read
-from patchkit.errors import StateError
-from patchkit.util import atomic_write
+READABLE_SCHEMAS = STATE_SCHEMAS_READ  # schema 1 files (no patch digests) are still read
+from patchkit.errors import (
+    EnvironmentFailure, LockTimeout, StateError, UnsafeStateError, environment_failure, is_environment_failure,
+)
+from patchkit.util import atomic_write, sha256
+
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+_PATCH_ID = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 
 
 @dataclass
@@ -52,25 +69,95 @@ class State:
         }
 
     @classmethod
-    def from_dict(cls, data: dict, where: str) -> "State":
-        try:
-            if data["schema"] not in READABLE_SCHEMAS:
-                raise StateError(f"{where}: unsupported state schema {data['schema']!r}")
-            files = {
-                str(rel): FileRecord(
-                    pristine=r["pristine_sha256"], patched=str(r["patched_sha256"]), patches=[str(p) for p in r["patches"]],
-                    digests={str(k): str(v) for k, v in r.get("patch_sha256", {}).items()},
-                )
-                for rel, r in data["files"].items()
-            }
-            return cls(
-                sglang_version=str(data["sglang_version"]),
-                patches=[str(p) for p in data["patches"]],
-                files=files,
-                patchkit_version=str(data["patchkit_version"]),
+    def from_dict(cls, data: object, where: str) -> "State":
+        """A state validated field by field; anything off is a StateError naming the field."""
+        return _validate(data, where)
+
+
+# --- schema validation ------------------------------------------------------------------------
+
+
+class Invalid(Exception):
+    pass
+
+
+def need(ok: bool, what: str) -> None:
+    if not ok:
+        raise Invalid(what)
+
+
+def _str(value: object, what: str) -> str:
+    need(isinstance(value, str) and value != "" and "\0" not in value, f"{what} must be a non-empty string")
+    return value  # type: ignore[return-value]
+
+
+def sha_field(value: object, what: str, nullable: bool = False) -> str | None:
+    if value is None and nullable:
+        return None
+    need(isinstance(value, str) and bool(_HEX64.match(value)),
+          f"{what} must be {'null or ' if nullable else ''}a sha256 (64 lowercase hex digits)")
+    return value  # type: ignore[return-value]
+
+
+def _patch_id(value: object, what: str) -> str:
+    need(isinstance(value, str) and bool(_PATCH_ID.match(value)), f"{what} must be a patch id")
+    return value  # type: ignore[return-value]
+
+
+def keys_of(value: object, what: str, required: set[str], optional: set[str] = frozenset()) -> dict:  # type: ignore[assignment]
+    need(isinstance(value, dict), f"{what} must be an object")
+    keys = set(value)  # type: ignore[arg-type]
+    need(not required - keys, f"{what} lacks {', '.join(sorted(required - keys))}")
+    need(not keys - required - optional, f"{what} has unknown field(s) {', '.join(sorted(map(str, keys - required - optional)))}")
+    return value  # type: ignore[return-value]
+
+
+def package_path(value: object, what: str) -> str:
+    """A path relative to the site folder that stays inside `sglang/` (no `..`, not absolute)."""
+    rel = _str(value, what)
+    parts = rel.split("/")
+    need(parts[0] == PACKAGE and len(parts) > 1 and all(p not in ("", ".", "..") for p in parts) and "\\" not in rel,
+          f"{what} {rel!r} is not a path inside {PACKAGE}/")
+    return rel
+
+
+def _validate(data: object, where: str) -> State:
+    try:
+        top = keys_of(data, "the state", {"schema", "patchkit_version", "sglang_version", "patches", "files"})
+        need(type(top["schema"]) is int and top["schema"] in STATE_SCHEMAS_READ,
+              f"schema {top['schema']!r} is not one this patchkit reads ({', '.join(map(str, STATE_SCHEMAS_READ))})")
+        schema = top["schema"]
+        patches = top["patches"]
+        need(isinstance(patches, list), "patches must be a list")
+        ids = [_patch_id(p, "each of patches") for p in patches]
+        need(len(set(ids)) == len(ids), "patches lists an id twice")
+        need(isinstance(top["files"], dict), "files must be an object")
+        files: dict[str, FileRecord] = {}
+        for rel, raw in top["files"].items():
+            rel = package_path(rel, "a files key")
+            fields = {"pristine_sha256", "patched_sha256", "patches"}
+            record = keys_of(raw, f"files[{rel!r}]", fields | ({"patch_sha256"} if schema >= 2 else set()))
+            on = record["patches"]
+            need(isinstance(on, list) and on != [], f"files[{rel!r}].patches must be a non-empty list")
+            on_ids = [_patch_id(p, f"each of files[{rel!r}].patches") for p in on]
+            need(set(on_ids) <= set(ids), f"files[{rel!r}].patches names a patch that patches does not list")
+            digests = record.get("patch_sha256", {})
+            need(isinstance(digests, dict), f"files[{rel!r}].patch_sha256 must be an object")
+            files[rel] = FileRecord(
+                pristine=sha_field(record["pristine_sha256"], f"files[{rel!r}].pristine_sha256", nullable=True),
+                patched=sha_field(record["patched_sha256"], f"files[{rel!r}].patched_sha256"),  # type: ignore[arg-type]
+                patches=on_ids,
+                digests={_patch_id(k, f"a files[{rel!r}].patch_sha256 key"): sha_field(v, f"files[{rel!r}].patch_sha256[{k!r}]")
+                              for k, v in digests.items()},  # type: ignore[misc]
             )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise StateError(f"{where} is corrupt ({exc.__class__.__name__}: {exc}); restore it or reinstall SGLang") from None
+        return State(sglang_version=_str(top["sglang_version"], "sglang_version"), patches=ids, files=files,
+                     patchkit_version=_str(top["patchkit_version"], "patchkit_version"))
+    except Invalid as exc:
+        raise StateError(f"{where} is corrupt, not a valid patchkit state file: {exc}; nothing was written "
+                         f"(restore it, or reinstall SGLang and remove {Path(where).parent})") from None
+
+
+# --- paths ------------------------------------------------------------------------------------
 
 
 def state_dir(site: Path) -> Path:
@@ -93,21 +180,96 @@ def backup_path(site: Path, rel: str) -> Path:
     return state_dir(site) / BACKUPS_DIR / rel
 
 
-def load(site: Path) -> State | None:
-    path = state_path(site)
+def overwritten_dir(site: Path) -> Path:
+    return state_dir(site) / OVERWRITTEN_DIR
+
+
+def check_state_dir(site: Path) -> None:
+    """Refuse (exit 3, nothing touched) a `.patchkit/` holding anything but plain files and
+    folders: a symlink there could make patchkit write, copy or delete outside the package."""
+    root = state_dir(site)
     try:
-        raw = path.read_bytes()
+        top = os.lstat(root)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise environment_failure(exc) from None
+    if not stat.S_ISDIR(top.st_mode):
+        kind = "a symlink" if stat.S_ISLNK(top.st_mode) else "not a folder"
+        raise UnsafeStateError(f"{root} is {kind}; patchkit refuses to use it (nothing was written or deleted). "
+                               f"Remove it if it is not patchkit's own")
+    for folder, dirs, names in os.walk(root, onerror=_raise):
+        for name in dirs + names:
+            path = os.path.join(folder, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                continue  # the lock file of a run finishing right now
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                kind = "a symlink" if stat.S_ISLNK(mode) else "not a plain file or folder"
+                raise UnsafeStateError(f"{path} is {kind}; patchkit refuses to use {root} (nothing was written or "
+                                       "deleted). Remove it if it is not patchkit's own")
+
+
+def _raise(exc: OSError) -> None:
+    if isinstance(exc, FileNotFoundError):
+        return  # removed by a run finishing right now
+    raise environment_failure(exc)
+
+
+def read_private(path: Path) -> bytes | None:
+    """A file under `.patchkit/`, opened without following a symlink; None when absent."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise StateError(f"cannot read {path}: {exc.strerror}") from None
+        if exc.errno == errno.ELOOP:
+            raise UnsafeStateError(f"{path} is a symlink; patchkit refuses to read it (nothing was written)") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        raise UnsafeStateError(f"{path} is not a plain file; patchkit refuses to read it (nothing was written)")
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+# --- the state file ---------------------------------------------------------------------------
+
+
+def load(site: Path) -> State | None:
+    check_state_dir(site)
+    path = state_path(site)
+    try:
+        raw = read_private(path)
+    except OSError as exc:
+        if is_environment_failure(exc):
+            raise environment_failure(exc) from None
+        raise
+    if raw is None:
+        return None
     try:
         data = json.loads(raw)
     except ValueError:
-        raise StateError(f"{path} is corrupt (not JSON); restore it or reinstall SGLang") from None
-    if not isinstance(data, dict):
-        raise StateError(f"{path} is corrupt (not an object); restore it or reinstall SGLang")
-    return State.from_dict(data, str(path))
+        raise StateError(f"{path} is corrupt (not JSON); nothing was written (restore it, or reinstall SGLang "
+                         f"and remove {state_dir(site)})") from None
+    state = State.from_dict(data, str(path))
+    for rel, record in state.files.items():
+        if record.pristine is None and rel in _release_files(site):
+            raise StateError(f"{path} is not a valid patchkit state file: it records {rel}, a file of the SGLang "
+                             f"release, as added by patchkit; nothing was written")
+    return state
+
+
+def _release_files(site: Path) -> set[str]:
+    """Paths the installed release's RECORD lists (only read when a record claims an added file)."""
+    found: set[str] = set()
+    for record in site.glob(f"{PACKAGE}-*.dist-info/RECORD"):
+        found.update(line.split(",", 1)[0] for line in record.read_text(encoding="utf-8", errors="replace").splitlines())
+    return found
 
 
 def dumps(state: State) -> bytes:
@@ -118,36 +280,94 @@ def save(site: Path, state: State) -> None:
     atomic_write(state_path(site), dumps(state), 0o644)
 
 
-def read_backup(site: Path, rel: str) -> bytes:
+def read_backup(site: Path, rel: str, expected: str | None = None) -> bytes:
+    """The backed-up pristine bytes of `rel`, checked against the recorded sha256 when given."""
     path = backup_path(site, rel)
+    data = read_private(path)
+    if data is None:
+        raise StateError(f"backup of {rel} is missing ({path}); nothing was written. Reinstall SGLang to get the "
+                         f"pristine file, then remove {state_dir(site)}")
+    if expected is not None and sha256(data) != expected:
+        raise StateError(f"backup of {rel} ({path}) does not match the pristine sha256 recorded for it; it is "
+                         f"tampered or corrupt and was not used (nothing was written). Reinstall SGLang to get the "
+                         f"pristine file, then remove {state_dir(site)}")
+    return data
+
+
+# --- the lock ---------------------------------------------------------------------------------
+
+
+def lock_holder(site: Path) -> str | None:
+    """'PID n: command line' of the process holding the folder's lock, if one does (Linux)."""
     try:
-        return path.read_bytes()
+        ino = os.lstat(state_dir(site) / LOCK_FILE).st_ino
+        locks = Path("/proc/locks").read_text()
     except OSError:
-        raise StateError(f"backup of {rel} is missing ({path}); reinstall SGLang to get the pristine file") from None
+        return None
+    for line in locks.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(ino):
+            pid = fields[4]
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                cmd = "?"
+            return f"PID {pid}: {cmd}"
+    return None
 
 
 @contextlib.contextmanager
-def locked(site: Path) -> Iterator[None]:
+def locked(site: Path, timeout: float = DEFAULT_LOCK_TIMEOUT,
+           on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
     """Serialize patchkit runs on one folder (flock on `.patchkit/lock`).
 
-    `revert` removes `.patchkit/` with the lock file in it; a waiter that then gets the lock
-    on the removed file retries on the new one, so two runs never hold the lock at once.
+    A run that finds the lock taken calls `on_wait` at once with who holds it, and gives up
+    with LockTimeout after `timeout` seconds (0: at once). `revert` removes `.patchkit/` with
+    the lock file in it; a waiter that then gets the lock on the removed file retries on the
+    new one, so two runs never hold the lock at once. On a read-only file system no run can
+    change the folder, so none is locked out: the run goes on and fails only if it must write.
     """
+    check_state_dir(site)
     path = state_dir(site) / LOCK_FILE
+    started = time.monotonic()
+    told = False
     while True:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            path.parent.mkdir(exist_ok=True)
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except FileNotFoundError:
+            continue  # a finishing run removed `.patchkit/` between the two calls
+        except OSError as exc:
+            if exc.errno == errno.EROFS:
+                yield  # read-only: nothing can change here, and a write will fail with exit 6
+                return
+            if exc.errno == errno.ELOOP:
+                raise UnsafeStateError(f"{path} is a symlink; patchkit refuses to use it (nothing was written)") from None
+            raise environment_failure(exc) from None
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    holder = lock_holder(site) or "another patchkit run"
+                    waited = time.monotonic() - started
+                    if waited >= timeout:
+                        raise LockTimeout(f"{holder} holds the lock on {site}; gave up after {waited:.0f}s "
+                                          f"(--lock-timeout {timeout:g})") from None
+                    if not told and on_wait is not None:
+                        on_wait(f"waiting up to {timeout:g}s for the lock on {site}, held by {holder}")
+                        told = True
+                    time.sleep(min(0.1, max(0.0, timeout - waited)))
             try:
-                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+                same = os.lstat(path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
                 same = False
-            if same:
-                break
         except BaseException:
             os.close(fd)
             raise
+        if same:
+            break
         os.close(fd)
     try:
         yield
@@ -163,3 +383,4 @@ def _release(site: Path, path: Path, fd: int) -> None:
     os.close(fd)
     with contextlib.suppress(OSError):
         state_dir(site).rmdir()  # only when empty: nothing patched here
+

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from patchkit import versions
 from patchkit.constants import PACKAGE
-from patchkit.errors import NotFoundError, TargetError, UsageError
+from patchkit.errors import NotFoundError, TargetError, UsageError, environment_failure, is_environment_failure, undecodable
 
 SITE, EDITABLE, SOURCE = "site-packages", "editable", "source"
 
@@ -75,7 +75,11 @@ def _metadata_version(path: Path) -> str | None:
 
     try:
         metadata = HeaderParser().parsestr(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise undecodable(path, exc) from None
     except OSError as exc:
+        if is_environment_failure(exc):
+            raise environment_failure(exc) from None
         raise TargetError(f"cannot read {path}: {exc.strerror}") from exc
     version = metadata.get("Version")
     return version.strip() if version else None

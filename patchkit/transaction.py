@@ -1,13 +1,15 @@
-"""Commit a plan to disk: all or nothing, also across a crash.
+"""Commit a plan to disk: all or nothing, also across a crash, a Ctrl-C or an I/O error.
 
-Order of a commit (every write is temp file + fsync + os.replace):
-  1. back up the pristine bytes of each file about to change for the first time;
-  2. stage every new file under `.patchkit/pending/`;
-  3. write the journal: the commit point;
-  4. move each staged file into place (removals too);
-  5. write (or remove) the state file; 6. drop journal and staging.
-An exception in 4 rolls every moved file back. A crash before 3 leaves the tree untouched
-(staging is dropped on the next run); a crash after 3 is finished by `recover()`.
+Order of a commit (every write is temp file + fsync + os.replace + fsync of the folder):
+  1. back up the pristine bytes of each file about to change for the first time; stage every
+     new file (and, for `--force`, a copy of the bytes it overwrites) under `.patchkit/pending/`;
+  2. write the journal: the commit point. It names each file with the sha256 it had before
+     and must have after;
+  3. move each staged file into place (removals too); 4. write (or remove) the state file;
+     5. drop journal and staging.
+A failure before 2 discards what 1 wrote: the tree is untouched. From 2 on the run is finished
+(rolled forward), in this process when it can, else by `recover()` in the next run, which first
+checks every file's current bytes against the journal and writes nothing when one is neither.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit import state as state_mod
-from patchkit.constants import BACKUPS_DIR, LOCK_FILE
-from patchkit.errors import StateError
+from patchkit.constants import BACKUPS_DIR, JOURNAL_FILE, JOURNAL_SCHEMA, LOCK_FILE, OVERWRITTEN_DIR, STATE_DIR
+from patchkit.errors import (
+    DriftError, EnvironmentFailure, Interrupted, StateError, environment_failure, is_environment_failure,
+)
 from patchkit.state import State
 from patchkit.target import Target
-from patchkit.util import atomic_write, replace
+from patchkit.util import atomic_write, replace, sha256
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,13 @@ class FileWrite:
     pristine: bytes | None  # the release's bytes, kept as backup (None: a file patchkit adds)
 
 
+@dataclass(frozen=True)
+class Recovery:
+    finished: bool = False  # an interrupted run was finished
+    kept: tuple[str, ...] = ()  # copies of overwritten bytes (`--force`), relative to the site
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
 def _mode(path: Path) -> int:
     try:
         return os.stat(path).st_mode & 0o7777
@@ -41,85 +53,192 @@ def _mode(path: Path) -> int:
         return 0o644
 
 
-def commit(target: Target, writes: list[FileWrite], old: State | None, new: State | None) -> None:
+def _dest(target: Target, rel: str) -> Path:
+    """Where a file's bytes go: through an in-package symlink to the file it names, so the
+    symlink itself survives (`Target.path` refuses one that points out of the package)."""
+    path = target.path(rel)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _sha_or_none(data: bytes | None) -> str | None:
+    return None if data is None else sha256(data)
+
+
+def commit(target: Target, writes: list[FileWrite], old: State | None, new: State | None,
+           lost: dict[str, bytes] | None = None) -> tuple[str, ...]:
+    """Write the plan; `lost` = {rel: bytes an overwrite loses}, kept under `.patchkit/overwritten/`.
+    Returns the kept copies' paths, relative to the site folder."""
     site = target.site
+    lost = lost or {}
     for write in writes:
         if target.read(write.rel) != write.before:
-            raise StateError(f"{write.rel} changed while patchkit was planning; run the command again")
-
+            raise StateError(f"{write.rel} changed while patchkit was planning; nothing was written, run the command again")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    kept = {rel: f"{OVERWRITTEN_DIR}/{stamp}/{rel}" for rel in sorted(lost)}
+    journal = {
+        "schema": JOURNAL_SCHEMA,
+        "sglang_version": target.version,
+        "state": new.to_dict() if new else None,
+        "files": [{"rel": w.rel, "before": _sha_or_none(w.before), "after": _sha_or_none(w.after)} for w in writes],
+        "kept": [{"rel": rel, "to": to, "sha256": sha256(lost[rel])} for rel, to in kept.items()],
+    }
     tracked = set(old.files) if old else set()
-    created_backups: list[Path] = []
-    done: list[FileWrite] = []
     staged = state_mod.pending_dir(site)
     try:
         for write in writes:
             if write.pristine is not None and write.rel not in tracked:
                 # Only files patchkit has not changed yet are backed up: a backup is never patched bytes.
-                backup = state_mod.backup_path(site, write.rel)
-                atomic_write(backup, write.pristine, _mode(target.path(write.rel)))
-                created_backups.append(backup)
+                atomic_write(state_mod.backup_path(site, write.rel), write.pristine, _mode(_dest(target, write.rel)))
+        for rel, data in lost.items():
+            atomic_write(staged / OVERWRITTEN_DIR / rel, data, 0o644)
         for write in writes:
             if write.after is not None:
-                atomic_write(staged / write.rel, write.after, _mode(target.path(write.rel)))
-        journal = {
-            "state": new.to_dict() if new else None,
-            "files": [{"rel": w.rel, "remove": w.after is None} for w in writes],
-        }
+                atomic_write(staged / write.rel, write.after, _mode(_dest(target, write.rel)))
         atomic_write(state_mod.journal_path(site), json.dumps(journal).encode())
-        for write in writes:
-            _move_into_place(target, write.rel, remove=write.after is None)
-            done.append(write)
     except BaseException:
-        for write in reversed(done):
-            _restore(target, write)
-        state_mod.journal_path(site).unlink(missing_ok=True)
-        shutil.rmtree(staged, ignore_errors=True)
-        for backup in created_backups:
-            backup.unlink(missing_ok=True)
-            _remove_empty_parents(backup.parent, state_mod.state_dir(site))
+        # Before the commit point: not one target file was touched; drop what this run wrote
+        # (should that fail too, the next run's `recover()` drops it).
+        try:
+            _discard(target, old)
+        except BaseException:
+            pass
         raise
-    _finish(target, new)
+    _complete(target, journal, False, f"{len(writes)} file(s) written")
+    return tuple(f"{STATE_DIR}/{to}" for to in kept.values())
 
 
-def _remove_temp_files(folder: Path, prefix: str = ".") -> None:
-    """Temp files of atomic writes that a killed run left (never a file's only copy)."""
-    if folder.is_dir():
-        for leftover in folder.rglob(f"{prefix}*.tmp"):
-            leftover.unlink(missing_ok=True)
+def _complete(target: Target, journal: dict, force: bool, done: str) -> list[str]:
+    """Roll the journal forward; past the commit point a run is finished, never undone. A
+    failure is retried once here; if it repeats, the journal stays for the next run."""
+    try:
+        return _roll_forward(target, journal, force)
+    except (DriftError, StateError):
+        raise  # found before anything was written
+    except BaseException as first:
+        try:
+            kept = _roll_forward(target, journal, force)
+        except BaseException:
+            raise _pending(first, target.site) from None
+        if isinstance(first, KeyboardInterrupt):
+            raise Interrupted(f"interrupted after files had started to change; the run was finished first ({done}, "
+                              "state recorded)") from None
+        return kept  # an error that did not repeat: the second attempt wrote and synced every file
 
 
-def _remove_empty_parents(folder: Path, stop: Path) -> None:
-    while folder != stop and folder.is_dir() and not any(folder.iterdir()):
-        folder.rmdir()
-        folder = folder.parent
+def _pending(exc: BaseException, site: Path) -> BaseException:
+    where = state_mod.journal_path(site)
+    then = f"the unfinished run is recorded in {where}; the next `patchkit apply` or `patchkit revert` finishes it"
+    if isinstance(exc, KeyboardInterrupt):
+        return Interrupted(f"interrupted while files were being replaced; {then}")
+    if is_environment_failure(exc):
+        return environment_failure(exc, then)  # type: ignore[arg-type]
+    if isinstance(exc, EnvironmentFailure):
+        return EnvironmentFailure(f"{exc}; {then}")
+    return exc
 
 
-def _move_into_place(target: Target, rel: str, remove: bool) -> None:
-    path = target.path(rel)
-    if remove:
-        if path.exists():
-            path.unlink()
-        return
-    staged = state_mod.pending_dir(target.site) / rel
-    if staged.exists():  # absent only when recover() already moved it
-        replace(staged, path)
+# --- finishing a run from its journal ----------------------------------------------------------
 
 
-def _restore(target: Target, write: FileWrite) -> None:
-    path = target.path(write.rel)
-    if write.before is None:
-        path.unlink(missing_ok=True)
-    else:
-        atomic_write(path, write.before, _mode(path))
+def _parse_journal(raw: bytes, where: Path) -> dict:
+    inv = state_mod.Invalid
+    try:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise inv("not JSON") from None
+        state_mod.keys_of(data, "the journal", {"schema", "sglang_version", "state", "files", "kept"})
+        state_mod.need(data["schema"] == JOURNAL_SCHEMA, f"schema {data['schema']!r} is not {JOURNAL_SCHEMA}")
+        state_mod.need(isinstance(data["sglang_version"], str) and data["sglang_version"] != "", "sglang_version must be a string")
+        state_mod.need(isinstance(data["files"], list) and isinstance(data["kept"], list), "files and kept must be lists")
+        for entry in data["files"]:
+            state_mod.keys_of(entry, "a files entry", {"rel", "before", "after"})
+            state_mod.package_path(entry["rel"], "files[].rel")
+            state_mod.sha_field(entry["before"], "files[].before", nullable=True)
+            state_mod.sha_field(entry["after"], "files[].after", nullable=True)
+        for entry in data["kept"]:
+            state_mod.keys_of(entry, "a kept entry", {"rel", "to", "sha256"})
+            rel = state_mod.package_path(entry["rel"], "kept[].rel")
+            state_mod.need(isinstance(entry["to"], str) and entry["to"].startswith(f"{OVERWRITTEN_DIR}/")
+                           and entry["to"].endswith("/" + rel) and ".." not in entry["to"].split("/"),
+                           "kept[].to must be a path under overwritten/")
+            state_mod.sha_field(entry["sha256"], "kept[].sha256")
+    except inv as exc:
+        raise StateError(f"{where} is not a valid patchkit journal ({exc}); nothing was written. Reinstall SGLang "
+                         f"and remove {where.parent}") from None
+    if data["state"] is not None:
+        State.from_dict(data["state"], f"{where} (its state)")
+    return data
 
 
-def _finish(target: Target, new: State | None) -> None:
+def _roll_forward(target: Target, journal: dict, force: bool = False) -> list[str]:
+    """Bring every file of the journal to its `after` bytes and record the new state. Checks
+    everything first: a file that is neither `before` nor `after` stops it (exit 4) unless
+    `force`, which keeps that file's bytes under `.patchkit/overwritten/`. Returns those copies."""
     site = target.site
+    staged = state_mod.pending_dir(site)
+    todo: list[dict] = []
+    drifted: dict[str, bytes] = {}
+    for entry in journal["files"]:
+        current = target.read(entry["rel"])
+        now = _sha_or_none(current)
+        if now == entry["after"]:
+            continue
+        if now != entry["before"]:
+            if not force:
+                raise DriftError(
+                    f"{entry['rel']} changed while a patchkit run on it was unfinished (its bytes are neither those "
+                    f"before nor after that run); nothing was written. Restore it, or finish with --force (which "
+                    f"keeps a copy of its bytes)")
+            drifted[entry["rel"]] = current  # type: ignore[assignment]
+        if entry["after"] is not None:
+            data = state_mod.read_private(staged / entry["rel"])
+            if data is None or sha256(data) != entry["after"]:
+                raise StateError(f"the staged copy of {entry['rel']} for the unfinished run is missing or corrupt; "
+                                 f"nothing was written. Reinstall SGLang and remove {state_mod.state_dir(site)}")
+        todo.append(entry)
+    for entry in journal["kept"]:
+        dest = state_mod.state_dir(site) / entry["to"]
+        source = staged / OVERWRITTEN_DIR / entry["rel"]
+        if state_mod.read_private(source) is not None:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            replace(source, dest)
+    kept = []
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for rel, data in drifted.items():
+        to = state_mod.overwritten_dir(site) / stamp / rel
+        atomic_write(to, data, 0o644)
+        kept.append(to.relative_to(site).as_posix())
+    for entry in todo:
+        path = _dest(target, entry["rel"])
+        if entry["after"] is None:
+            path.unlink(missing_ok=True)
+        else:
+            replace(staged / entry["rel"], path)
+    _finish(target, State.from_dict(journal["state"], "journal") if journal["state"] is not None else None,
+            {entry["to"].split("/")[1] for entry in journal["kept"]} | ({stamp} if drifted else set()))
+    return kept
+
+
+def _finish(target: Target, new: State | None, keep_stamps: set[str]) -> None:
+    site = target.site
+    root = state_mod.state_dir(site)
     if new is None:
-        # Nothing patched any more: leave the folder as the release installed it.
-        for entry in state_mod.state_dir(site).iterdir():
-            if entry.name != LOCK_FILE:
-                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        # Nothing patched any more: leave the folder as the release installed it. The state
+        # goes first (nothing then refers to a backup), the journal last (a kill in between is
+        # finished again by the next run). Copies kept by this very run stay.
+        state_mod.state_path(site).unlink(missing_ok=True)
+        for entry in sorted(root.iterdir()):
+            if entry.name in (LOCK_FILE, JOURNAL_FILE):
+                continue
+            if entry.name == OVERWRITTEN_DIR:
+                for run in sorted(entry.iterdir()):
+                    if run.name not in keep_stamps:
+                        _remove(run)
+                _remove_empty(entry)
+                continue
+            _remove(entry)
+        state_mod.journal_path(site).unlink(missing_ok=True)
         return
     state_mod.save(site, new)
     if target.checkout is not None:
@@ -127,40 +246,89 @@ def _finish(target: Target, new: State | None) -> None:
         ignore = state_mod.state_dir(site) / ".gitignore"
         if not ignore.exists():
             atomic_write(ignore, b"*\n", 0o644)
-    _prune_backups(site, new)
+    _prune_backups(target, new, check=False)
     state_mod.journal_path(site).unlink(missing_ok=True)
-    shutil.rmtree(state_mod.pending_dir(site), ignore_errors=True)
+    if state_mod.pending_dir(site).exists():
+        shutil.rmtree(state_mod.pending_dir(site))
 
 
-def _prune_backups(site: Path, new: State) -> None:
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _remove_empty(folder: Path) -> None:
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+
+
+def _prune_backups(target: Target, state: State | None, check: bool) -> None:
+    """Remove every backup that no record refers to, and empty folders. With `check`, a backup
+    whose bytes differ from the file it backs up is the only copy of something: refuse."""
+    site = target.site
     root = state_mod.state_dir(site) / BACKUPS_DIR
     if not root.is_dir():
         return
+    referenced = {rel for rel, record in (state.files.items() if state else ()) if record.pristine is not None}
     for path in sorted(root.rglob("*"), reverse=True):
         rel = path.relative_to(root).as_posix()
-        if path.is_file() and rel not in new.files:
+        if path.is_file() and rel not in referenced:
+            if check and not path.name.endswith(".tmp") and target.read(rel) != state_mod.read_private(path):
+                raise StateError(f"{path} backs up {rel} but no record refers to it and the file differs from it; "
+                                 "nothing was deleted. Reinstall SGLang and remove "
+                                 f"{state_mod.state_dir(site)}, or restore {rel} from it")
             path.unlink()
         elif path.is_dir() and not any(path.iterdir()):
             path.rmdir()
+    _remove_empty(root)
 
 
-def recover(target: Target) -> bool:
-    """Finish or discard an operation that was killed; True when one was finished."""
+def _discard(target: Target, old: State | None, check: bool = False) -> None:
+    """Drop what an unfinished run wrote before its commit point (no journal): staging, temp
+    files, backups no record refers to, empty folders. Target files are never touched here."""
     site = target.site
-    journal_file = state_mod.journal_path(site)
-    _remove_temp_files(state_mod.state_dir(site))
-    if not journal_file.exists():
-        shutil.rmtree(state_mod.pending_dir(site), ignore_errors=True)
-        return False
-    try:
-        journal = json.loads(journal_file.read_bytes())
-        files = [(entry["rel"], bool(entry["remove"])) for entry in journal["files"]]
-        new = State.from_dict(journal["state"], str(journal_file)) if journal["state"] is not None else None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise StateError(f"{journal_file} is corrupt ({exc}); reinstall SGLang and remove {state_mod.state_dir(site)}") from None
-    for rel, remove in files:
-        _move_into_place(target, rel, remove)
-        _remove_temp_files(target.path(rel).parent, prefix=f".{target.path(rel).name}.")
-    _finish(target, new)
-    return True
+    root = state_mod.state_dir(site)
+    if not root.is_dir():
+        return
+    if state_mod.journal_path(site).exists():  # (unlink fails on a read-only mount even when absent)
+        state_mod.journal_path(site).unlink()
+    if state_mod.pending_dir(site).exists():
+        shutil.rmtree(state_mod.pending_dir(site))
+    for leftover in sorted(root.rglob(".*.tmp")):
+        leftover.unlink(missing_ok=True)
+    _prune_backups(target, old, check)
+    overwritten = state_mod.overwritten_dir(site)
+    if overwritten.is_dir():
+        for folder in sorted(overwritten.rglob("*"), reverse=True):
+            if folder.is_dir():
+                _remove_empty(folder)
+        _remove_empty(overwritten)
 
+
+def recover(target: Target, force: bool = False) -> Recovery:
+    """Finish (or, before its commit point, discard) a run that was killed. Called under the lock."""
+    site = target.site
+    state_mod.check_state_dir(site)
+    if not state_mod.state_dir(site).is_dir():
+        return Recovery()
+    journal_file = state_mod.journal_path(site)
+    raw = state_mod.read_private(journal_file)
+    if raw is None:
+        _discard(target, state_mod.load(site), check=True)
+        return Recovery()
+    journal = _parse_journal(raw, journal_file)
+    if journal["sglang_version"] != target.version:
+        # SGLang was reinstalled at another version under the pending run: its files, staging
+        # and backups belong to the old release. Discard them; write nothing into the package.
+        for entry in sorted(state_mod.state_dir(site).iterdir()):
+            if entry.name not in (LOCK_FILE, JOURNAL_FILE, OVERWRITTEN_DIR):
+                _remove(entry)
+        journal_file.unlink()
+        return Recovery(warnings=(f"an unfinished patchkit run for SGLang {journal['sglang_version']} was discarded "
+                                  f"without writing: {target.version} is installed now",))
+    for leftover in sorted(state_mod.state_dir(site).rglob(".*.tmp")):
+        leftover.unlink(missing_ok=True)
+    kept = _complete(target, journal, force, "an unfinished earlier run")
+    return Recovery(finished=True, kept=tuple(kept))

@@ -23,17 +23,27 @@ def sha256_file(path: Path) -> str | None:
         return None
 
 
+def _named(exc: OSError, path: Path) -> OSError:
+    """The same error, naming the file (a write or fsync on a descriptor names none)."""
+    if exc.filename is None:
+        return type(exc)(exc.errno, exc.strerror, str(path))
+    return exc
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as exc:
+        raise _named(exc, directory) from None
     finally:
         os.close(fd)
 
 
 def write_temp_beside(path: Path, data: bytes, mode: int | None = None) -> Path:
     """Write data to a synced temp file in path's folder, ready for os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -42,6 +52,9 @@ def write_temp_beside(path: Path, data: bytes, mode: int | None = None) -> Path:
             os.fsync(handle.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
+    except OSError as exc:
+        os.unlink(tmp)
+        raise _named(exc, path) from None
     except BaseException:
         os.unlink(tmp)
         raise
@@ -51,7 +64,12 @@ def write_temp_beside(path: Path, data: bytes, mode: int | None = None) -> Path:
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     """Replace path with data so that a reader (or a crash) sees old or new bytes, never half."""
     tmp = write_temp_beside(path, data, mode)
-    replace(tmp, path)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
 
 
 def replace(src: Path, dst: Path) -> None:

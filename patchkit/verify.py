@@ -109,6 +109,9 @@ def verify(target: Target, python: str) -> Report:
     statuses, _ = engine.status(target)
     report.statuses = statuses
     recorded = state_mod.load(target.site)
+    if state_mod.journal_path(target.site).exists():
+        report.checks.append(Check(str(state_mod.journal_path(target.site)), FAILED,
+                                   "an unfinished patchkit run is pending; `patchkit apply` or `patchkit revert` finishes it"))
     applied = {s.id for s in statuses if s.state in (engine.APPLIED, engine.DRIFTED, engine.OUTDATED)}
 
     for rel, record in sorted((recorded.files if recorded else {}).items()):

@@ -73,3 +73,41 @@ def tree_bytes(folder: Path) -> dict[str, bytes]:
         for path in sorted(folder.rglob("*"))
         if path.is_file() and "__pycache__" not in path.parts
     }
+
+
+def target_files(version: str) -> list[str]:
+    """The release's files that patchkit's patches look at (from its manifest)."""
+    from patchkit.manifest import load
+
+    return sorted(load(version).files)
+
+
+def copy_minimal(version: str, dest: Path, extra: tuple[str, ...] = ()) -> Path:
+    """A tree holding only what patchkit touches: the target files, `sglang/__init__.py`,
+    `sglang/version.py` and the dist-info (real copies, for fault sweeps and odd file systems)."""
+    src = pristine(version)
+    wanted = {"sglang/__init__.py", "sglang/version.py", *target_files(version), *extra}
+    for rel in sorted(wanted):
+        if (src / rel).exists():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src / rel, dest / rel)
+    for info in src.glob("sglang-*.dist-info"):
+        shutil.copytree(info, dest / info.name)
+    return dest
+
+
+def tree(site: Path) -> dict[str, tuple]:
+    """Every entry under `site`: (kind, mode, bytes or link target), for byte-exact comparisons."""
+    found: dict[str, tuple] = {}
+    for path in sorted(site.rglob("*")):
+        st = path.lstat()
+        rel = path.relative_to(site).as_posix()
+        if rel == ".patchkit/lock":
+            continue  # an empty lock file a killed run left: the next run removes it
+        if path.is_symlink():
+            found[rel] = ("link", st.st_mode & 0o7777, os.readlink(path))
+        elif path.is_dir():
+            found[rel] = ("dir", st.st_mode & 0o7777, None)
+        else:
+            found[rel] = ("file", st.st_mode & 0o7777, path.read_bytes())
+    return found

@@ -6,7 +6,7 @@ from patchkit import engine, output, transaction
 from patchkit import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.locate import locate
-from patchkit.constants import EXIT_OK
+from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK
 
 
 def apply(
@@ -20,21 +20,33 @@ def apply(
     as_json: bool,
     source: str | None = None,
     python: str | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
 ) -> int:
     target = locate(site_packages, fetch, version, source=source, python=python)
+    with report.interruptible() as progress:  # also while the report is printed
+        return _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress)
+
+
+def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: report.Progress) -> int:
+    kept: tuple[str, ...] = ()
+    recovery = transaction.Recovery()
     if dry_run:
         if state_mod.journal_path(target.site).exists():
             output.warn("an interrupted patchkit run is pending; the real apply will finish it first")
         plan = engine.plan_apply(target, only, skip, force)
     else:
-        with state_mod.locked(target.site):
-            transaction.recover(target)
+        with state_mod.locked(target.site, lock_timeout, output.warn):
+            recovery = transaction.recover(target, force)
+            progress.recovered = recovery.finished
             report.discard_stale(target)
             plan = engine.plan_apply(target, only, skip, force)
             if plan.changes_files:
-                transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state)
+                kept = transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state, plan.lost)
+            progress.done = f"{len(plan.writes)} file(s) written"
 
     acted = set(plan.acted)
+    warnings = [*recovery.warnings, *plan.warnings]
+    kept = (*recovery.kept, *kept)
     if as_json:
         output.as_json({
             "sglang": report.sglang(target),
@@ -45,17 +57,21 @@ def apply(
                 for s in plan.statuses
             ],
             "files": [w.rel for w in plan.writes],
+            "overwritten": report.overwritten(plan.lost, kept),
             "diff": plan.diff() if dry_run else "",
-            "warnings": list(plan.warnings),
+            "warnings": warnings,
         })
         return EXIT_OK
-    report.warnings(plan.warnings)
+    report.warnings(warnings)
     if dry_run:
         output.text(plan.diff())
+        for rel in sorted(plan.lost):
+            output.line(f"would overwrite {rel} (changed outside patchkit; a copy would be kept under .patchkit/)")
         output.line(f"dry run: {len(plan.writes)} file(s) would change; nothing written")
         return EXIT_OK
     report.header(target)
     report.table([replace(s, state="applied", detail="") if s.id in acted else s for s in plan.statuses])
+    report.kept(plan.lost, kept)
     if not plan.changes_files:
         output.line("nothing to do: no file changed")
     else:

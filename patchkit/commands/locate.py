@@ -32,6 +32,9 @@ def locate(
     python: str | None = None,
     quiet: bool = False,
 ) -> Target:
+    for flag, value in (("--site-packages", site_packages), ("--fetch", fetch), ("--source", source), ("--python", python)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag} needs a {'file' if flag == '--python' else 'folder'}, got an empty string")
     usage_conflict(site_packages=site_packages, fetch=fetch, source=source, python=python)
     if version is not None:
         versions.parse(version, what="--target")  # exit 2 before anything is looked at

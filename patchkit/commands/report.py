@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass
+from typing import Iterator
+
 from patchkit import output
+from patchkit.error_handler import INTERRUPTED_EARLY
+from patchkit.errors import Interrupted
 from patchkit.engine import PatchStatus
 from patchkit.target import Target
 
@@ -38,3 +44,36 @@ def discard_stale(target: Target) -> None:
         files = stale.discard(target, recorded)
         output.warn(f"discarded the stale record of SGLang {recorded.sglang_version} "
                     f"({len(files)} file(s), now {target.version}'s own) from {target.site / '.patchkit'}")
+
+
+def overwritten(lost: dict[str, bytes], kept: tuple[str, ...]) -> list[dict]:
+    """[{file, kept}]: each file whose outside edits `--force` overwrote, and where its bytes are."""
+    copies = {path.split("/", 3)[-1]: path for path in kept}
+    return [{"file": rel, "kept": copies.get(rel)} for rel in sorted(set(lost) | set(copies))]
+
+
+def kept(lost: dict[str, bytes], copies: tuple[str, ...]) -> None:
+    for item in overwritten(lost, copies):
+        output.line(f"  overwritten     {item['file']} (changed outside patchkit; its bytes are kept in {item['kept']} "
+                    "until the next full revert)")
+
+
+@dataclass
+class Progress:
+    recovered: bool = False  # an unfinished earlier run was finished
+    done: str = ""  # set once this run's files are written
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[Progress]:
+    """A Ctrl-C says truthfully what happened to the files."""
+    progress = Progress()
+    try:
+        yield progress
+    except KeyboardInterrupt:
+        if progress.done:
+            raise Interrupted(f"interrupted after the run had finished ({progress.done}); see `patchkit status`") from None
+        if progress.recovered:
+            raise Interrupted("interrupted; an unfinished earlier run had been finished first, nothing else was "
+                              "changed") from None
+        raise Interrupted(INTERRUPTED_EARLY) from None

@@ -6,11 +6,11 @@ from patchkit.commands import report
 from patchkit.commands.clean import clean_leftovers
 from patchkit.commands.locate import locate
 from patchkit.errors import NotFoundError
-from patchkit.constants import EXIT_OK
+from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK
 
 
 def revert(site_packages: str | None, version: str | None, only: tuple[str, ...], force: bool, as_json: bool,
-           source: str | None = None, python: str | None = None) -> int:
+           source: str | None = None, python: str | None = None, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> int:
     try:
         target = locate(site_packages, None, version, source=source, python=python)
     except NotFoundError as exc:
@@ -18,26 +18,40 @@ def revert(site_packages: str | None, version: str | None, only: tuple[str, ...]
         if not left:
             raise
         return clean_leftovers(left, as_json)
-    with state_mod.locked(target.site):
-        transaction.recover(target)
+    with report.interruptible() as progress:  # also while the report is printed
+        return _revert(target, only, force, as_json, lock_timeout, progress)
+
+
+def _revert(target, only, force, as_json, lock_timeout, progress: report.Progress) -> int:
+    kept: tuple[str, ...] = ()
+    with state_mod.locked(target.site, lock_timeout, output.warn):
+        recovery = transaction.recover(target, force)
+        progress.recovered = recovery.finished
         report.discard_stale(target)
         plan = engine.plan_revert(target, only, force)
-        if plan.changes_files or plan.old_state != plan.new_state:
-            transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state)
+        # A full revert also drops the copies earlier `--force` runs kept.
+        dropped = not only and plan.new_state is None and state_mod.overwritten_dir(target.site).exists()
+        if plan.changes_files or plan.old_state != plan.new_state or dropped:
+            kept = transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state, plan.lost)
+        progress.done = f"{len(plan.writes)} file(s) restored"
+    warnings = [*recovery.warnings, *plan.warnings]
+    kept = (*recovery.kept, *kept)
     if as_json:
         output.as_json({
             "sglang": report.sglang(target),
             "reverted": list(plan.acted),
             "files": [w.rel for w in plan.writes],
-            "warnings": list(plan.warnings),
+            "overwritten": report.overwritten(plan.lost, kept),
+            "warnings": warnings,
         })
         return EXIT_OK
-    report.warnings(plan.warnings)
+    report.warnings(warnings)
     report.header(target)
     if not plan.acted:
         output.line("nothing to revert: patchkit has changed nothing here")
     for pid in plan.acted:
         output.line(f"  reverted        {pid}")
+    report.kept(plan.lost, kept)
     if plan.writes:
         output.line(f"restored {len(plan.writes)} file(s)")
     return EXIT_OK

@@ -12,7 +12,9 @@ def status(site_packages: str | None, version: str | None, as_json: bool,
     target = locate(site_packages, None, version, source=source, python=python)
     statuses, warnings = engine.status(target)
     if state_mod.journal_path(target.site).exists():
-        warnings.append("an interrupted patchkit run is pending; `patchkit apply` or `patchkit revert` finishes it")
+        holder = state_mod.lock_holder(target.site)
+        warnings.append(f"a patchkit run is in progress ({holder})" if holder else
+                        "an interrupted patchkit run is pending; `patchkit apply` or `patchkit revert` finishes it")
     if as_json:
         output.as_json({"sglang": report.sglang(target), "patches": [s.to_dict() for s in statuses], "warnings": warnings})
         return EXIT_OK

@@ -60,7 +60,7 @@ def test_unreadable_state_file(release):
     site = release("0.5.17")
     (site / ".patchkit/state.json").mkdir(parents=True)  # root reads any file: a folder is unreadable
     before = snapshot(site)
-    assert_refused(run("apply", "--site-packages", site), 1, "cannot read")
+    assert_refused(run("apply", "--site-packages", site), 6, "state.json: Is a directory (EISDIR)")
     assert snapshot(site) == before
 
 

@@ -33,8 +33,15 @@ def test_refused_without_force(drifted, command):
 
 
 def test_revert_force_restores_pristine(drifted):
-    assert run("revert", "--site-packages", drifted, "--force").exit_code == 0
+    edited = (drifted / MODEL_CONFIG).read_bytes()
+    result = run("revert", "--site-packages", drifted, "--force")
+    assert result.exit_code == 0
     assert (drifted / MODEL_CONFIG).read_bytes() == (pristine("0.5.17") / MODEL_CONFIG).read_bytes()
+    # The overwritten edit is named and kept (only that is left under .patchkit/) until the next full revert.
+    [kept] = [p for p in (drifted / ".patchkit").rglob("*") if p.is_file()]
+    assert MODEL_CONFIG in result.stdout and str(kept.relative_to(drifted)) in result.stdout
+    assert kept.read_bytes() == edited and kept.relative_to(drifted).parts[:2] == (".patchkit", "overwritten")
+    assert run("revert", "--site-packages", drifted).exit_code == 0
     assert not (drifted / ".patchkit").exists()
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from patchkit import state as state_mod
 from patchkit import transaction
+from patchkit.errors import Interrupted, PatchkitError
 from patchkit.state import FileRecord, State
 from patchkit.target import find_in
 from patchkit.transaction import FileWrite
@@ -43,35 +44,59 @@ def test_multi_file_commit(release):
     assert state_mod.load(site) == new
 
 
-@pytest.mark.parametrize("exc", [OSError("disk full"), KeyboardInterrupt()])
-def test_failure_in_the_middle_of_a_multi_file_write_rolls_back(release, monkeypatch, exc):
+@pytest.mark.parametrize("exc", [OSError(5, "Input/output error"), KeyboardInterrupt()])
+def test_a_failure_past_the_commit_point_finishes_the_run(release, monkeypatch, exc):
+    """Once the journal is written a run is finished, never half-undone: a failure that does
+    not repeat is retried at once; a Ctrl-C says the run was finished first."""
     site = release("0.5.17")
     target, writes, new = two_file_plan(site)
-    before = snapshot(site)
     real_replace, calls = transaction.replace, []
 
     def replace_then_fail(src, dst):
         calls.append(dst)
-        if len(calls) == 2:  # the first file is already in place
+        real_replace(src, dst)
+        if len(calls) == 1:  # the first file is in place when the failure comes
+            raise exc
+
+    monkeypatch.setattr(transaction, "replace", replace_then_fail)
+    with state_mod.locked(site):
+        if isinstance(exc, KeyboardInterrupt):
+            with pytest.raises(Interrupted, match="the run was finished first"):
+                transaction.commit(target, writes, None, new)
+        else:
+            transaction.commit(target, writes, None, new)
+    assert all((site / w.rel).read_bytes() == w.after for w in writes)
+    assert state_mod.load(site) == new and not state_mod.journal_path(site).exists()
+
+
+@pytest.mark.parametrize("exc", [OSError(5, "Input/output error"), KeyboardInterrupt()])
+def test_a_repeating_failure_past_the_commit_point_leaves_the_run_to_the_next_one(release, monkeypatch, exc):
+    site = release("0.5.17")
+    target, writes, new = two_file_plan(site)
+    real_replace = transaction.replace
+
+    def moved_then_fail(src, dst):
+        if dst == site / LOAD_CONFIG:
             raise exc
         real_replace(src, dst)
 
-    monkeypatch.setattr(transaction, "replace", replace_then_fail)
-    with pytest.raises(type(exc)):
+    monkeypatch.setattr(transaction, "replace", moved_then_fail)
+    with pytest.raises(PatchkitError, match="the next `patchkit apply` or `patchkit revert` finishes it"):
         with state_mod.locked(site):
             transaction.commit(target, writes, None, new)
-    assert len(calls) == 2
-    after = snapshot(site)
-    assert {k: v for k, v in after.items() if not k.startswith(".patchkit")} == {
-        k: v for k, v in before.items() if not k.startswith(".patchkit")
-    }
-    assert (site / LOAD_CONFIG).read_bytes() == writes[1].before
-    assert state_mod.load(site) is None and not state_mod.journal_path(site).exists()
+    assert (site / MODEL_CONFIG).read_bytes() == writes[0].after and (site / LOAD_CONFIG).read_bytes() == writes[1].before
+    assert state_mod.journal_path(site).exists()
+    monkeypatch.setattr(transaction, "replace", real_replace)
+    with state_mod.locked(site):
+        assert transaction.recover(target).finished
+    assert all((site / w.rel).read_bytes() == w.after for w in writes)
+    assert state_mod.load(site) == new and not state_mod.journal_path(site).exists()
 
 
-def test_ctrl_c_during_apply_exits_130_and_changes_nothing(release, monkeypatch):
+def test_ctrl_c_during_apply_exits_130_and_says_what_happened(release, monkeypatch):
     site = release("0.5.17")
     before = snapshot(site)
+    real_replace = transaction.replace
 
     def interrupted(src, dst):
         raise KeyboardInterrupt
@@ -79,7 +104,12 @@ def test_ctrl_c_during_apply_exits_130_and_changes_nothing(release, monkeypatch)
     monkeypatch.setattr(transaction, "replace", interrupted)
     result = run("apply", "--site-packages", site)
     assert result.exit_code == 130
-    assert snapshot(site) == before
+    assert "interrupted while files were being replaced" in result.stderr and "finishes it" in result.stderr
+    assert {k: v for k, v in snapshot(site).items() if not k.startswith(".patchkit")} == {
+        k: v for k, v in before.items() if not k.startswith(".patchkit")}
+    monkeypatch.setattr(transaction, "replace", real_replace)
+    assert run("apply", "--site-packages", site).exit_code == 0
+    assert set(states(site).values()) == {"applied"}
 
 
 KILLER = textwrap.dedent("""

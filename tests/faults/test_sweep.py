@@ -1,0 +1,74 @@
+"""Fault injection at every system call (strace), over apply, revert, revert --only, apply --force
+and the first apply of a fresh tree, on real releases 0.5.14 and 0.5.19 (trees holding only the
+files patchkit touches). See testing/sweep.py for what each trial checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from testing.sweep import Scenario, Sweep, do_apply, install_render_cache, run_sweep
+
+pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.integration]
+
+# Python's own imports open hundreds of files outside the tree; those openat calls are sampled.
+OPENAT_STRIDE = int(os.environ.get("PATCHKIT_FAULT_OPENAT_STRIDE", "25"))
+# "full": SIGINT, EIO and ENOSPC each at every N; the default gives each N one of them in turn
+# (SIGKILL at every kill point either way), to keep the sweep near 10 minutes on 2 cores.
+FULL = os.environ.get("PATCHKIT_FAULT_DEPTH", "") == "full"
+WORKERS = int(os.environ.get("PATCHKIT_FAULT_WORKERS", str(min(2, os.cpu_count() or 1))))
+DRAFT = "sglang/srt/models/qwen3_5_mtp.py"  # draft-lmhead-placeholder's file on both releases
+
+
+def fresh(site):
+    pass
+
+
+def applied(site):
+    assert do_apply(site)[0] == 0
+
+
+def partly_applied(site):
+    assert do_apply(site, only=("draft-lmhead-placeholder",))[0] == 0
+
+
+def applied_then_edited(site):
+    applied(site)
+    with open(site / DRAFT, "ab") as handle:
+        handle.write(b"# a local edit\n")
+
+
+SCENARIOS = [
+    Scenario("first-apply", ("apply",), fresh),
+    Scenario("apply", ("apply",), partly_applied),
+    Scenario("revert", ("revert",), applied),
+    Scenario("revert-only", ("revert", "--only", "mamba-slot-graceful"), applied),
+    Scenario("apply-force", ("apply", "--force"), applied_then_edited, force=True),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def strace():
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed (.ci/run installs it with apt-get; it could not be installed here)")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+@pytest.mark.parametrize("version", ["0.5.14", "0.5.19"])
+def test_fault_sweep(version, scenario, tmp_path, monkeypatch):
+    install_render_cache(monkeypatch)
+    counts = run_sweep(Sweep(version, scenario, tmp_path / "sweep"), OPENAT_STRIDE, WORKERS, FULL)
+    summary = {"version": version, "scenario": scenario.name, "full": FULL,
+               **{k: v for k, v in vars(counts).items() if k != "failures"},
+               "failures": counts.failures[:20]}
+    report = os.environ.get("PATCHKIT_FAULT_REPORT")
+    if report:
+        os.makedirs(report, exist_ok=True)
+        with open(os.path.join(report, f"{scenario.name}-{version}.json"), "w") as handle:
+            json.dump(summary, handle, indent=1, default=dict)
+    print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, default=dict))
+    assert counts.trials > counts.calls // 4 and counts.kill_points > 0
+    assert not counts.failures, "\n".join(counts.failures[:10])
