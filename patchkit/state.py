@@ -105,11 +105,12 @@ def _patch_id(value: object, what: str) -> str:
 
 
 def keys_of(value: object, what: str, required: set[str], optional: set[str] = frozenset()) -> dict:  # type: ignore[assignment]
-    need(isinstance(value, dict), f"{what} must be an object")
-    keys = set(value)  # type: ignore[arg-type]
+    if not isinstance(value, dict):
+        raise Invalid(f"{what} must be an object")
+    keys = set(value)
     need(not required - keys, f"{what} lacks {', '.join(sorted(required - keys))}")
     need(not keys - required - optional, f"{what} has unknown field(s) {', '.join(sorted(map(str, keys - required - optional)))}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def package_path(value: object, what: str) -> str:
@@ -147,8 +148,8 @@ def _validate(data: object, where: str) -> State:
                 pristine=sha_field(record["pristine_sha256"], f"files[{rel!r}].pristine_sha256", nullable=True),
                 patched=sha_field(record["patched_sha256"], f"files[{rel!r}].patched_sha256"),  # type: ignore[arg-type]
                 patches=on_ids,
-                digests={_patch_id(k, f"a files[{rel!r}].patch_sha256 key"): sha_field(v, f"files[{rel!r}].patch_sha256[{k!r}]")
-                              for k, v in digests.items()},  # type: ignore[misc]
+                digests={_patch_id(k, f"a files[{rel!r}].patch_sha256 key"): str(sha_field(v, f"files[{rel!r}].patch_sha256[{k!r}]"))
+                         for k, v in digests.items()},
             )
         return State(sglang_version=_str(top["sglang_version"], "sglang_version"), patches=ids, files=files,
                      patchkit_version=_str(top["patchkit_version"], "patchkit_version"))
