@@ -109,12 +109,12 @@ _CMD_LOCK = threading.RLock()  # redirect_stdout is process-wide: one in-process
 
 def do_apply(site: Path, force: bool = False, only: tuple[str, ...] = ()) -> tuple[int, str]:
     with _CMD_LOCK:
-        return command(lambda: apply_command(str(site), None, None, only, (), False, force, False, 5.0))
+        return command(lambda: apply_command(str(site), None, None, only, (), False, force, False, lock_timeout=5.0))
 
 
 def do_revert(site: Path, only: tuple[str, ...] = ()) -> tuple[int, str]:
     with _CMD_LOCK:
-        return command(lambda: revert_command(str(site), None, only, False, False, 5.0))
+        return command(lambda: revert_command(str(site), None, only, False, False, lock_timeout=5.0))
 
 
 def states(site: Path) -> dict[str, str]:
