@@ -164,8 +164,21 @@ def _version_from_source(site: Path) -> str | None:
 def _checkout_of(site: Path) -> Path | None:
     for folder in (site, *site.parents):
         if (folder / ".git").exists():
-            return folder
+            return None if _ignored_by_git(folder, site / PACKAGE) else folder
     return None
+
+
+def _ignored_by_git(worktree: Path, path: Path) -> bool:
+    """True when git ignores `path`: a release unpacked into an ignored folder of some repository
+    (a `build/` or cache folder) is not part of that checkout, and `git status` will not show it."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(["git", "-C", str(worktree), "check-ignore", "-q", str(path)],
+                              capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False  # no git here: say the files are in the checkout, the safe side
+    return proc.returncode == 0
 
 
 def _editable_location(info: Path) -> Path | None:
