@@ -40,6 +40,8 @@ from patchkit.commands.apply import apply as apply_command
 from patchkit.commands.revert import revert as revert_command
 from patchkit.target import find_in
 from patchkit.util import sha256
+from testing.faults import _RENDERED
+from testing.faults import cache_renders as install_render_cache  # the one render cache of the fault tests
 from testing.releases import REPO, copy_minimal, tree
 
 SYSCALLS = ("write", "fsync", "rename", "unlink", "unlinkat", "rmdir", "mkdir", "openat", "clone", "clone3")
@@ -186,7 +188,7 @@ class Sweep:
         self.end = tree(seed / "end")
         self.end_states = states(seed / "end")
         self.renders = self.workdir / "renders.pickle"
-        self.renders.write_bytes(pickle.dumps(dict(_render_cache())))
+        self.renders.write_bytes(pickle.dumps(dict(_RENDERED)))
 
     # A trial's tree lives in its own folder beside an `outside` folder that must not change.
     def _fresh_trial(self, name: str) -> tuple[Path, Path]:
@@ -374,27 +376,6 @@ def command_in_process(args: tuple[str, ...], site: Path) -> tuple[int, str]:
     if verb == "apply":
         return do_apply(site, force="--force" in rest, only=only)
     return do_revert(site, only=only)
-
-
-_CACHE: dict[tuple, bytes | None] = {}
-
-
-def install_render_cache(monkeypatch) -> None:
-    """Render each (file, pristine bytes, ids) once in this process (the real renderer)."""
-    real = engine._render
-
-    def cached(view, rel, ids):
-        base = view.pristine(rel)
-        key = (rel, None if base is None else sha256(base), tuple(ids))
-        if key not in _CACHE:
-            _CACHE[key] = real(view, rel, ids)
-        return _CACHE[key]
-
-    monkeypatch.setattr(engine, "_render", cached)
-
-
-def _render_cache() -> dict:
-    return _CACHE
 
 
 def run_sweep(sweep: Sweep, openat_stride: int, workers: int, full: bool = True) -> Counts:
