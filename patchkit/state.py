@@ -298,6 +298,9 @@ def read_backup(site: Path, rel: str, expected: str | None = None) -> bytes:
 # --- the lock ---------------------------------------------------------------------------------
 
 
+_HOLDER_WIDTH = 200  # characters of the holder's command line that a message names
+
+
 def lock_holder(site: Path) -> str | None:
     """'PID n: command line' of the process holding the folder's lock, if one does (Linux)."""
     try:
@@ -310,9 +313,12 @@ def lock_holder(site: Path) -> str | None:
         if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(ino):
             pid = fields[4]
             try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                # One line, whatever the arguments hold (`python -c` code has newlines).
+                cmd = " ".join(Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ").split())
             except OSError:
                 cmd = "?"
+            if len(cmd) > _HOLDER_WIDTH:
+                cmd = cmd[:_HOLDER_WIDTH] + "..."
             return f"PID {pid}: {cmd}"
     return None
 
