@@ -48,7 +48,8 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
     report.warnings(warnings)
     report.header(target)
     if not plan.acted:
-        output.line("nothing to revert: patchkit has changed nothing here")
+        output.line("nothing to revert: patchkit has changed nothing here" if plan.old_state is None or not only else
+                    f"nothing to revert: {', '.join(only)} not applied here (`patchkit status` lists what is)")
     for pid in plan.acted:
         output.line(f"  reverted        {pid}")
     report.kept(plan.lost, kept)
