@@ -76,6 +76,14 @@ class Alpha:
 '''
 
 
+def memory_folder() -> Path | None:
+    """/dev/shm when it is a writable folder (a memory file system on Linux), else None."""
+    import os
+
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else None
+
+
 def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 

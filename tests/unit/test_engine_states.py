@@ -37,8 +37,8 @@ def patch_sets(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def tree(tmp_path, patch_sets) -> Synthetic:
-    return Synthetic(syn.make_tree(tmp_path / "site"), patch_sets["v1"])
+def tree(scratch, patch_sets) -> Synthetic:
+    return Synthetic(syn.make_tree(scratch / "site"), patch_sets["v1"])
 
 
 # --- the states, each made the way it happens ------------------------------------------------------

@@ -30,8 +30,8 @@ with state.locked(Path(sys.argv[1])):
 
 
 @pytest.fixture
-def tree(tmp_path) -> Synthetic:
-    return Synthetic(syn.make_tree(tmp_path / "site"), syn.write_patches(tmp_path / "patches"))
+def tree(scratch, tmp_path) -> Synthetic:
+    return Synthetic(syn.make_tree(scratch / "site"), syn.write_patches(tmp_path / "patches"))
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ H1, H2, H3 = "1" * 64, "2" * 64, "a" * 64
 
 
 @pytest.fixture
-def tree(tmp_path) -> Synthetic:
-    return Synthetic(syn.make_tree(tmp_path / "site"), syn.write_patches(tmp_path / "patches"))
+def tree(scratch, tmp_path) -> Synthetic:
+    return Synthetic(syn.make_tree(scratch / "site"), syn.write_patches(tmp_path / "patches"))
 
 
 def sample() -> State:

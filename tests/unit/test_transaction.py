@@ -29,11 +29,11 @@ def patches(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def fresh(tmp_path, patches):
+def fresh(scratch, patches):
     count = iter(range(1000))
 
     def make() -> Synthetic:
-        return Synthetic(syn.make_tree(tmp_path / f"site{next(count)}"), patches)
+        return Synthetic(syn.make_tree(scratch / f"site{next(count)}"), patches)
 
     return make
 
