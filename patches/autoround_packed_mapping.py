@@ -46,6 +46,7 @@ class AutoroundPackedMapping(Patch):
     APPLIES_TO = ">=0.5.10"
     TARGETS = (AUTO_ROUND,)
     SCOPE = {AUTO_ROUND: (CLASS,)}
+    PARTS = {AUTO_ROUND: (f"{CLASS}.from_config",)}
     MARKS = {AUTO_ROUND: ((CLASS, KEEP_MAPPING),)}
     ANCHOR_SYMBOLS = (CLASS,)
     WATCH = (f"{CLASS}.from_config", f"{CLASS}.get_layer_config")

@@ -98,6 +98,8 @@ class CpuOffloadTiedParams(Patch):
     APPLIES_TO = ">=0.5.10,<0.5.21"
     TARGETS = (OFFLOADER,)
     SCOPE = {OFFLOADER: (CLASS,)}
+    # Upstream's helper, whatever its name, walks state_dict(keep_vars=True).
+    PARTS = {OFFLOADER: (CLASS, HELPER_NAME, ":keep_vars")}
     MARKS = {OFFLOADER: ((None, HELPER), (CLASS, CALL))}
     ANCHOR_SYMBOLS = (CLASS,)
     WATCH = (f"{CLASS}.maybe_offload_to_cpu", "_get_offloaded_device_state")

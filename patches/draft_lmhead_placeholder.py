@@ -99,6 +99,9 @@ class DraftLmheadPlaceholder(Patch):
     APPLIES_TO = ">=0.5.10"
     TARGETS = tuple(DRAFT_CLASSES)
     SCOPE = {path: (cls,) for path, cls in DRAFT_CLASSES.items()}
+    # The upstream probe looks for a ParallelLMHead anywhere in the class.
+    PARTS = {path: tuple(f"{cls}.{fn}" for fn in ("__init__", "load_weights", "set_embed_and_head")) + (f"{cls}:ParallelLMHead",)
+             for path, cls in DRAFT_CLASSES.items()}
     MARKS = {path: ((cls, PLACEHOLDER),) for path, cls in DRAFT_CLASSES.items()}
     ANCHOR_SYMBOLS = (CLASS, NEXT_CLASS)
     WATCH = (f"{CLASS}.__init__", f"{CLASS}.set_embed_and_head", f"{CLASS}.load_weights", f"{NEXT_CLASS}.__init__",

@@ -81,6 +81,10 @@ class Eagle3CaptureHook(Patch):
     TARGETS = (QWEN3_5, QWEN3_5_TEXT)
     REQUIRES = (QWEN3_5,)
     SCOPE = {QWEN3_5: (DECODER, *WRAPPERS), QWEN3_5_TEXT: (DECODER,)}
+    PARTS = {
+        QWEN3_5: (f"{DECODER}.{DFLASH}", f"{DECODER}.{METHOD}", *(f"{wrapper}.{METHOD}" for wrapper in WRAPPERS)),
+        QWEN3_5_TEXT: (f"{DECODER}.{METHOD}",),
+    }
     MARKS = {
         QWEN3_5: tuple((wrapper, WRAPPER_METHOD) for wrapper in WRAPPERS),
         QWEN3_5_TEXT: ((DECODER, TEXT_METHOD),),

@@ -70,6 +70,7 @@ class Fp8KvTritonSm89(Patch):
     APPLIES_TO = ">=0.5.10"
     TARGETS = (TRITON_BACKEND,)
     SCOPE = {TRITON_BACKEND: (CLASS,)}
+    PARTS = {TRITON_BACKEND: (f"{CLASS}.__init__", CHECK_NAME)}
     MARKS = {TRITON_BACKEND: ((None, CHECK), (CLASS, CALL))}
     ANCHOR_SYMBOLS = (CLASS,)
     WATCH = (f"{CLASS}.__init__",)

@@ -77,6 +77,7 @@ class GdnCutedslDecodeSm90(Patch):
     APPLIES_TO = ">=0.5.10"
     TARGETS = (GDN_BACKEND,)
     SCOPE = {GDN_BACKEND: (CLASS,)}
+    PARTS = {GDN_BACKEND: (f"{CLASS}.__init__", f"{CLASS}:is_cutedsl")}  # every decode branch the probes look for
     MARKS = {GDN_BACKEND: ((CLASS, FALLBACK),)}
     ANCHOR_SYMBOLS = (CLASS,)
     WATCH = (f"{CLASS}.__init__",)

@@ -98,6 +98,8 @@ class MambaSlotGraceful(Patch):
     WATCH = tuple(f"{cls}.{fn}" for cls, donating in DONATING.items() for fn in (ALLOC, donating))
 
     SCOPE = {path: tuple(DONATING) for path in TARGETS}
+    PARTS = {path: tuple(f"{cls}.{fn}" for cls, donating in DONATING.items() for fn in (ALLOC, TRY_ALLOC, SKIP, donating))
+             for path in TARGETS}
 
     def _classes(self, path: str, tree: cst.Module) -> list[cst.ClassDef]:
         return [cls for cls in self.scope_classes(path, tree) if _methods(cls, ALLOC)]

@@ -92,6 +92,7 @@ class MtpDraftKvBudget(Patch):
     APPLIES_TO = ">=0.5.14"
     TARGETS = (MODEL_RUNNER, SPEC_AUX)
     SCOPE = {MODEL_RUNNER: ("ModelRunner",)}
+    PARTS = {MODEL_RUNNER: ("ModelRunner.__init__",), SPEC_AUX: (RESOLVER, EAGLE_RESOLVER)}
     MARKS = {MODEL_RUNNER: (("ModelRunner", FALLBACK),), SPEC_AUX: ((None, FALLBACK),)}
     ANCHOR_SYMBOLS = (RESOLVER, "ModelRunner")
     WATCH = (RESOLVER, EAGLE_RESOLVER, "ModelRunner.__init__")

@@ -65,6 +65,7 @@ class MtpLayerDetection(Patch):
     APPLIES_TO = ">=0.5.10"
     TARGETS = (MODEL_CONFIG,)
     SCOPE = {MODEL_CONFIG: (CLASS,)}
+    PARTS = {MODEL_CONFIG: (f"{CLASS}:num_nextn_predict_layers",)}  # every matcher of the patch needs that name
     MARKS = {MODEL_CONFIG: ((CLASS, FALLBACK),)}
     ANCHOR_SYMBOLS = (CLASS,)
     WATCH = ("ModelConfig._derive_model_shapes", "ModelConfig._config_draft_model")

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from patchkit.patch import Patch
+    from patchkit.skeleton import Skeleton, Wants
 
 APPLIED, PENDING, UPSTREAM_FIXED, NOT_APPLICABLE, DRIFTED, FAILED, OUTDATED = (
     "applied", "pending", "upstream-fixed", "not-applicable", "drifted", "failed", "outdated",
@@ -85,7 +86,7 @@ class View:
     _bytes: dict[str, bytes | None] = field(default_factory=dict)
     _backups: dict[str, bytes | None] = field(default_factory=dict)
     _trees: dict[tuple[str, str], "cst.Module"] = field(default_factory=dict)
-    _regions: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
+    _skeletons: dict[tuple[str, str], "Skeleton | None"] = field(default_factory=dict)
     _scoped: dict[tuple[str, str], "cst.Module"] = field(default_factory=dict)
     _folds: dict[tuple[str, str, tuple[str, ...]], "cst.Module"] = field(default_factory=dict)
     _patches: dict[str, "Patch"] | None = None
@@ -136,74 +137,87 @@ class View:
                 raise undecodable(self.target.site / rel, exc) from None
         return self._trees[key]
 
-    def _scope(self, rel: str) -> frozenset[str] | None:
-        """The top-level classes the patches targeting `rel` work on, or None when one of them
-        works at module level (no SCOPE for the file, or a module-level MARK: then the whole
+    def _scope(self, rel: str) -> "Wants | None":
+        """What the patches targeting `rel` read and edit there (see `patchkit.skeleton`): their
+        `PARTS`, else their `SCOPE` classes whole; None when one of them works at module level
+        (no SCOPE or PARTS for the file, or a module-level MARK without PARTS: then the whole
         file is parsed)."""
-        names: set[str] = set()
+        wants: dict[str, frozenset[str] | None] = {}
         for patch in self.patches.values():
-            if rel in patch.TARGETS:
+            if rel not in patch.TARGETS:
+                continue
+            parts = patch.PARTS.get(rel)
+            if parts is None:
                 scope = patch.SCOPE.get(rel)
                 if not scope or any(cls is None for cls, _ in patch.MARKS.get(rel, ())):
                     return None
-                names.update(scope)
-        return frozenset(names)
+                parts = scope
+            for part in parts:
+                name, selector = _part(part)
+                if selector is None or (name in wants and wants[name] is None):
+                    wants[name] = None
+                else:
+                    wants[name] = (wants.get(name) or frozenset()) | {selector}
+        return wants
 
-    def region(self, rel: str, data: bytes) -> tuple[int, int, int]:
-        """(start, end, first line) of the part of `data` the patches read and edit: the span of
-        top-level statements from the first to the last class in their scope, found with `ast`
-        (cheap); the whole file when a patch works at module level. Only this part is parsed
-        with libcst and regenerated; the bytes around it are kept as they are."""
+    def skeleton(self, rel: str, data: bytes) -> "Skeleton | None":
+        """The part of `data` the patches read and edit, with placeholders for the rest (found
+        with `ast`, cheap); None when the whole file is parsed. Only this part is parsed with
+        libcst and regenerated; the bytes left out are put back as they were."""
         import ast
 
+        from patchkit import skeleton
+
         key = (rel, sha256(data))
-        if key not in self._regions:
-            scope = self._scope(rel)
-            if scope is None:
-                self._regions[key] = (0, len(data), 1)
-                return self._regions[key]
+        if key not in self._skeletons:
+            wants = self._scope(rel)
+            if wants is None:
+                self._skeletons[key] = None
+                return None
             try:
                 module = ast.parse(data, filename=rel)
             except (SyntaxError, ValueError) as exc:
                 line = getattr(exc, "lineno", "?")
                 raise PlanError(f"{rel} has a syntax error at line {line}: {getattr(exc, 'msg', exc)}") from None
-            spans = [
-                (min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno or node.lineno)
-                for node in module.body if isinstance(node, ast.ClassDef) and node.name in scope
-            ]
-            if not spans:
-                self._regions[key] = (0, 0, 1)
-                return self._regions[key]
-            offsets = [0]
-            for line in data.splitlines(keepends=True):
-                offsets.append(offsets[-1] + len(line))
-            first, last = min(a for a, _ in spans), max(b for _, b in spans)
-            self._regions[key] = (offsets[first - 1], offsets[min(last, len(offsets) - 1)], first)
-        return self._regions[key]
+            self._skeletons[key] = skeleton.build(data, module, wants)
+        return self._skeletons[key]
 
     def parse_scoped(self, rel: str, data: bytes) -> "cst.Module":
-        """The libcst tree of `region(rel, data)` alone (what probes and transforms get)."""
+        """The libcst tree of `skeleton(rel, data)` (what probes and transforms get)."""
         import libcst as cst
 
         key = (rel, sha256(data))
         if key not in self._scoped:
-            start, end, first = self.region(rel, data)
-            if (start, end) == (0, len(data)):
+            part = self.skeleton(rel, data)
+            if part is None:
                 self._scoped[key] = self.parse(rel, data)
             else:
                 try:
-                    self._scoped[key] = cst.parse_module(data[start:end])
+                    tree = cst.parse_module(part.source)
                 except cst.ParserSyntaxError as exc:
-                    raise PlanError(f"{rel} has a syntax error at line {exc.raw_line + first - 1}: {exc.message}") from None
+                    raise PlanError(f"{rel} has a syntax error in the part patchkit parses: {exc.message}") from None
+                except UnicodeDecodeError as exc:
+                    raise undecodable(self.target.site / rel, exc) from None
+                if tree.default_indent != part.default_indent:  # new blocks indent as in the whole file
+                    tree = tree.with_changes(default_indent=part.default_indent)
+                self._scoped[key] = tree
         return self._scoped[key]
 
     def render(self, rel: str, base: bytes, ids: tuple[str, ...]) -> bytes:
         """The bytes of `base` with the transforms of `ids` stacked in order."""
-        start, end, _ = self.region(rel, base)
-        return base[:start] + self.fold(rel, base, ids).code.encode("utf-8") + base[end:]
+        from patchkit.skeleton import SkeletonError
+
+        code = self.fold(rel, base, ids).code.encode("utf-8")
+        part = self.skeleton(rel, base)
+        if part is None:
+            return code
+        try:
+            return part.restore(code)
+        except SkeletonError as exc:
+            raise PlanError(f"patches {', '.join(ids)} on {rel}: {exc}") from None
 
     def fold(self, rel: str, base: bytes, ids: tuple[str, ...]) -> "cst.Module":
-        """The region of `base` (see `region`) with the transforms of `ids` stacked in order."""
+        """The parsed part of `base` (see `skeleton`) with the transforms of `ids` stacked in order."""
         key = (rel, sha256(base), ids)
         if key not in self._folds:
             tree = self.parse_scoped(rel, base) if not ids else self.fold(rel, base, ids[:-1])
@@ -214,6 +228,15 @@ class View:
                 tree = _transform(self.patches[ids[-1]], rel, tree)
             self._folds[key] = tree
         return self._folds[key]
+
+
+def _part(part: str) -> tuple[str, str | None]:
+    """A PARTS entry as (top-level name, member selector or None for all of it)."""
+    if ":" in part:
+        name, text = part.split(":", 1)
+        return name, ":" + text
+    name, _, member = part.partition(".")
+    return name, member or None
 
 
 def _transform(patch: "Patch", rel: str, tree: "cst.Module") -> "cst.Module":

@@ -54,6 +54,13 @@ class Patch:
     # the file -> the patch does not apply to it (skip, with the reason). A file not named
     # here is edited at module level. The engine parses only these classes' statements.
     SCOPE: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    # Per target file, the parts of it the engine parses for this patch, when less than its
+    # SCOPE classes whole: "Class" (all of it), "Class.member" (only the members of that name),
+    # "Class:text" (only the members whose source mentions `text`), "name" (a top-level def,
+    # class or assignment), ":text" (the top-level statements whose source mentions `text`). Probes and edits see only these (each run of code left out is one
+    # placeholder line), so declare all they read, the module-level code a MARK looks for
+    # included. Default: the SCOPE classes whole; the whole file with a module-level MARK.
+    PARTS: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     # Per target file, what "applied" means: (top-level class, or None for the module, and a
     # snippet of the patch) pairs; the file counts as patched when every class of that name
     # present holds the snippet's first statement (by shape). Derived from the same snippets

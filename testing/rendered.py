@@ -24,7 +24,29 @@ class _Tree:
         return path.read_bytes() if path.is_file() else None
 
 
+class _Patched(_Tree):
+    """A release tree with some files replaced by new bytes."""
+
+    def __init__(self, root: Path, version: str, files: dict[str, bytes]) -> None:
+        super().__init__(root, version)
+        self.files = files
+
+    def read(self, rel: str) -> bytes | None:
+        return self.files[rel] if rel in self.files else super().read(rel)
+
+
 def render(version: str) -> dict:
+    return _render(version)[0]
+
+
+def patched_states(version: str) -> dict[str, str]:
+    """Each patch's state, judged by its probes, on the release with every patch applied."""
+    files = _render(version)[1]
+    view = engine.code_view(_Patched(pristine(version), version, files))
+    return {pid: engine.evaluate(view, pid).state for pid in registry.patch_ids()}
+
+
+def _render(version: str) -> tuple[dict, dict[str, bytes]]:
     source = _Tree(pristine(version), version)
     view = engine.code_view(source)
     classes = {cls.ID: cls for cls in registry.load_all()}
@@ -35,12 +57,13 @@ def render(version: str) -> dict:
         if status.state == engine.PENDING:
             for rel in status.files:
                 per_file.setdefault(rel, []).append(pid)
-    files = {}
+    files, rendered = {}, {}
     for rel, ids in sorted(per_file.items()):
         ids = registry.stack(ids, classes)
-        data = view.render(rel, source.read(rel), tuple(ids))
+        data = view.render(rel, source.read(rel), tuple(ids))  # type: ignore[arg-type]
         files[rel] = [ids, hashlib.sha256(data).hexdigest()]
-    return {"statuses": statuses, "files": files}
+        rendered[rel] = data
+    return {"statuses": statuses, "files": files}, rendered
 
 
 if __name__ == "__main__":

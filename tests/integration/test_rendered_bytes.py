@@ -14,7 +14,7 @@ from patchkit import engine
 from patchkit.patches.draft_lmhead_placeholder import QWEN3_5_MTP, DraftLmheadPlaceholder
 from patchkit.patches.eagle3_capture_hook import METHOD, QWEN3_5, WRAPPERS, Eagle3CaptureHook
 from testing.releases import pristine
-from testing.rendered import VERSIONS, render
+from testing.rendered import VERSIONS, patched_states, render
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -31,6 +31,17 @@ def test_parsing_only_the_scope_renders_what_parsing_everything_renders(version,
     scoped = render(version)
     monkeypatch.setattr(engine.View, "_scope", lambda self, rel: None)  # every file parsed whole
     assert render(version) == scoped
+
+
+@pytest.mark.parametrize("version", ["0.5.14", "0.5.17", "0.5.21"])
+def test_probes_on_the_parsed_parts_judge_the_patched_release_as_on_whole_files(version, monkeypatch):
+    # What `status` and a second `apply` see: every patch that applied is found applied, by
+    # probes that see only the declared parts, and they say what they say on whole files.
+    pending = {pid for pid, (state, _) in render(version)["statuses"].items() if state == engine.PENDING}
+    states = patched_states(version)
+    assert pending and {pid for pid, state in states.items() if state == engine.APPLIED} >= pending
+    monkeypatch.setattr(engine.View, "_scope", lambda self, rel: None)
+    assert patched_states(version) == states
 
 
 def _defs(tree: cst.Module, cls_name: str) -> int:
