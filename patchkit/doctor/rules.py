@@ -252,63 +252,75 @@ def _backends(ctx: Context, *dests: str) -> set[str]:
     return {str(ctx.launch.get(d)) for d in dests if ctx.launch.get(d)}
 
 
+@dataclass(frozen=True)
+class NeedsCapability:
+    """A backend the launch names that this GPU's compute capability cannot run: an error
+    finding, "<needs>; this GPU is SM x.y<then>" (one rule of this shape per table row)."""
+
+    rule: str
+    backend: str  # the backend value that needs the capability
+    flags: tuple[str, ...]  # the launch options that name a backend
+    runs_on: Callable[[tuple[int, int]], bool]  # whether a compute capability runs it
+    needs: str
+    then: str  # what happens, after the GPU's SM
+    fix: str
+    applies: Callable[[Context], bool] = lambda ctx: True  # the launch (or model) it concerns
+    # (patch id, then, fix): a note instead of the error where that patch is applied
+    patched: tuple[str, str, str] | None = None
+
+    def __call__(self, ctx: Context) -> Iterator[Finding]:
+        sm = ctx.gpu.sm
+        if sm is None or self.runs_on(sm) or not self.applies(ctx) or self.backend not in _backends(ctx, *self.flags):
+            return
+        level, then, fix = "error", self.then, self.fix
+        if self.patched is not None and ctx.patch_states.get(self.patched[0]) == "applied":
+            level, then, fix = "info", *self.patched[1:]
+        yield Finding(self.rule, level, f"{self.needs}; this GPU is SM {sm[0]}.{sm[1]}{then}", fix)
+
+
+_ATTENTION = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+_LINEAR_ATTENTION = ("linear_attn_backend", "linear_attn_decode_backend", "linear_attn_prefill_backend")
+
+CAPABILITY_RULES = {rule.rule: rule for rule in (
+    # Triton has no fp8e4nv below SM 8.9: the first decode dies inside Triton (fp8-kv-triton-sm89
+    # turns that into a refusal at start-up; either way the launch does not serve).
+    NeedsCapability(
+        "fp8-triton-sm89", "triton", ("attention_backend", "decode_attention_backend"), lambda sm: sm >= (8, 9),
+        "--kv-cache-dtype fp8_e4m3 with the triton attention backend needs SM 8.9 or newer",
+        ", where triton has no fp8e4nv: the first decode fails",
+        "--attention-backend flashinfer (or --kv-cache-dtype fp8_e5m2)",
+        applies=lambda ctx: str(ctx.launch.get("kv_cache_dtype", "auto")) == "fp8_e4m3"),
+    NeedsCapability(
+        "cutedsl-decode-sm90", "cutedsl", ("linear_attn_decode_backend", "linear_attn_backend"), lambda sm: sm >= (9, 0),
+        "the cutedsl linear-attention decode kernels need SM 9.0 or newer", ": decode hangs",
+        "--linear-attn-decode-backend triton (or patchkit apply --only gdn-cutedsl-decode-sm90, which falls back "
+        "to triton)",
+        patched=("gdn-cutedsl-decode-sm90", ": patchkit's gdn-cutedsl-decode-sm90 makes decode fall back to triton",
+                 "--linear-attn-decode-backend triton")),
+    NeedsCapability(
+        "flashinfer-gdn-sm90", "flashinfer", _LINEAR_ATTENTION, lambda sm: sm >= (9, 0),
+        "FlashInfer's Gated DeltaNet kernels need SM 9.0 or newer", "", "--linear-attn-backend triton",
+        applies=lambda ctx: ctx.hybrid),
+    NeedsCapability(
+        "fa3-sm90", "fa3", _ATTENTION, lambda sm: sm[0] == 9,
+        "FlashAttention 3 (fa3) runs on Hopper (SM 9.0) only", "", "--attention-backend flashinfer (or triton)"),
+)}
+
+
 def fp8_triton_sm89(ctx: Context) -> Iterator[Finding]:
+    below = list(CAPABILITY_RULES["fp8-triton-sm89"](ctx))
+    if below:
+        yield from below
+        return
     kv = str(ctx.launch.get("kv_cache_dtype", "auto"))
-    sm = ctx.gpu.sm
-    if (sm is not None and sm < (8, 9) and kv == "fp8_e4m3"
-            and "triton" in _backends(ctx, "attention_backend", "decode_attention_backend")):
-        # Triton has no fp8e4nv below SM 8.9: the first decode dies inside Triton (fp8-kv-triton-sm89
-        # turns that into a refusal at start-up; either way the launch does not serve).
-        yield Finding("fp8-triton-sm89", "error",
-                      f"--kv-cache-dtype fp8_e4m3 with the triton attention backend needs SM 8.9 or newer; this GPU "
-                      f"is SM {sm[0]}.{sm[1]}, where triton has no fp8e4nv: the first decode fails",
-                      "--attention-backend flashinfer (or --kv-cache-dtype fp8_e5m2)")
+    if ctx.gpu.sm != (8, 9) or not kv.startswith("fp8"):
         return
-    if sm != (8, 9) or not kv.startswith("fp8"):
-        return
-    if "triton" in _backends(ctx, "attention_backend", "decode_attention_backend", "prefill_attention_backend"):
+    if "triton" in _backends(ctx, *_ATTENTION):
         yield Finding("fp8-triton-sm89", "warning",
                       f"--kv-cache-dtype {kv} with the triton attention backend on SM 8.9: triton has no FP8 "
                       f"tensor-core attention below SM 9.0, decode upcasts every step (slow) and fp8_e4m3 "
                       f"kernels may fail to compile",
                       "--attention-backend flashinfer")
-
-
-def cutedsl_decode_sm90(ctx: Context) -> Iterator[Finding]:
-    sm = ctx.gpu.sm
-    if sm is None or sm >= (9, 0):
-        return
-    if "cutedsl" in _backends(ctx, "linear_attn_decode_backend", "linear_attn_backend"):
-        if ctx.patch_states.get("gdn-cutedsl-decode-sm90") == "applied":
-            yield Finding("cutedsl-decode-sm90", "info",
-                          f"the cutedsl linear-attention decode kernels need SM 9.0 or newer; this GPU is SM "
-                          f"{sm[0]}.{sm[1]}: patchkit's gdn-cutedsl-decode-sm90 makes decode fall back to triton",
-                          "--linear-attn-decode-backend triton")
-            return
-        yield Finding("cutedsl-decode-sm90", "error",
-                      f"the cutedsl linear-attention decode kernels need SM 9.0 or newer; this GPU is SM {sm[0]}.{sm[1]}: "
-                      f"decode hangs", "--linear-attn-decode-backend triton (or patchkit apply --only "
-                      "gdn-cutedsl-decode-sm90, which falls back to triton)")
-
-
-def flashinfer_gdn_sm90(ctx: Context) -> Iterator[Finding]:
-    sm = ctx.gpu.sm
-    if sm is None or sm >= (9, 0) or not ctx.hybrid:
-        return
-    if "flashinfer" in _backends(ctx, "linear_attn_backend", "linear_attn_decode_backend", "linear_attn_prefill_backend"):
-        yield Finding("flashinfer-gdn-sm90", "error",
-                      f"FlashInfer's Gated DeltaNet kernels need SM 9.0 or newer; this GPU is SM {sm[0]}.{sm[1]}",
-                      "--linear-attn-backend triton")
-
-
-def fa3_sm90(ctx: Context) -> Iterator[Finding]:
-    sm = ctx.gpu.sm
-    if sm is None or sm[0] == 9:
-        return
-    if "fa3" in _backends(ctx, "attention_backend", "prefill_attention_backend", "decode_attention_backend"):
-        yield Finding("fa3-sm90", "error",
-                      f"FlashAttention 3 (fa3) runs on Hopper (SM 9.0) only; this GPU is SM {sm[0]}.{sm[1]}",
-                      "--attention-backend flashinfer (or triton)")
 
 
 def dtype_fp16_gdn(ctx: Context) -> Iterator[Finding]:
@@ -471,9 +483,9 @@ RULES: dict[str, Rule] = {
     "draft-quantization-inherit": draft_quantization_inherit,
     "no-buffer-overlap": no_buffer_overlap,
     "fp8-triton-sm89": fp8_triton_sm89,
-    "cutedsl-decode-sm90": cutedsl_decode_sm90,
-    "flashinfer-gdn-sm90": flashinfer_gdn_sm90,
-    "fa3-sm90": fa3_sm90,
+    "cutedsl-decode-sm90": CAPABILITY_RULES["cutedsl-decode-sm90"],
+    "flashinfer-gdn-sm90": CAPABILITY_RULES["flashinfer-gdn-sm90"],
+    "fa3-sm90": CAPABILITY_RULES["fa3-sm90"],
     "dtype-fp16-gdn": dtype_fp16_gdn,
     "reasoning-parser-forced": reasoning_parser_forced,
     "tool-parser-name": tool_parser_name,
