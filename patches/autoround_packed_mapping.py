@@ -13,7 +13,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit import edits
+from patchkit.edits import edit
 from patchkit.matchers import string
 from patchkit.patch import Patch, top_classes
 from patchkit.template import Snippet
@@ -59,14 +59,13 @@ class AutoroundPackedMapping(Patch):
             for cls in top_classes(tree, CLASS) for fn in cls.body.body if m.matches(fn, _FROM_CONFIG)
         )
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        return edits.edit_class(tree, CLASS, lambda cls: edits.edit_method(cls, "from_config", lambda fn: edits.replace(
-            fn, _RETURNS_CLS, self._keep_mapping, f"{CLASS}.from_config(): return cls(...)",
-        )))
-
-    def _keep_mapping(self, returned: cst.CSTNode) -> list[cst.BaseStatement]:
-        assert isinstance(returned, cst.SimpleStatementLine) and isinstance(returned.body[0], cst.Return)
-        value = returned.body[0].value
-        assert value is not None
-        (construct,) = CONSTRUCT.fill(construct=value)
-        return [construct.with_changes(leading_lines=returned.leading_lines), *KEEP_MAPPING.fill()]
+    @m.call_if_inside(m.ClassDef(name=m.Name(CLASS)))
+    @m.call_if_inside(_FROM_CONFIG)
+    @edit(_RETURNS_CLS, f"{CLASS}.from_config(): return cls(...)")
+    def keep_mapping(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.FlattenSentinel[cst.BaseStatement]:
+        returned = updated_node.body[0]
+        assert isinstance(returned, cst.Return) and returned.value is not None
+        (construct,) = CONSTRUCT.fill(construct=returned.value)
+        return cst.FlattenSentinel([construct.with_changes(leading_lines=updated_node.leading_lines), *KEEP_MAPPING.fill()])

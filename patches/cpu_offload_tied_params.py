@@ -21,7 +21,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit import edits
+from patchkit.edits import edit
 from patchkit.patch import Patch, top_classes
 from patchkit.template import Snippet, walk_statements
 
@@ -71,6 +71,7 @@ _WALKS_KEEP_VARS = m.For(iter=m.Call(
     args=[],
 ))
 _CALLS_ID = m.Call(func=m.Name("id"))
+_CLASS = m.ClassDef(name=m.Name(CLASS))
 
 
 def _dedup_helpers(tree: cst.Module) -> set[str]:
@@ -112,17 +113,19 @@ class CpuOffloadTiedParams(Patch):
         calls_helper = m.SimpleStatementLine(body=[m.Assign(value=m.Call(func=m.Name(m.MatchIfTrue(lambda name: name in helpers))))])
         return any(m.matches(stmt, calls_helper) for cls in top_classes(tree, CLASS) for stmt in walk_statements(cls))
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        def call_helper(stmt: cst.CSTNode) -> list[cst.BaseStatement]:
-            assert isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)
-            assign = stmt.body[0]
-            found = m.extract(assign.value, _COMPREHENSION)
-            assert found is not None
-            (line,) = CALL.fill(state=assign.targets[0].target, module=found["module"], device=found["device"])  # type: ignore[arg-type]
-            return [line.with_changes(leading_lines=stmt.leading_lines)]
+    @m.call_if_inside(_CLASS)
+    @edit(_BUILDS_STATE, f"{CLASS}: device_state = {{k: v.to(device) for k, v in module.state_dict().items()}}")
+    def call_helper(self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine) -> cst.BaseStatement:
+        assign = updated_node.body[0]
+        assert isinstance(assign, cst.Assign)
+        found = m.extract(assign.value, _COMPREHENSION)
+        assert found is not None
+        module, device = found["module"], found["device"]
+        assert isinstance(module, cst.BaseExpression) and isinstance(device, cst.BaseExpression)
+        (line,) = CALL.fill(state=assign.targets[0].target, module=module, device=device)
+        return line.with_changes(leading_lines=updated_node.leading_lines)
 
-        tree = edits.edit_class(tree, CLASS, lambda cls: edits.replace(
-            cls, _BUILDS_STATE, call_helper, f"{CLASS}: device_state = {{k: v.to(device) for k, v in module.state_dict().items()}}",
-        ))
+    @edit(_CLASS, f"class {CLASS}")
+    def add_helper(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.FlattenSentinel[cst.BaseStatement]:
         # The helper goes right above the class (whose own leading lines and comments stay with it).
-        return edits.edit_member(tree, m.ClassDef(name=m.Name(CLASS)), lambda cls: [*HELPER.fill(), cls], f"class {CLASS}")
+        return cst.FlattenSentinel([*HELPER.fill(), updated_node])

@@ -24,7 +24,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit import edits
+from patchkit.edits import edit, prepend_to_block
 from patchkit.matchers import functions, self_attr, string
 from patchkit.patch import Patch
 from patchkit.template import Snippet, walk_statements
@@ -77,6 +77,8 @@ SKIP_LOAD = Snippet("""
         continue  # patchkit draft-lmhead-placeholder: the target's embedding replaces it
 """)
 
+_INIT = m.FunctionDef(name=m.Name("__init__"))
+
 # The upstream fixes in review allocate no ParallelLMHead in the draft at all (sglang#38147).
 _ALLOCATES_HEAD = m.Call(func=m.Name("ParallelLMHead"))
 
@@ -118,49 +120,41 @@ class DraftLmheadPlaceholder(Patch):
             for cls in self.scope_classes(path, tree)
         )
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        return edits.edit_class(tree, DRAFT_CLASSES[path], self._edit_class)
-
-    def _edit_class(self, cls: cst.ClassDef) -> cst.ClassDef:
-        name = cls.name.value
-        if name == NEXT_CLASS:
-            return edits.edit_method(cls, "__init__", self._add_placeholder_after_head)
-        cls = edits.edit_method(cls, "__init__", lambda init: edits.replace(
-            init, _BUILDS_HEAD, self._add_placeholder, f"{name}.__init__: if <pp_group>.is_last_rank: self.lm_head = ...",
-        ))
-        # From 0.5.20, load_weights loads the checkpoint embedding into the draft's own copy.
-        loaders = [fn for fn in cls.body.body if m.matches(fn, m.FunctionDef(name=m.Name("load_weights")))]
-        if any(m.matches(stmt, _LOADS_EMBED) for fn in loaders for stmt in walk_statements(fn)):
-            cls = edits.edit_method(cls, "load_weights", lambda loader: edits.replace(
-                loader, _LOADS_EMBED, self._skip_load, f'{name}.load_weights: if name in ("model.embed_tokens.weight", ...)', every=True,
-            ))
-        return cls
-
-    def _add_placeholder(self, builds_head: cst.CSTNode) -> list[cst.BaseStatement]:
-        captured = m.extract(builds_head, _BUILDS_HEAD)
+    # Qwen3.5: the placeholder after `if <pp_group>.is_last_rank: self.lm_head = ...` in __init__.
+    @m.call_if_inside(m.ClassDef(name=m.Name(CLASS)))
+    @m.call_if_inside(_INIT)
+    @edit(_BUILDS_HEAD, f"{CLASS}.__init__: if <pp_group>.is_last_rank: self.lm_head = ...", files=(QWEN3_5_MTP,))
+    def add_placeholder(self, original_node: cst.If, updated_node: cst.If) -> cst.FlattenSentinel[cst.BaseStatement]:
+        captured = m.extract(original_node, _BUILDS_HEAD)
         assert captured is not None and isinstance(captured["pp_group"], cst.BaseExpression)
-        assert isinstance(builds_head, cst.BaseStatement)
-        return [builds_head, *PLACEHOLDER.fill(pp_group=captured["pp_group"])]
+        return cst.FlattenSentinel([updated_node, *PLACEHOLDER.fill(pp_group=captured["pp_group"])])
 
-    def _skip_load(self, branch: cst.CSTNode) -> cst.CSTNode:
-        assert isinstance(branch, cst.If) and isinstance(branch.body, cst.IndentedBlock)
-        if any(SKIP_LOAD.matches(stmt) for stmt in branch.body.body):
-            return branch  # guarded already (a second run over a partly patched file)
-        return edits.prepend_to_block(branch, SKIP_LOAD.fill(), "the embedding-load branch")
+    # From 0.5.20, load_weights loads the checkpoint embedding into the draft's own copy: every
+    # such branch skips that load while the placeholder is in place.
+    @m.call_if_inside(m.ClassDef(name=m.Name(CLASS)))
+    @m.call_if_inside(m.FunctionDef(name=m.Name("load_weights")))
+    @edit(_LOADS_EMBED, f'{CLASS}.load_weights: if name in ("model.embed_tokens.weight", ...)', times="any", files=(QWEN3_5_MTP,))
+    def skip_load(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        assert isinstance(updated_node.body, cst.IndentedBlock)
+        if any(SKIP_LOAD.matches(stmt) for stmt in updated_node.body.body):
+            return updated_node  # guarded already (a second run over a partly patched file)
+        return prepend_to_block(updated_node, SKIP_LOAD.fill())
 
-    def _add_placeholder_after_head(self, init: cst.FunctionDef) -> cst.FunctionDef:
-        """Qwen3-Next: the placeholder right after the unconditional `self.lm_head = ...`, for
-        the pp group the draft keeps in `self.pp_group` (assigned before it)."""
-        assert isinstance(init.body, cst.IndentedBlock)
-        body = list(init.body.body)
+    # Qwen3-Next: the placeholder right after the unconditional `self.lm_head = ...`, for the pp
+    # group the draft keeps in `self.pp_group` (assigned before it).
+    @m.call_if_inside(m.ClassDef(name=m.Name(NEXT_CLASS)))
+    @edit(_INIT, f"{NEXT_CLASS}.__init__", files=(QWEN3_NEXT_MTP,))
+    def add_placeholder_after_head(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        assert isinstance(updated_node.body, cst.IndentedBlock)
+        body = list(updated_node.body.body)
         heads = [i for i, stmt in enumerate(body) if m.matches(stmt, _ALLOCATES_HEAD_LINE)]
         if len(heads) != 1:
             what = "anchor not found" if not heads else f"anchor is ambiguous ({len(heads)} matches)"
             raise AnchorError(f"{what}: {NEXT_CLASS}.__init__: self.lm_head = ParallelLMHead(...)")
         if not any(m.matches(stmt, _SETS_PP_GROUP) for stmt in body[: heads[0]]):
             raise AnchorError(f"anchor not found: {NEXT_CLASS}.__init__: self.pp_group = ... before self.lm_head")
-        placeholder = PLACEHOLDER.fill(pp_group=cst.parse_expression("self.pp_group"))
-        return edits.insert_after(init, _ALLOCATES_HEAD_LINE, placeholder, f"{NEXT_CLASS}.__init__: self.lm_head = ParallelLMHead(...)")
+        body[heads[0] + 1:heads[0] + 1] = PLACEHOLDER.fill(pp_group=cst.parse_expression("self.pp_group"))
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
 
 
 _NN_MODULE = m.Arg(value=m.Attribute(value=m.Name("nn"), attr=m.Name("Module")) | m.Name("Module"))

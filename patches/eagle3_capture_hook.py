@@ -15,8 +15,9 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit import edits
+from patchkit.edits import append_to_block, edit
 from patchkit.matchers import functions
+from patchkit.errors import AnchorError
 from patchkit.patch import Patch, SkipPatch, top_classes
 from patchkit.template import Snippet
 
@@ -60,6 +61,8 @@ TEXT_METHOD = Snippet("""
 
 _DEFINES_METHOD = m.FunctionDef(name=m.Name(METHOD))
 _DEFINES_DFLASH = m.FunctionDef(name=m.Name(DFLASH))
+_DECODER = m.ClassDef(name=m.Name(DECODER))
+_WRAPPER = m.ClassDef(name=m.OneOf(*(m.Name(name) for name in WRAPPERS)))
 
 
 def _defines(cls: cst.ClassDef, matcher: m.FunctionDef) -> list[cst.FunctionDef]:
@@ -107,25 +110,31 @@ class Eagle3CaptureHook(Patch):
         if path == QWEN3_5 and not any(_defines(cls, _DEFINES_DFLASH) for cls in top_classes(tree, DECODER)):
             raise SkipPatch(f"{path}: no layer-capture machinery ({DECODER}.{DFLASH}) in this release")
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        if path == QWEN3_5_TEXT:
-            return edits.edit_class(tree, DECODER, lambda cls: edits.append_to_block(cls, TEXT_METHOD.fill(), DECODER))
-        if not any(_defines(cls, _DEFINES_METHOD) for cls in top_classes(tree, DECODER)):
-            tree = edits.edit_class(tree, DECODER, self._decoder)
-        for name in WRAPPERS:
-            for wrapper in top_classes(tree, name):
-                own = _defines(wrapper, _DEFINES_METHOD)
-                if any(WRAPPER_METHOD.matches(fn) for fn in own):
-                    continue  # this wrapper carries the override already: never a second def
-                if own:
-                    self.warn(f"{path}: {name} defines its own {METHOD}; left as it is")
-                    continue
-                tree = edits.edit_class(tree, name, lambda cls: edits.append_to_block(cls, WRAPPER_METHOD.fill(), name))
-        return tree
+    @edit(_DECODER, f"class {DECODER}", files=(QWEN3_5_TEXT,))
+    def add_text_method(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        return append_to_block(updated_node, TEXT_METHOD.fill())
 
-    def _decoder(self, decoder: cst.ClassDef) -> cst.ClassDef:
+    @edit(_DECODER, f"class {DECODER}", times="any", files=(QWEN3_5,))
+    def add_decoder_method(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         # 0.5.22's decoder method is the DFlash one under another name.
-        return edits.edit_method(decoder, DFLASH, lambda dflash: [
-            dflash,
-            dflash.with_changes(name=cst.Name(METHOD), leading_lines=[cst.EmptyLine(indent=False)]),
-        ])
+        if _defines(updated_node, _DEFINES_METHOD):
+            return updated_node
+        dflash = _defines(updated_node, _DEFINES_DFLASH)
+        if len(dflash) != 1:
+            what = "anchor not found" if not dflash else f"anchor is ambiguous ({len(dflash)} matches)"
+            raise AnchorError(f"{what}: {DECODER}.{DFLASH}()")
+        copy = dflash[0].with_changes(name=cst.Name(METHOD), leading_lines=[cst.EmptyLine(indent=False)])
+        assert isinstance(updated_node.body, cst.IndentedBlock)
+        body = list(updated_node.body.body)
+        body.insert(body.index(dflash[0]) + 1, copy)
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+    @edit(_WRAPPER, " or ".join(f"class {name}" for name in WRAPPERS), times="any", files=(QWEN3_5,))
+    def add_wrapper_method(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        own = _defines(updated_node, _DEFINES_METHOD)
+        if any(WRAPPER_METHOD.matches(fn) for fn in own):
+            return updated_node  # this wrapper carries the override already: never a second def
+        if own:
+            self.warn(f"{self.path}: {updated_node.name.value} defines its own {METHOD}; left as it is")
+            return updated_node
+        return append_to_block(updated_node, WRAPPER_METHOD.fill())

@@ -13,8 +13,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit import edits
-from patchkit.errors import AnchorError
+from patchkit.edits import edit
 from patchkit.matchers import string
 from patchkit.patch import Patch, top_classes
 from patchkit.template import Snippet, walk_statements
@@ -46,6 +45,11 @@ _SUPER_INIT = m.SimpleStatementLine(body=[m.Expr(value=m.Call(func=m.Attribute(v
 # Upstream's fix: `__init__` itself tests for the e4m3 KV dtype and raises.
 _MENTIONS_E4M3 = m.Attribute(attr=m.Name("float8_e4m3fn")) | string("fp8_e4m3")
 _RAISES = m.SimpleStatementLine(body=[m.Raise()])
+_CLASS = m.ClassDef(name=m.Name(CLASS))
+_INIT_WITH_MODEL_RUNNER = m.FunctionDef(
+    name=m.Name("__init__"),
+    params=m.MatchIfTrue(lambda params: bool(m.findall(params, m.Param(name=m.Name("model_runner"))))),
+)
 
 
 def _refuses_e4m3(stmt: cst.CSTNode) -> bool:
@@ -82,12 +86,15 @@ class Fp8KvTritonSm89(Patch):
             if m.matches(init, m.FunctionDef(name=m.Name("__init__"))) for stmt in walk_statements(init)
         )
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        def call_check(init: cst.FunctionDef) -> cst.FunctionDef:
-            if not m.findall(init.params, m.Param(name=m.Name("model_runner"))):
-                raise AnchorError(f"anchor not found: {CLASS}.__init__(self, model_runner, ...)")
-            return edits.insert_after(init, _SUPER_INIT, CALL.fill(model_runner="model_runner"), f"{CLASS}.__init__: super().__init__()")
+    @m.call_if_inside(_CLASS)
+    @m.call_if_inside(_INIT_WITH_MODEL_RUNNER)
+    @edit(_SUPER_INIT, f"{CLASS}.__init__(self, model_runner, ...): super().__init__()")
+    def call_check(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.FlattenSentinel[cst.BaseStatement]:
+        return cst.FlattenSentinel([updated_node, *CALL.fill(model_runner="model_runner")])
 
-        tree = edits.edit_class(tree, CLASS, lambda cls: edits.edit_method(cls, "__init__", call_check))
+    @edit(_CLASS, f"class {CLASS}")
+    def add_check(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.FlattenSentinel[cst.BaseStatement]:
         # The check goes right above the class (whose own leading lines and comments stay with it).
-        return edits.edit_member(tree, m.ClassDef(name=m.Name(CLASS)), lambda cls: [*CHECK.fill(), cls], f"class {CLASS}")
+        return cst.FlattenSentinel([*CHECK.fill(), updated_node])

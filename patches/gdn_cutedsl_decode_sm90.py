@@ -22,7 +22,7 @@ import re
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit import edits
+from patchkit.edits import edit
 from patchkit.errors import AnchorError
 from patchkit.patch import Patch, top_classes
 from patchkit.template import Snippet, walk_statements
@@ -90,16 +90,15 @@ class GdnCutedslDecodeSm90(Patch):
             for cls in top_classes(tree, CLASS) for branch in walk_statements(cls)
         )
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        def gate(chain: cst.CSTNode) -> list[cst.BaseStatement]:
-            found = m.extract(chain, _CHAIN)
-            assert found is not None
-            if not m.findall(chain, _CUTEDSL_DECODE):
-                raise AnchorError(f"{CLASS}.__init__: the decode chain has no `elif decode_backend.is_cutedsl():`")
-            fallback = FALLBACK.fill(decode_backend=found["backend"])  # type: ignore[arg-type]
-            fallback[0] = fallback[0].with_changes(leading_lines=chain.leading_lines)  # type: ignore[attr-defined]
-            return [*fallback, chain.with_changes(leading_lines=[])]  # type: ignore[list-item]
-
-        return edits.edit_class(tree, CLASS, lambda cls: edits.edit_method(cls, "__init__", lambda init: edits.replace(
-            init, _CHAIN, gate, f"{CLASS}.__init__: if decode_backend.is_triton(): self.decode_kernel = ...",
-        )))
+    @m.call_if_inside(m.ClassDef(name=m.Name(CLASS)))
+    @m.call_if_inside(m.FunctionDef(name=m.Name("__init__")))
+    @edit(_CHAIN, f"{CLASS}.__init__: if decode_backend.is_triton(): self.decode_kernel = ...")
+    def gate(self, original_node: cst.If, updated_node: cst.If) -> cst.FlattenSentinel[cst.BaseStatement]:
+        found = m.extract(original_node, _CHAIN)
+        assert found is not None and isinstance(found["backend"], cst.Name)
+        if not m.findall(updated_node, _CUTEDSL_DECODE):
+            raise AnchorError(f"{CLASS}.__init__: the decode chain has no `elif decode_backend.is_cutedsl():`")
+        first, *rest = FALLBACK.fill(decode_backend=found["backend"])
+        return cst.FlattenSentinel([
+            first.with_changes(leading_lines=updated_node.leading_lines), *rest, updated_node.with_changes(leading_lines=[]),
+        ])

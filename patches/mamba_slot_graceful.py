@@ -24,7 +24,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit import edits
+from patchkit.edits import edit
 from patchkit.errors import AnchorError
 from patchkit.matchers import capture, methods, string
 from patchkit.patch import Patch, SkipPatch
@@ -74,6 +74,8 @@ GUARD = Snippet("""
         return {value}
 """, skip=SKIP)
 _DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())])
+_CACHE_CLASS = m.ClassDef(name=m.OneOf(*(m.Name(kind) for kind in DONATING)))
+_DONATING_FN = m.FunctionDef(name=m.OneOf(*(m.Name(fn) for fn in DONATING.values())))
 _TRY_ALLOC_DOC = '"""patchkit mamba-slot-graceful: like _alloc_mamba_slot, but None when no slot can be had."""'
 
 
@@ -128,31 +130,42 @@ class MambaSlotGraceful(Patch):
                     return True
         return False
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        (cls,) = self._classes(path, tree)
-        return edits.edit_class(tree, cls.name.value, self._edit_class)
+    # Which donating function the pass is in, and what it returns when it skips (None outside).
+    skip_return: str | None = None
 
-    def _edit_class(self, cls: cst.ClassDef) -> cst.ClassDef:
-        kind = cls.name.value
-        where = f"{kind}.{DONATING[kind]}()"
+    @m.call_if_inside(_CACHE_CLASS)
+    @m.visit(_DONATING_FN)
+    def enter_donating(self, node: cst.FunctionDef) -> None:
+        kind = self.kind
+        self.skip_return = SKIP_RETURN[kind] if node.name.value == DONATING[kind] else None
+        sites = [s for s in walk_statements(node) if m.matches(s, _ASSIGNS_FROM_ALLOC)]
+        if self.skip_return is not None and sites and len(m.findall(node, _CALLS_ALLOC)) != len(sites):
+            # A call in another shape (nested in an expression) would escape the guard.
+            raise AnchorError(f"anchor is ambiguous: {kind}.{DONATING[kind]}() calls self.{ALLOC}() outside `<name> = self.{ALLOC}(...)`")
 
-        def guard_sites(donating: cst.FunctionDef) -> cst.FunctionDef:
-            sites = [s for s in walk_statements(donating) if m.matches(s, _ASSIGNS_FROM_ALLOC)]
-            if sites and len(m.findall(donating, _CALLS_ALLOC)) != len(sites):
-                # A call in another shape (nested in an expression) would escape the guard.
-                raise AnchorError(f"anchor is ambiguous: {where} calls self.{ALLOC}() outside `<name> = self.{ALLOC}(...)`")
-            return edits.replace(donating, _ASSIGNS_FROM_ALLOC, lambda site: self._guarded(kind, site),
-                                 f"{where}: <name> = self.{ALLOC}(...)", every=True)
+    @m.visit(_CACHE_CLASS)
+    def enter_cache_class(self, node: cst.ClassDef) -> None:
+        self.kind = node.name.value
 
-        cls = edits.edit_method(cls, DONATING[kind], guard_sites)
-        return edits.edit_method(cls, ALLOC, lambda alloc: [alloc, _try_alloc(alloc), *SKIP_METHOD.fill()])
-
-    def _guarded(self, kind: str, site: cst.CSTNode) -> list[cst.BaseStatement]:
-        (call,) = m.findall(site, _CALLS_ALLOC)
+    @m.call_if_inside(_CACHE_CLASS)
+    @m.call_if_inside(_DONATING_FN)
+    @edit(_ASSIGNS_FROM_ALLOC, f"the donating function ({' or '.join(f'{k}.{f}()' for k, f in DONATING.items())}): <name> = self.{ALLOC}(...)",
+          times="at least once")
+    def guard_site(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine | cst.FlattenSentinel[cst.BaseStatement]:
+        if self.skip_return is None:
+            return updated_node  # a function of that name in the other cache class
+        (call,) = m.findall(updated_node, _CALLS_ALLOC)
         assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
-        retargeted = site.deep_replace(call.func.attr, cst.Name(TRY_ALLOC))
-        assert isinstance(retargeted, cst.BaseStatement)
-        return [retargeted, *GUARD.fill(name=_assigned_name(site), value=SKIP_RETURN[kind])]
+        retargeted = updated_node.deep_replace(call.func.attr, cst.Name(TRY_ALLOC))
+        assert isinstance(retargeted, cst.SimpleStatementLine)
+        return cst.FlattenSentinel([retargeted, *GUARD.fill(name=_assigned_name(updated_node), value=self.skip_return)])
+
+    @m.call_if_inside(_CACHE_CLASS)
+    @edit(m.FunctionDef(name=m.Name(ALLOC)), f"{ALLOC}()")
+    def add_try_alloc(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FlattenSentinel[cst.BaseStatement]:
+        return cst.FlattenSentinel([updated_node, _try_alloc(updated_node), *SKIP_METHOD.fill()])
 
 
 def _assigned_name(site: cst.CSTNode) -> str:
@@ -169,7 +182,12 @@ def _is_none(name: str) -> m.Comparison | m.UnaryOperation | m.OneOf[m.Compariso
 def _try_alloc(alloc: cst.FunctionDef) -> cst.FunctionDef:
     """`_alloc_mamba_slot` renamed, with its 'Can not alloc mamba cache' assert removed (returns
     None), its docstring replaced and its Tensor annotation dropped (Optional now)."""
-    stripped = edits.replace(alloc, _ASSERTS_SLOT, lambda assertion: [], f'{ALLOC}(): assert ..., "Can not alloc mamba cache"')
+    asserts = m.findall(alloc, _ASSERTS_SLOT)
+    if len(asserts) != 1:
+        what = "anchor not found" if not asserts else f"anchor is ambiguous ({len(asserts)} matches)"
+        raise AnchorError(f'{what}: {ALLOC}(): assert ..., "Can not alloc mamba cache"')
+    stripped = alloc.deep_remove(asserts[0])
+    assert isinstance(stripped, cst.FunctionDef) and isinstance(stripped.body, cst.IndentedBlock)
     body = list(stripped.body.body)
     if body and m.matches(body[0], _DOCSTRING):
         body[0] = body[0].with_changes(body=[cst.Expr(cst.parse_expression(_TRY_ALLOC_DOC))])

@@ -19,7 +19,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit import edits
+from patchkit.edits import edit
 from patchkit.errors import AnchorError
 from patchkit.matchers import methods, self_attr, string
 from patchkit.patch import Patch, SkipPatch, top_classes
@@ -117,40 +117,47 @@ class MtpDraftKvBudget(Patch):
         if path == SPEC_AUX and not _top_functions(tree, RESOLVER):
             raise SkipPatch(f"{path} has no {RESOLVER}()")
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        if path == MODEL_RUNNER:
-            return self._model_runner(tree)
-        return self._spec_aux(tree)
+    # 0.5.14-0.5.15: right after ModelRunner.__init__'s own resolution with the draft path.
+    @m.call_if_inside(m.ClassDef(name=m.Name("ModelRunner")))
+    @m.call_if_inside(m.FunctionDef(name=m.Name("__init__")))
+    @edit(_RESOLVES_WITH_PATH, "ModelRunner.__init__: if ... and server_args.speculative_draft_model_path: self.eagle_draft_num_layers = ...",
+          files=(MODEL_RUNNER,))
+    def add_runner_fallback(self, original_node: cst.If, updated_node: cst.If) -> cst.FlattenSentinel[cst.BaseStatement]:
+        assert isinstance(updated_node.test, cst.BooleanOperation)
+        new = FALLBACK.fill(
+            count="self.eagle_draft_num_layers", spec="self.spec_algorithm", draft_worker="self.is_draft_worker",
+            draft_path=updated_node.test.right, model_config="self.model_config",
+        )
+        return cst.FlattenSentinel([updated_node, *new])
 
-    def _model_runner(self, tree: cst.Module) -> cst.Module:
-        def add_fallback(branch: cst.CSTNode) -> list[cst.BaseStatement]:
-            new = FALLBACK.fill(
-                count="self.eagle_draft_num_layers", spec="self.spec_algorithm", draft_worker="self.is_draft_worker",
-                draft_path=branch.test.right, model_config="self.model_config",  # type: ignore[attr-defined]
-            )
-            return [branch, *new]  # type: ignore[list-item]
-
-        return edits.edit_class(tree, "ModelRunner", lambda cls: edits.edit_method(cls, "__init__", lambda init: edits.replace(
-            init, _RESOLVES_WITH_PATH, add_fallback,
-            "ModelRunner.__init__: if ... and server_args.speculative_draft_model_path: self.eagle_draft_num_layers = ...",
-        )))
-
-    def _spec_aux(self, tree: cst.Module) -> cst.Module:
-        (eagle,) = _top_functions(tree, EAGLE_RESOLVER) or (None,)
-        # How this release reads the draft path (server_args.… or get_spec().…), from its own resolver.
-        paths = m.findall(eagle, _DRAFT_PATH) if eagle is not None else []
+    # 0.5.16+: in resolve_spec_aux_hidden_state_config(), after its call of the EAGLE resolver.
+    @m.visit(m.Module())
+    def read_draft_path(self, node: cst.Module) -> None:
+        """How this release reads the draft path (server_args.… or get_spec().…), from its own
+        EAGLE resolver (which may come after the function the fallback goes into)."""
+        if self.path != SPEC_AUX:
+            return
+        eagle = _top_functions(node, EAGLE_RESOLVER)
+        paths = m.findall(eagle[0], _DRAFT_PATH) if len(eagle) == 1 else []
         if not paths:
             raise AnchorError(f"anchor not found: {EAGLE_RESOLVER}(): ….speculative_draft_model_path")
+        assert isinstance(paths[0], cst.BaseExpression)
+        self.draft_path = paths[0]
 
-        def add_fallback(resolver: cst.CSTNode) -> cst.CSTNode:
-            params = {p.name.value for p in m.findall(resolver.params, m.Param())}  # type: ignore[attr-defined]
-            missing = {"model_config", "spec_algorithm", "is_draft_worker"} - params
-            if missing:
-                raise AnchorError(f"anchor not found: {RESOLVER}() parameter(s) {', '.join(sorted(missing))}")
-            new = FALLBACK.fill(
-                count="config.eagle_draft_num_layers", spec="spec_algorithm", draft_worker="is_draft_worker",
-                draft_path=paths[0], model_config="model_config",  # type: ignore[arg-type]
-            )
-            return edits.insert_after(resolver, _CALLS_EAGLE_RESOLVER, new, f"{RESOLVER}(): {EAGLE_RESOLVER}(...)")
+    @m.visit(m.FunctionDef(name=m.Name(RESOLVER)))
+    def check_resolver_params(self, node: cst.FunctionDef) -> None:
+        params = {param.name.value for param in m.findall(node.params, m.Param()) if isinstance(param, cst.Param)}
+        missing = {"model_config", "spec_algorithm", "is_draft_worker"} - params
+        if self.path == SPEC_AUX and missing:
+            raise AnchorError(f"anchor not found: {RESOLVER}() parameter(s) {', '.join(sorted(missing))}")
 
-        return edits.edit_member(tree, m.FunctionDef(name=m.Name(RESOLVER)), add_fallback, f"def {RESOLVER}()")
+    @m.call_if_inside(m.FunctionDef(name=m.Name(RESOLVER)))
+    @edit(_CALLS_EAGLE_RESOLVER, f"{RESOLVER}(): {EAGLE_RESOLVER}(...)", files=(SPEC_AUX,))
+    def add_resolver_fallback(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.FlattenSentinel[cst.BaseStatement]:
+        new = FALLBACK.fill(
+            count="config.eagle_draft_num_layers", spec="spec_algorithm", draft_worker="is_draft_worker",
+            draft_path=self.draft_path, model_config="model_config",
+        )
+        return cst.FlattenSentinel([updated_node, *new])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit import edits
+from patchkit.edits import edit
 from patchkit.matchers import self_attr, string
 from patchkit.patch import Patch, top_classes
 from patchkit.template import Snippet, walk_statements
@@ -85,14 +85,9 @@ class MtpLayerDetection(Patch):
                     return True
         return False
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        # The one method of ModelConfig that reads num_nextn_predict_layers from the text config.
-        readers = m.FunctionDef(body=m.MatchIfTrue(lambda body: any(m.matches(s, _READS_NEXTN) for s in walk_statements(body))))
-
-        def add_fallback(fn: cst.CSTNode) -> cst.CSTNode:
-            return edits.insert_after(fn, _READS_NEXTN, FALLBACK.fill(), "self.num_nextn_predict_layers = getattr(...)")
-
-        return edits.edit_class(tree, CLASS, lambda cls: edits.edit_member(
-            cls, readers, add_fallback,
-            'ModelConfig: self.num_nextn_predict_layers = getattr(self.hf_text_config, "num_nextn_predict_layers", None)',
-        ))
+    @m.call_if_inside(m.ClassDef(name=m.Name(CLASS)))
+    @edit(_READS_NEXTN, 'ModelConfig: self.num_nextn_predict_layers = getattr(self.hf_text_config, "num_nextn_predict_layers", None)')
+    def add_fallback(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.FlattenSentinel[cst.BaseStatement]:
+        return cst.FlattenSentinel([updated_node, *FALLBACK.fill()])

@@ -25,7 +25,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit import edits
+from patchkit.edits import edit
 from patchkit.errors import AnchorError
 from patchkit.matchers import capture
 from patchkit.patch import Patch
@@ -179,24 +179,25 @@ class SymmMemKillSwitch(Patch):
             return False
         return bool(m.findall(tree, _UPSTREAM_SWITCH))
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        if path == MULTIMEM_AG:
-            return self._install_switch(tree)
-        return edits.edit_class(tree, COMMUNICATOR, lambda cls: edits.edit_method(cls, "__init__", self._guard_init))
-
-    def _install_switch(self, tree: cst.Module) -> cst.Module:
-        imports = [s for s in tree.body if m.matches(s, _SYMM_MEM_IMPORT)]
+    @edit(m.Module(), "the module", files=(MULTIMEM_AG,))
+    def install_switch(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        body: list[cst.BaseStatement] = list(updated_node.body)
+        imports = [s for s in body if m.matches(s, _SYMM_MEM_IMPORT)]
         if len(imports) != 1:
             raise AnchorError(f"anchor {'not found' if not imports else 'is ambiguous'}: import torch.distributed._symmetric_memory as <alias>")
         alias = capture(imports[0], _SYMM_MEM_IMPORT, "alias")
         assert isinstance(alias, cst.Name)
         # After the last top-level import, so the module's own imports stay together.
-        last_import = [s for s in tree.body if m.matches(s, _IMPORT)][-1]
-        return edits.edit_member(tree, lambda node: node is last_import, lambda node: [node, *KILL_SWITCH.fill(alias=alias)],
-                                 "the last top-level import")
+        last_import = max(i for i, s in enumerate(body) if m.matches(s, _IMPORT))
+        body[last_import + 1:last_import + 1] = KILL_SWITCH.fill(alias=alias)
+        return updated_node.with_changes(body=body)
 
-    def _guard_init(self, init: cst.FunctionDef) -> cst.FunctionDef:
-        first = init.body.body[0] if init.body.body else None
-        if first is not None and m.matches(first, _DOCSTRING):
-            return edits.edit_member(init, lambda node: node is first, lambda node: [node, *FLAG_GUARD.fill()], "__init__'s docstring")
-        return edits.prepend_to_block(init, FLAG_GUARD.fill(), f"{COMMUNICATOR}.__init__")
+    @m.call_if_inside(m.ClassDef(name=m.Name(COMMUNICATOR)))
+    @edit(m.FunctionDef(name=m.Name("__init__")), f"{COMMUNICATOR}.__init__", files=(TORCH_SYMM_MEM,))
+    def guard_init(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        # First in __init__, after its docstring.
+        assert isinstance(updated_node.body, cst.IndentedBlock)
+        body = list(updated_node.body.body)
+        start = 1 if body and m.matches(body[0], _DOCSTRING) else 0
+        body[start:start] = FLAG_GUARD.fill()
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
