@@ -145,8 +145,9 @@ _HEADER = '''\
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
-from patchkit import edits
+from patchkit.edits import edit, prepend_to_block
 from patchkit.patch import Patch, top_classes
 from patchkit.template import Snippet
 '''
@@ -171,9 +172,10 @@ class SynFix(Patch):
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         return False
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        return edits.edit_class(tree, "Alpha", lambda cls: edits.edit_method(
-            cls, "run", lambda fn: edits.prepend_to_block(fn, FIX.fill(), "Alpha.run()")))
+    @m.call_if_inside(m.ClassDef(name=m.Name("Alpha")))
+    @edit(m.FunctionDef(name=m.Name("run")), "Alpha.run()")
+    def fix(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        return prepend_to_block(updated_node, FIX.fill())
 ''',
     "syn_upstream": _HEADER + '''
 BETA = "sglang/beta.py"
@@ -199,9 +201,10 @@ class SynUpstream(Patch):
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         return any(UPSTREAM_FIX.present_in(cls) for cls in top_classes(tree, "Beta"))
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        return edits.edit_class(tree, "Beta", lambda cls: edits.edit_method(
-            cls, "step", lambda fn: edits.prepend_to_block(fn, GUARD.fill(), "Beta.step()")))
+    @m.call_if_inside(m.ClassDef(name=m.Name("Beta")))
+    @edit(m.FunctionDef(name=m.Name("step")), "Beta.step()")
+    def fix(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        return prepend_to_block(updated_node, GUARD.fill())
 ''',
     "syn_absent": _HEADER + '''
 DELTA = "sglang/delta.py"
@@ -221,8 +224,9 @@ class SynAbsent(Patch):
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         return False
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        return tree.with_changes(body=[*tree.body, *MARK.fill()])
+    @edit(m.Module(), "the module")
+    def fix(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return updated_node.with_changes(body=[*updated_node.body, *MARK.fill()])
 ''',
     "syn_stack_b": _HEADER + '''
 GAMMA = "sglang/gamma.py"
@@ -243,9 +247,10 @@ class SynStackB(Patch):
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         return False
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        return edits.edit_class(tree, "Gamma", lambda cls: edits.edit_method(
-            cls, "run", lambda fn: edits.prepend_to_block(fn, FIRST.fill(), "Gamma.run()")))
+    @m.call_if_inside(m.ClassDef(name=m.Name("Gamma")))
+    @edit(m.FunctionDef(name=m.Name("run")), "Gamma.run()")
+    def fix(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        return prepend_to_block(updated_node, FIRST.fill())
 ''',
     "syn_stack_a": _HEADER + '''
 GAMMA = "sglang/gamma.py"
@@ -267,9 +272,10 @@ class SynStackA(Patch):
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         return False
 
-    def edit(self, path: str, tree: cst.Module) -> cst.Module:
-        return edits.edit_class(tree, "Gamma", lambda cls: edits.edit_method(
-            cls, "run", lambda fn: edits.prepend_to_block(fn, SECOND.fill(), "Gamma.run()")))
+    @m.call_if_inside(m.ClassDef(name=m.Name("Gamma")))
+    @edit(m.FunctionDef(name=m.Name("run")), "Gamma.run()")
+    def fix(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        return prepend_to_block(updated_node, SECOND.fill())
 ''',
 }
 

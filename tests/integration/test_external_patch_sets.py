@@ -20,7 +20,9 @@ PATCH = '''
 """{pid}: an example patch shipped from outside patchkit."""
 
 import libcst as cst
+import libcst.matchers as m
 
+from patchkit.edits import edit
 from patchkit.patch import Patch
 from patchkit.template import Snippet
 
@@ -38,9 +40,10 @@ class Example(Patch):
     def is_fixed_upstream(self, path, tree):
         return False
 
-    def edit(self, path, tree):
+    @edit(m.Module(), "the module")
+    def add_flag(self, original_node, updated_node):
         self.warn("an external patch speaking")
-        return tree.with_changes(body=[*tree.body, *FLAG.fill()])
+        return updated_node.with_changes(body=[*updated_node.body, *FLAG.fill()])
 '''
 
 
