@@ -9,7 +9,7 @@ the real Patch API and loaded the way users load theirs (`--patches DIR`):
 
 | id | files | on a fresh tree |
 | --- | --- | --- |
-| `syn-fix` | `sglang/alpha.py`, `sglang/srt/alpha_ext.py` | pending (applies to both files) |
+| `syn-fix` | `sglang/alpha.py`, `sglang/srt/alpha_ext.py` | pending (applies to both files; declares PARTS: only `Alpha.run` is parsed) |
 | `syn-upstream` | `sglang/beta.py` | upstream-fixed (the tree holds upstream's own fix) |
 | `syn-absent` | `sglang/delta.py` | not-applicable (no such file) |
 | `syn-stack-b`, then `syn-stack-a` | `sglang/gamma.py` | pending; `syn-stack-a` declares `STACK_AFTER = ("syn-stack-b",)`, the reverse of the alphabet |
@@ -167,6 +167,7 @@ class SynFix(Patch):
     APPLIES_TO = ">=0.9"
     TARGETS = FILES
     SCOPE = {rel: ("Alpha",) for rel in FILES}
+    PARTS = {rel: ("Alpha.run",) for rel in FILES}  # the engine parses only this method
     MARKS = {rel: (("Alpha", FIX),) for rel in FILES}
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
@@ -228,56 +229,41 @@ class SynAbsent(Patch):
     def fix(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         return updated_node.with_changes(body=[*updated_node.body, *MARK.fill()])
 ''',
-    "syn_stack_b": _HEADER + '''
-GAMMA = "sglang/gamma.py"
-FIRST = Snippet("""
-    self.b = "first"  # patchkit syn-stack-b
-""")
-
-
-class SynStackB(Patch):
-    ID = "syn-stack-b"
-    TITLE = "The first of two patches on gamma.py"
-    RATIONALE = "a synthetic patch that another one stacks on"
-    APPLIES_TO = ">=0.9"
-    TARGETS = (GAMMA,)
-    SCOPE = {GAMMA: ("Gamma",)}
-    MARKS = {GAMMA: (("Gamma", FIRST),)}
-
-    def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
-        return False
-
-    @m.call_if_inside(m.ClassDef(name=m.Name("Gamma")))
-    @edit(m.FunctionDef(name=m.Name("run")), "Gamma.run()")
-    def fix(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        return prepend_to_block(updated_node, FIRST.fill())
-''',
-    "syn_stack_a": _HEADER + '''
-GAMMA = "sglang/gamma.py"
-SECOND = Snippet("""
-    self.a = "second"  # patchkit syn-stack-a
-""")
-
-
-class SynStackA(Patch):
-    ID = "syn-stack-a"
-    TITLE = "The second of two patches on gamma.py (declared, not alphabetical)"
-    RATIONALE = "a synthetic patch stacked after syn-stack-b"
-    APPLIES_TO = ">=0.9"
-    TARGETS = (GAMMA,)
-    SCOPE = {GAMMA: ("Gamma",)}
-    MARKS = {GAMMA: (("Gamma", SECOND),)}
-    STACK_AFTER = ("syn-stack-b",)
-
-    def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
-        return False
-
-    @m.call_if_inside(m.ClassDef(name=m.Name("Gamma")))
-    @edit(m.FunctionDef(name=m.Name("run")), "Gamma.run()")
-    def fix(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        return prepend_to_block(updated_node, SECOND.fill())
-''',
 }
+
+
+def _stacked(pid: str, class_name: str, line: str, title: str, after: tuple[str, ...] = ()) -> str:
+    """A patch module that prepends `line` to Gamma.run (the two patches stacked on gamma.py)."""
+    return _HEADER + f'''
+GAMMA = "sglang/gamma.py"
+LINE = Snippet("""
+    {line}  # patchkit {pid}
+""")
+
+
+class {class_name}(Patch):
+    ID = "{pid}"
+    TITLE = "{title}"
+    RATIONALE = "a synthetic patch on the file two patches share"
+    APPLIES_TO = ">=0.9"
+    TARGETS = (GAMMA,)
+    SCOPE = {{GAMMA: ("Gamma",)}}
+    MARKS = {{GAMMA: (("Gamma", LINE),)}}
+    STACK_AFTER = {after!r}
+
+    def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
+        return False
+
+    @m.call_if_inside(m.ClassDef(name=m.Name("Gamma")))
+    @edit(m.FunctionDef(name=m.Name("run")), "Gamma.run()")
+    def fix(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        return prepend_to_block(updated_node, LINE.fill())
+'''
+
+
+PATCHES["syn_stack_b"] = _stacked(STACK_B, "SynStackB", 'self.b = "first"', "The first of two patches on gamma.py")
+PATCHES["syn_stack_a"] = _stacked(STACK_A, "SynStackA", 'self.a = "second"',
+                                  "The second of two patches on gamma.py (declared, not alphabetical)", (STACK_B,))
 
 
 def write_patches(folder: Path, fix_version: str = "v1") -> Path:

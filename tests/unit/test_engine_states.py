@@ -127,6 +127,8 @@ def pending_journal(t: Synthetic) -> None:
 
 SETUPS: dict[str, Callable[[Synthetic], None]] = {
     "not-applied": lambda t: None,
+    "upstream-fixed": lambda t: None,  # syn-upstream is, on a fresh tree
+    "not-applicable": lambda t: None,  # syn-absent is, on a fresh tree
     "applied": applied,
     "partial-file": partial_file,
     "partial-stack": partial_stack,
@@ -175,12 +177,20 @@ CASES = [
     Case("not-applied", ("apply", "--only", STACK_A), 0, (GAMMA,), (STACK_A,), files={GAMMA: GAMMA_A},
          after={**FRESH, STACK_A: "applied"}),
     Case("not-applied", ("apply", "--skip", FIX), 0, (GAMMA,), (STACK_A, STACK_B), files={GAMMA: syn.PATCHED_GAMMA_BA}),
-    Case("not-applied", ("apply", "--only", UPSTREAM), 0, (), None, "nothing to do", FRESH),
-    Case("not-applied", ("apply", "--only", ABSENT), 0, (), None, "nothing to do", FRESH),
     Case("not-applied", ("apply", "--dry-run"), 0, (), None, "dry run: 3 file(s) would change", FRESH),
     Case("not-applied", ("revert",), 0, (), None, "nothing to revert", FRESH),
     Case("not-applied", ("revert", "--only", FIX), 0, (), None, "nothing to revert: patchkit has changed nothing here", FRESH),
     Case("not-applied", ("apply", "--only", "no-such-patch"), 2, REFUSED, None, "unknown patch id"),
+    # upstream-fixed (syn-upstream: the release holds upstream's own fix) and not-applicable
+    # (syn-absent: no target file) are never written, whatever the command
+    Case("upstream-fixed", ("status",), 0, says="upstream-fixed  syn-upstream", after=FRESH),
+    Case("upstream-fixed", ("apply", "--only", UPSTREAM), 0, (), None, "nothing to do", FRESH),
+    Case("upstream-fixed", ("apply", "--only", UPSTREAM, "--force"), 0, (), None, "nothing to do", FRESH),
+    Case("upstream-fixed", ("revert", "--only", UPSTREAM), 0, (), None, "nothing to revert", FRESH),
+    Case("not-applicable", ("status",), 0, says="no target file: sglang/delta.py", after=FRESH),
+    Case("not-applicable", ("apply", "--only", ABSENT), 0, (), None, "nothing to do", FRESH),
+    Case("not-applicable", ("apply", "--only", ABSENT, "--force"), 0, (), None, "nothing to do", FRESH),
+    Case("not-applicable", ("revert", "--only", ABSENT), 0, (), None, "nothing to revert", FRESH),
     # applied
     Case("applied", ("status",), 0, after=APPLIED, recorded=ALL),
     Case("applied", ("apply",), 0, (), ALL, "nothing to do", APPLIED),
@@ -220,6 +230,7 @@ CASES = [
     Case("drifted", ("status",), 0, recorded=ALL, after={**APPLIED, FIX: "drifted"}, says=f"{ALPHA} was changed outside"),
     Case("drifted", ("apply",), 4, REFUSED, ALL, "--force"),
     Case("drifted", ("apply", "--force"), 0, (ALPHA,), ALL, "overwritten     sglang/alpha.py", APPLIED, PATCHED),
+    Case("drifted", ("apply", "--only", FIX), 4, REFUSED, ALL, "applying would lose that change"),
     Case("drifted", ("apply", "--only", STACK_A), 0, (), ALL, "nothing to do", {**APPLIED, FIX: "drifted"}),
     Case("drifted", ("apply", "--skip", FIX), 0, (), ALL, "nothing to do", {**APPLIED, FIX: "drifted"}),
     Case("drifted", ("revert",), 4, REFUSED, ALL, "reverting would lose that change"),
@@ -244,6 +255,7 @@ CASES = [
     Case("stale", ("revert",), 0, (), None, "discarded the stale record", FRESH),
     Case("stale", ("revert", "--only", FIX), 0, (), None, "discarded the stale record", FRESH),
     # stale, but the files still hold what patchkit wrote for the old release
+    Case("stale-in-place", ("status",), 0, recorded=ALL, after=APPLIED, says="stale state"),
     Case("stale-in-place", ("apply",), 4, REFUSED, ALL, "still holds what patchkit wrote for SGLang 0.9.0"),
     Case("stale-in-place", ("apply", "--force"), 4, REFUSED, ALL, "still holds what patchkit wrote"),
     Case("stale-in-place", ("revert",), 4, REFUSED, ALL, "still holds what patchkit wrote"),
@@ -307,8 +319,7 @@ def test_decision_table(tree: Synthetic, case: Case):
 def test_every_state_has_a_row_for_status_apply_and_revert():
     have = {(c.state, c.args[0]) for c in CASES}
     for state in SETUPS:
-        commands = ("apply", "revert") if state == "stale-in-place" else ("status", "apply", "revert")
-        for command in commands:
+        for command in ("status", "apply", "revert"):
             assert (state, command) in have, (state, command)
 
 
