@@ -75,6 +75,11 @@ def drifted(t: Synthetic) -> None:
         handle.write("# a local edit\n")
 
 
+def deleted(t: Synthetic) -> None:
+    applied(t)
+    (t.site / ALPHA).unlink()
+
+
 def failed(t: Synthetic) -> None:
     """alpha.py still has class Alpha but not the method syn-fix anchors on."""
     (t.site / ALPHA).write_text(syn.ALPHA_WITHOUT_ANCHOR)
@@ -134,6 +139,7 @@ SETUPS: dict[str, Callable[[Synthetic], None]] = {
     "partial-stack": partial_stack,
     "outdated": outdated,
     "drifted": drifted,
+    "deleted": deleted,
     "failed": failed,
     "stale": stale,
     "stale-in-place": stale_in_place,
@@ -238,6 +244,12 @@ CASES = [
     Case("drifted", ("revert", "--only", STACK_B), 0, (GAMMA,), (FIX, STACK_A), after={FIX: "drifted", STACK_B: "pending"},
          files={GAMMA: GAMMA_A, ALPHA: P_ALPHA + "# a local edit\n"}),
     Case("drifted", ("revert", "--only", FIX), 4, REFUSED, ALL, f"{ALPHA} was changed outside patchkit"),
+    # deleted: a patched file removed after the apply (drifted too: neither patched nor pristine)
+    Case("deleted", ("status",), 0, recorded=ALL, after={**APPLIED, FIX: "drifted"}, says=f"{ALPHA} was changed outside"),
+    Case("deleted", ("apply",), 4, REFUSED, ALL, "applying would lose that change"),
+    Case("deleted", ("apply", "--force"), 0, (ALPHA,), ALL, "patched 1 file(s)", APPLIED, PATCHED),
+    Case("deleted", ("revert",), 4, REFUSED, ALL, "reverting would lose that change"),
+    Case("deleted", ("revert", "--force"), 0, EVERY, None, "restored 3 file(s)", FRESH, PRISTINE),
     # failed: syn-fix's anchor is missing from alpha.py
     Case("failed", ("status",), 0, after={**FRESH, FIX: "failed"}, says="anchor not found: Alpha.run()"),
     Case("failed", ("apply",), 1, REFUSED, None, "patch syn-fix cannot be applied to SGLang 0.9.0"),

@@ -120,7 +120,7 @@ def test_cli_waits_says_who_it_waits_for_then_gives_up(tree, child_holder):
 
 
 def test_cli_runs_once_the_holder_is_gone(tree, child_holder):
-    releaser = threading.Timer(0.5, child_holder.stdin.close)
+    releaser = threading.Timer(1.5, child_holder.stdin.close)  # long after the run started waiting
     releaser.start()
     result = tree.run("apply", "--lock-timeout", "30")
     releaser.join()
