@@ -132,6 +132,13 @@ class Snippet:
         filled = [stmt.visit(fill) for stmt in self.statements]
         return [stmt for stmt in filled if isinstance(stmt, cst.BaseStatement)]
 
+    def code(self, indent: int = 0, **values: cst.BaseExpression | str) -> str:
+        """The filled snippet as the text it becomes in a file, its statements `indent` spaces
+        deep (blank lines before it included): what a before/after test expects, read from the
+        patch instead of written again."""
+        text = cst.Module(body=[]).with_changes(body=self.fill(**values)).code
+        return textwrap.indent(text, " " * indent)
+
     @property
     def head(self) -> cst.BaseStatement:
         """The statement that identifies the snippet (the first, or the one `mark_statement` names, when

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from patchkit.patch import SkipPatch
-from patchkit.patches.eagle3_capture_hook import QWEN3_5, QWEN3_5_TEXT, Eagle3CaptureHook
+from patchkit.patches.eagle3_capture_hook import QWEN3_5, QWEN3_5_TEXT, WRAPPER_METHOD, Eagle3CaptureHook
 from testing.patch_test import PatchTest
 
 BEFORE = '''
@@ -35,22 +35,7 @@ class Qwen3_5ForCausalLM(nn.Module):
 class Qwen3_5ForConditionalGeneration(Qwen3VLForConditionalGeneration):
     def load_weights(self, weights):
         return set()
-
-    def set_eagle3_layers_to_capture(self, layer_ids=None):
-        # patchkit eagle3-capture-hook: route to the Qwen3.5 decoder, which captures the layers
-        # flagged with _is_layer_to_capture (the inherited Qwen3-VL method only set a list it ignores).
-        pp_group = getattr(self, "pp_group", None)
-        if pp_group is not None and not pp_group.is_last_rank:
-            return
-        self.capture_aux_hidden_states = True
-        self.model.capture_aux_hidden_states = True
-        if layer_ids is None:
-            num_layers = self.config.num_hidden_layers
-            layers_to_capture = [2, num_layers // 2, num_layers - 3]
-        else:
-            layers_to_capture = [val + 1 for val in layer_ids]
-        self.model.set_eagle3_layers_to_capture(layers_to_capture)
-'''
+''' + WRAPPER_METHOD.code(indent=4)
 
 # 0.5.22: the decoder has the method, the VL base delegates; no override on the wrapper.
 UPSTREAM = BEFORE.replace(

@@ -4,7 +4,7 @@ import pytest
 
 from patchkit.errors import AnchorError
 from patchkit.patch import SkipPatch
-from patchkit.patches.fp8_kv_triton_sm89 import TRITON_BACKEND, Fp8KvTritonSm89
+from patchkit.patches.fp8_kv_triton_sm89 import CHECK, TRITON_BACKEND, Fp8KvTritonSm89
 from testing.patch_test import PatchTest
 
 BEFORE = '''
@@ -38,24 +38,7 @@ import torch
 @dataclass
 class ForwardMetadata:
     attn_logits: torch.Tensor
-
-
-def _patchkit_refuse_fp8_e4m3_below_sm89(model_runner):
-    """patchkit fp8-kv-triton-sm89: Triton has no fp8e4nv below compute capability 8.9, and the
-    decode kernel casts q to the KV cache dtype, so fp8_e4m3 KV would die on the first decode."""
-    if (
-        getattr(model_runner, "kv_cache_dtype", None) == torch.float8_e4m3fn
-        and torch.cuda.is_available()
-        and torch.version.hip is None
-        and torch.cuda.get_device_capability() < (8, 9)
-    ):
-        major, minor = torch.cuda.get_device_capability()
-        raise ValueError(
-            f"--kv-cache-dtype fp8_e4m3 with the Triton attention backend needs compute capability "
-            f"8.9 or newer (Ada, Hopper); this GPU is SM{major}{minor}, where Triton has no fp8e4nv. "
-            f"Use --attention-backend flashinfer, or --kv-cache-dtype fp8_e5m2."
-        )
-
+''' + CHECK.code() + '''
 
 # The Triton attention backend.
 class TritonAttnBackend(AttentionBackend):

@@ -4,7 +4,7 @@ import pytest
 
 from patchkit.errors import AnchorError
 from patchkit.patch import SkipPatch
-from patchkit.patches.mamba_slot_graceful import COMPONENT_PATHS, LEGACY, MambaSlotGraceful
+from patchkit.patches.mamba_slot_graceful import COMPONENT_PATHS, LEGACY, SKIP_METHOD, MambaSlotGraceful
 from testing.patch_test import PatchTest
 
 COMPONENT_BEFORE = '''
@@ -59,19 +59,7 @@ class MambaComponent(TreeComponent):
             self.cache.evict_for_alloc(EvictParams(num_tokens=0, mamba_num=1))
             slot = self.cache.req_to_token_pool.mamba_allocator.alloc(1)
         return slot
-
-    def _patchkit_skip_mamba_donation(self, req):
-        """patchkit mamba-slot-graceful: skip this donation; log once per request."""
-        if not getattr(req, "_patchkit_mamba_donation_skipped", False):
-            req._patchkit_mamba_donation_skipped = True
-            import logging
-
-            logging.getLogger(__name__).warning(
-                "No free mamba cache slot to donate the prefix of request %s; not caching it "
-                "(patchkit mamba-slot-graceful). Consider a larger --max-mamba-cache-size.",
-                getattr(req, "rid", "?"),
-            )
-
+''' + SKIP_METHOD.code(indent=4) + '''
     def prepare_for_caching_req(self, req, insert_params, token_ids_len, is_finished):
         if is_finished:
             return 0

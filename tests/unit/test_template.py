@@ -58,3 +58,13 @@ def test_detection_is_the_same_snippet_by_shape():
 def test_string_literals_compare_by_value():
     assert same_shape(cst.parse_expression("'a'"), cst.parse_expression('"a"'))
     assert not same_shape(cst.parse_expression("'a'"), cst.parse_expression('"b"'))
+
+
+def test_code_is_the_filled_text_at_its_depth():
+    snippet = Snippet("""
+        if {name}:
+            pass
+
+        x = 1
+    """, blank_lines_before=1)
+    assert snippet.code(indent=4, name="ok") == "\n    if ok:\n        pass\n\n    x = 1\n"
