@@ -3,9 +3,10 @@
   status / no-op apply on a patched tree   <= 5x    `python -c pass`   (hash check, no libcst)
   cold apply                               <= 1.0x  libcst parsing + regenerating the target files
 
-Everything runs on one core (`--cpu`, default 0; children inherit the affinity). A cold apply
-parses with libcst only the classes the patches work on (found with `ast`) and splices the
-regenerated text back, so it can cost less than parsing the whole files.
+Everything runs on one core (`--cpu`, default 0; children inherit the affinity); the commands
+compared are run in turn, run after run, so a change of load weighs on all alike. A cold apply
+parses with libcst only the parts of the files the patches declare (`patchkit.skeleton`), so it
+can cost less than parsing the whole files.
 
 Usage: python bench/speed.py [--version 0.5.17] [--runs 15] [--cpu 0]
 """
@@ -31,13 +32,16 @@ def timed(argv: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def median(argv_for_run, runs: int, prepare=None) -> float:
-    samples = []
+def samples_of(commands: dict[str, tuple], runs: int) -> dict[str, list[float]]:
+    """Wall times of each command, the commands interleaved run by run (so a change of load on
+    a shared machine weighs on all of them alike). Each value is (argv, prepare)."""
+    samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs):
-        if prepare:
-            prepare()
-        samples.append(timed(argv_for_run()))
-    return statistics.median(samples)
+        for name, (argv, prepare) in commands.items():
+            if prepare:
+                prepare()
+            samples[name].append(timed(argv))
+    return samples
 
 
 def main() -> None:
@@ -59,27 +63,40 @@ def main() -> None:
         shutil.rmtree(site, ignore_errors=True)
         shutil.copytree(pristine, site, copy_function=lambda s, d: shutil.copy2(s, d) if s.endswith(".py") and "/srt/" in s else __import__("os").link(s, d))
 
-    bare = median(lambda: [py, "-c", "pass"], args.runs)
-    cold = median(lambda: [py, "-m", "patchkit", "apply", "--site-packages", str(site)], args.runs, prepare=fresh_copy)
     parse_regen = (
         "import libcst, sys\n"
         "for f in sys.argv[1:]:\n"
         "    libcst.parse_module(open(f, 'rb').read()).code\n"
     )
-    libcst_only = median(lambda: [py, "-c", parse_regen, *[str(pristine / t) for t in targets]], args.runs)
+    apply = [py, "-m", "patchkit", "apply", "--site-packages", str(site)]
+    first = samples_of({
+        "bare": ([py, "-c", "pass"], None),
+        "cold": (apply, fresh_copy),
+        "libcst_only": ([py, "-c", parse_regen, *[str(pristine / t) for t in targets]], None),
+        "imports": ([py, "-c", "import libcst.matchers, click, patchkit.engine, packaging.specifiers"], None),
+        "libcst_import": ([py, "-c", "import libcst"], None),
+    }, args.runs)
     # `site` is now patched (the last cold apply): status and a second apply are no-ops.
-    status = median(lambda: [py, "-m", "patchkit", "status", "--site-packages", str(site)], args.runs)
-    noop = median(lambda: [py, "-m", "patchkit", "apply", "--site-packages", str(site)], args.runs)
-    imports = median(lambda: [py, "-c", "import libcst.matchers, click, patchkit.engine, packaging.specifiers"], args.runs)
-    libcst_import = median(lambda: [py, "-c", "import libcst"], args.runs)
+    warm = samples_of({
+        "status": ([py, "-m", "patchkit", "status", "--site-packages", str(site)], None),
+        "noop": (apply, None),
+    }, args.runs)
+    # The cold ratio of each run (both sides measured one right after the other), then its median.
+    paired = statistics.median(c / b for c, b in zip(first["cold"], first["libcst_only"]))
+    med = {name: statistics.median(values) for name, values in {**first, **warm}.items()}
+    bare, libcst_only, imports, libcst_import = med["bare"], med["libcst_only"], med["imports"], med["libcst_import"]
+    status, noop, cold = med["status"], med["noop"], med["cold"]
     shutil.rmtree(work)
 
-    print(f"SGLang {args.version}, {len(targets)} target file(s), median of {args.runs} runs")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"SGLang {args.version}, {len(targets)} target file(s), median of {args.runs} interleaved runs, "
+          f"load average {load:.1f} on {os.cpu_count()} core(s)")
     print(f"  python -c pass           {bare * 1000:8.1f} ms")
     print(f"  status (patched)         {status * 1000:8.1f} ms   ratio {status / bare:5.2f}x  (goal <= 5x)")
     print(f"  apply no-op (patched)    {noop * 1000:8.1f} ms   ratio {noop / bare:5.2f}x  (goal <= 5x)")
     print(f"  libcst parse+regenerate  {libcst_only * 1000:8.1f} ms")
-    print(f"  apply cold               {cold * 1000:8.1f} ms   ratio {cold / libcst_only:5.2f}x  (goal <= 1.0x)")
+    print(f"  apply cold               {cold * 1000:8.1f} ms   ratio {cold / libcst_only:5.2f}x  (goal <= 1.0x; "
+          f"median of the per-run ratios {paired:.2f}x)")
     # Where the cold-apply gap goes: libcst.matchers (which the patches match with) alone
     # costs more to import than libcst itself; the work after the imports is compared too.
     work_cold, work_base = cold - imports, libcst_only - libcst_import

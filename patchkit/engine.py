@@ -205,16 +205,24 @@ class View:
 
     def render(self, rel: str, base: bytes, ids: tuple[str, ...]) -> bytes:
         """The bytes of `base` with the transforms of `ids` stacked in order."""
+        return self.render_checked(rel, base, ids)[0]
+
+    def render_checked(self, rel: str, base: bytes, ids: tuple[str, ...]) -> tuple[bytes, bytes]:
+        """The rendered bytes, and what must compile for them to be valid Python: the
+        regenerated skeleton, placeholders in (each stands where a statement may stand, and the
+        code it stands for was valid there), or the whole file when code was added before a
+        `from __future__` import left out (which must stay first)."""
         from patchkit.skeleton import SkeletonError
 
         code = self.fold(rel, base, ids).code.encode("utf-8")
         part = self.skeleton(rel, base)
         if part is None:
-            return code
+            return code, code
         try:
-            return part.restore(code)
+            data = part.restore(code)
         except SkeletonError as exc:
             raise PlanError(f"patches {', '.join(ids)} on {rel}: {exc}") from None
+        return data, (code if part.starts(code) else data)
 
     def fold(self, rel: str, base: bytes, ids: tuple[str, ...]) -> "cst.Module":
         """The parsed part of `base` (see `skeleton`) with the transforms of `ids` stacked in order."""
@@ -402,12 +410,12 @@ def _render(view: View, rel: str, ids: tuple[str, ...]) -> bytes | None:
     base = view.pristine(rel)
     if base is None or not ids:
         return base
-    data = view.render(rel, base, ids)
+    data, check = view.render_checked(rel, base, ids)
     if b"\r\n" in base and base.count(b"\r\n") == base.count(b"\n"):
         # A CRLF file stays CRLF also in inserted code (Python reads both alike, string literals too).
-        data = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+        data = check = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
     try:
-        compile(data, rel, "exec", dont_inherit=True)
+        compile(check, rel, "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise PlanError(f"patches {', '.join(ids)} produce invalid Python in {rel}: {exc.msg} (line {exc.lineno})") from None
     return data
