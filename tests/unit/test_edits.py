@@ -152,3 +152,26 @@ def test_a_patch_reused_for_another_file_starts_outside_every_gate():
 
 def test_edits_are_collected_from_the_class():
     assert [(e.name, e.times, e.files) for e in PerFile.EDITS] == [("in_example", "once", (PATH,)), ("in_other", "once", (OTHER,))]
+
+
+class OutsideF(_Base):
+    @m.call_if_not_inside(m.FunctionDef(name=m.Name("f")))
+    @edit(ASSIGN, "a = 1 outside f()")
+    def add_b(self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+              ) -> cst.FlattenSentinel[cst.BaseStatement]:
+        return cst.FlattenSentinel([updated_node, *MARK.fill()])
+
+
+def test_call_if_not_inside_keeps_an_edit_out():
+    assert OutsideF().transform(OTHER, parse(SOURCE)).code.endswith("def g():\n    a = 1\n    b = 2\n")
+
+
+class WrongAnnotation(_Base):
+    @edit(m.ClassDef(name=m.Name("C")), "class C")
+    def rename(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        return updated_node
+
+
+def test_libcst_checks_the_annotations_against_the_matcher():
+    with pytest.raises(m.MatchDecoratorMismatch, match="ClassDef"):
+        WrongAnnotation()
