@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.releases import copy_release
+from testing.releases import copy_minimal, copy_release
 
 # Tests on real releases, the behaviour venv or a GPU are `slow`: `pytest -m "not slow"` is the
 # inner loop (the unit tests of the core and the before/after tests of every patch).
@@ -37,9 +37,16 @@ def builtin_patches_only():
 
 @pytest.fixture
 def release(tmp_path):
-    """release("0.5.17") -> a private copy of that real SGLang release."""
+    """release("0.5.17") -> a private copy of what patchkit touches in that real SGLang release:
+    the files its manifest names, `sglang/__init__.py`, `sglang/version.py` and the dist-info
+    (testing.releases.copy_minimal; `extra=` adds files a test needs). A test that needs the
+    whole release (importing SGLang's modules, an image, an editable install) asks for it:
+    release("0.5.17", whole=True)."""
 
-    def make(version: str) -> Path:
-        return copy_release(version, tmp_path / f"sglang-{version}")
+    def make(version: str, *, whole: bool = False, extra: tuple[str, ...] = ()) -> Path:
+        dest = tmp_path / f"sglang-{version}"
+        if whole:
+            return copy_release(version, dest)
+        return copy_minimal(version, dest, extra)
 
     return make

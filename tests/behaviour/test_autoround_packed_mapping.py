@@ -17,7 +17,7 @@ PROBE = Path(__file__).parent / "probe_autoround.py"
 
 @pytest.mark.parametrize("version", ["0.5.14", "0.5.17", "0.5.23"])  # both constructor shapes (0.5.18 grew it)
 def test_fused_module_keeps_16_bits(release, version):
-    site = release(version)
+    site = release(version, whole=True)
     before = run_probe(site, PROBE)
     assert (before["bits"], before["group_size"]) == (4, 128)
     assert run("apply", "--site-packages", site, "--only", "autoround-packed-mapping").exit_code == 0

@@ -19,7 +19,7 @@ TIED = [["A_log", "attn.A_log"], ["attn.dt_bias", "dt_bias"]]
 
 @pytest.mark.parametrize("version", ["0.5.14", "0.5.20"])
 def test_offloaded_forward_with_tied_parameters(release, version):
-    site = release(version)
+    site = release(version, whole=True)
     before = run_probe(site, PROBE)
     assert before["sglang_file"].startswith(str(site))
     assert before["tied"] == TIED and before["hooked"]  # RadixLinearAttention re-registered both
@@ -34,7 +34,7 @@ def test_offloaded_forward_with_tied_parameters(release, version):
 
 def test_0_5_21_needs_no_patch(release):
     """0.5.21's own helper (the shape the upstream probe recognises) runs the same forward."""
-    site = release("0.5.21")
+    site = release("0.5.21", whole=True)
     assert run("apply", "--site-packages", site, "--only", "cpu-offload-tied-params").exit_code == 0
     assert not (site / ".patchkit").exists()  # upstream-fixed: nothing written
     fixed = run_probe(site, PROBE)

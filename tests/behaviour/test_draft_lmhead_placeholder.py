@@ -20,7 +20,7 @@ EMPTY = [[0], [0]]
 
 @pytest.mark.parametrize("version", ["0.5.14", "0.5.19", "0.5.20", "0.5.23"])
 def test_placeholders_until_the_target_tensors_arrive(release, version):
-    site = release(version)
+    site = release(version, whole=True)
     before = run_probe(site, PROBE)
     assert before["file"].startswith(str(site))
     assert all(before[case]["after_init"] == FULL for case in ("pp1_untied", "pp1_tied", "pp2_untied", "pp2_tied"))
@@ -44,7 +44,7 @@ NEXT_PROBE = Path(__file__).parent / "probe_draft_lmhead_qwen3_next.py"
 @pytest.mark.parametrize("version", ["0.5.14", "0.5.23"])
 def test_qwen3_next_draft_placeholders(release, version):
     """Qwen3NextForCausalLMMTP.__init__ (real) and its inherited set_embed_and_head (real)."""
-    site = release(version)
+    site = release(version, whole=True)
     before = run_probe(site, NEXT_PROBE)
     assert before["file"].startswith(str(site))
     assert before["pp1"]["after_init"] == FULL and before["pp2"]["after_init"] == FULL

@@ -17,11 +17,11 @@ CASES = ("vl_explicit", "vl_default", "moe_vl_explicit", "moe_vl_default", "text
 
 
 def test_patched_0_5_21_matches_0_5_22(release):
-    upstream = run_probe(release("0.5.22"), PROBE)
+    upstream = run_probe(release("0.5.22", whole=True), PROBE)
     assert upstream["vl_explicit"]["flagged"] == [4, 11, 41]  # "after layer k" -> "before layer k+1"
     assert upstream["vl_default"]["flagged"] == [2, 32, 61]
 
-    site = release("0.5.21")
+    site = release("0.5.21", whole=True)
     before = run_probe(site, PROBE)
     assert before["vl_explicit"]["flagged"] == []  # capture silently does nothing
     assert "has no attribute 'set_eagle3_layers_to_capture'" in before["text_explicit"]["error"]
@@ -34,7 +34,7 @@ def test_patched_0_5_21_matches_0_5_22(release):
 
 
 def test_0_5_14_without_text_class(release):
-    site = release("0.5.14")
+    site = release("0.5.14", whole=True)
     assert run("apply", "--site-packages", site, "--only", "eagle3-capture-hook").exit_code == 0
     after = run_probe(site, PROBE)
     assert after["vl_explicit"] == {"flagged": [4, 11, 41], "wrapper_capture": True, "decoder_capture": True}

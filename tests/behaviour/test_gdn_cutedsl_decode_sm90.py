@@ -23,7 +23,7 @@ FLAG = "--linear-attn-decode-backend cutedsl"
 
 @pytest.mark.parametrize("version", ["0.5.13", "0.5.17"])
 def test_cutedsl_decode_below_sm90_falls_back_to_triton(release, version):
-    site = release(version)
+    site = release(version, whole=True)
     before = run_probe(site, PROBE, "8.6", "9.0")
     assert before["sglang_file"].startswith(str(site))
     assert before["8.6"]["decode_kernel"] == "CuteDSLGDNKernel"  # RTX 3090: the kernel that hangs

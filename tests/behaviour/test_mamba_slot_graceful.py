@@ -17,7 +17,7 @@ PROBE = Path(__file__).parent / "probe_mamba_donation.py"
 
 @pytest.mark.parametrize("version", ["0.5.14", "0.5.17", "0.5.19", "0.5.23"])
 def test_exhausted_allocator(release, version):
-    site = release(version)
+    site = release(version, whole=True)
     before = run_probe(site, PROBE)
     assert before["module"].startswith(str(site))
     for mode in ("no_buffer", "extra_buffer"):
@@ -42,7 +42,7 @@ LEGACY_PROBE = Path(__file__).parent / "probe_legacy_mamba_donation.py"
 
 @pytest.mark.parametrize("version", ["0.5.14", "0.5.19"])  # the legacy cache, default for hybrid models < 0.5.16
 def test_legacy_mamba_radix_cache(release, version):
-    site = release(version)
+    site = release(version, whole=True)
     before = run_probe(site, LEGACY_PROBE)
     assert before["error"] == "AssertionError: Can not alloc mamba cache"
     assert run("apply", "--site-packages", site, "--only", "mamba-slot-graceful").exit_code == 0

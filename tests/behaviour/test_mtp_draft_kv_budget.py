@@ -23,7 +23,7 @@ CONFIG_DIR = HERE.parent / "fixtures" / "qwen3.8-27b"
 
 @pytest.mark.parametrize("version", ["0.5.17", "0.5.21"])  # the path read from server_args / get_spec()
 def test_path_less_mtp_draft_layers_counted(release, version):
-    site = release(version)
+    site = release(version, whole=True)
     before = run_probe(site, HERE / "probe_mtp_budget.py", str(CONFIG_DIR))
     assert before["sglang_file"].startswith(str(site))
     assert before["architecture"] == "Qwen3_5ForConditionalGeneration"

@@ -17,7 +17,7 @@ CONFIG_DIR = HERE.parent / "fixtures" / "qwen3.8-27b"
 
 
 def test_draft_layer_count_drops_from_64_to_1(release):
-    site = release("0.5.17")
+    site = release("0.5.17", whole=True)
     before = run_probe(site, HERE / "probe_mtp_layers.py", str(CONFIG_DIR))
     assert before["sglang_file"].startswith(str(site))
     assert before["architecture"] == "Qwen3_5ForCausalLMMTP"
@@ -32,7 +32,7 @@ def test_draft_layer_count_drops_from_64_to_1(release):
 
 def test_target_model_is_unchanged_by_the_patch(release):
     """The fallback is for drafts only: the target model keeps num_nextn_predict_layers None."""
-    site = release("0.5.17")
+    site = release("0.5.17", whole=True)
     assert run("apply", "--site-packages", site).exit_code == 0
     probe = HERE / "probe_target_config.py"
     result = run_probe(site, probe, str(CONFIG_DIR))

@@ -32,7 +32,7 @@ def probe(site, **env):
 
 @pytest.mark.parametrize("version", ["0.5.15", "0.5.23"])
 def test_kill_switch_in_a_spawned_child(release, version):
-    site = release(version)
+    site = release(version, whole=True)
     before = probe(site)
     assert SWITCH not in before["empty"] and SWITCH not in " ".join(before["build_warnings"])
     assert before["enable_torch_symm_mem"] == "constructed"
@@ -60,7 +60,7 @@ ALLOWED_NVSWITCH = "auto: 8 GPU(s) with multicast and peer access, not WSL2"
 
 def test_auto_mode_decides_from_device_facts(release):
     """The default (auto) blocks only where the rendezvous would crash; device facts stood in."""
-    site = release("0.5.23")
+    site = release("0.5.23", whole=True)
     assert run("apply", "--site-packages", site, "--only", "symm-mem-kill-switch").exit_code == 0
     report = run_probe(site, AUTO_PROBE)
     assert report["sglang_file"].startswith(str(site))

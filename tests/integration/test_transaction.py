@@ -36,7 +36,7 @@ def two_file_plan(site):
 
 
 def test_multi_file_commit(release):
-    site = release("0.5.17")
+    site = release("0.5.17", extra=(LOAD_CONFIG,))
     target, writes, new = two_file_plan(site)
     with state_mod.locked(site):
         transaction.commit(target, writes, None, new)
@@ -48,7 +48,7 @@ def test_multi_file_commit(release):
 def test_a_failure_past_the_commit_point_finishes_the_run(release, monkeypatch, exc):
     """Once the journal is written a run is finished, never half-undone: a failure that does
     not repeat is retried at once; a Ctrl-C says the run was finished first."""
-    site = release("0.5.17")
+    site = release("0.5.17", extra=(LOAD_CONFIG,))
     target, writes, new = two_file_plan(site)
     real_replace, calls = transaction.replace, []
 
@@ -71,7 +71,7 @@ def test_a_failure_past_the_commit_point_finishes_the_run(release, monkeypatch, 
 
 @pytest.mark.parametrize("exc", [OSError(5, "Input/output error"), KeyboardInterrupt()])
 def test_a_repeating_failure_past_the_commit_point_leaves_the_run_to_the_next_one(release, monkeypatch, exc):
-    site = release("0.5.17")
+    site = release("0.5.17", extra=(LOAD_CONFIG,))
     target, writes, new = two_file_plan(site)
     real_replace = transaction.replace
 
@@ -151,9 +151,9 @@ def contents(site) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def patched_files(tmp_path_factory) -> dict[str, bytes]:
     """What an uninterrupted apply of SUBSET makes of 0.5.17's files."""
-    from testing.releases import copy_release
+    from testing.releases import copy_minimal
 
-    site = copy_release("0.5.17", tmp_path_factory.mktemp("reference") / "site")
+    site = copy_minimal("0.5.17", tmp_path_factory.mktemp("reference") / "site")
     assert run("apply", "--site-packages", site, *SUBSET).exit_code == 0
     return contents(site)
 

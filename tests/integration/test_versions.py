@@ -73,7 +73,7 @@ def test_local_build_uses_its_release_manifest_and_fast_path(release):
 
 @pytest.mark.parametrize("label", [f"{VERSION}.post1", "0.4.0"])
 def test_release_without_manifest_is_judged_by_probes(release, label):
-    site = release(VERSION)
+    site = release(VERSION, whole=True)  # verify imports the patched modules
     relabel(site, label)
     pristine = tree_bytes(site / "sglang")
     status = run("status", "--site-packages", site, "--json")
