@@ -188,11 +188,12 @@ def list_command(as_json) -> None:
 @click.option("--method", default="__init__", show_default=True, metavar="NAME", help="The method it edits.")
 @click.option("--out", metavar="DIR", help="Folder for the patch module (default: the checkout's patches/).")
 @click.option("--tests", metavar="DIR", help="Folder for its test (default: tests/patches/, or DIR/tests with --out).")
-def new(patch_id, target, cls, method, out, tests) -> None:
+@json_option
+def new(patch_id, target, cls, method, out, tests, as_json) -> None:
     """Write a new patch module and its before/after test from templates (see docs/AUTHORING.md)."""
     from patchkit.commands.new import new as run
 
-    _exit(lambda: run(patch_id, target, cls, method, out, tests))
+    _exit(lambda: run(patch_id, target, cls, method, out, tests, as_json=as_json))
 
 
 @main.group(epilog=_epilog())
@@ -204,20 +205,22 @@ def manifest() -> None:
 @click.argument("versions", nargs=-1, required=True)
 @click.option("--out", metavar="DIR", help="Folder to write VERSION.json into (default: the checkout's manifests/; "
               "required when patchkit is an installed copy).")
-def update(versions, out) -> None:
+@json_option
+def update(versions, out, as_json) -> None:
     """Regenerate manifests/VERSION.json from the real release files."""
     from patchkit.commands.manifest import update as run
 
-    _exit(lambda: run(versions, out))
+    _exit(lambda: run(versions, out, as_json=as_json))
 
 
 @manifest.command(epilog=_epilog())
 @click.argument("versions", nargs=-1)
-def check(versions) -> None:
+@json_option
+def check(versions, as_json) -> None:
     """Exit 1 when a committed manifest disagrees with its release (default: all)."""
     from patchkit.commands.manifest import check as run
 
-    _exit(lambda: run(versions))
+    _exit(lambda: run(versions, as_json=as_json))
 
 
 @main.command(epilog=_epilog())
@@ -287,12 +290,13 @@ def _with_image_options(command):
 @image.command(name="dockerfile", epilog=_epilog())
 @_with_image_options
 @click.option("-o", "--output", "out", metavar="FILE", help="Write here instead of stdout.")
-def image_dockerfile(base, version, python, wheel, ca_cert, allow_skipped, out) -> None:
+@json_option
+def image_dockerfile(base, version, python, wheel, ca_cert, allow_skipped, out, as_json) -> None:
     """Write the Dockerfile of a patched image."""
     from patchkit.commands.image import write_dockerfile
 
     _exit(lambda: write_dockerfile(base, version, wheel, out, python=python, ca_cert=ca_cert,
-                                   allow_skipped=allow_skipped))
+                                   allow_skipped=allow_skipped, as_json=as_json))
 
 
 @image.command(name="build", epilog=_epilog())
@@ -301,12 +305,13 @@ def image_dockerfile(base, version, python, wheel, ca_cert, allow_skipped, out) 
 @click.option("--builder", type=click.Choice(["auto", "docker", "podman", "buildah"]), default="auto",
               show_default=True, help="auto: the first of docker, podman, buildah that really answers.")
 @click.option("--push", metavar="REF", help="Then push the image to this registry reference and print its digest.")
-def image_build(base, version, python, wheel, ca_cert, allow_skipped, tag, builder, push) -> None:
+@json_option
+def image_build(base, version, python, wheel, ca_cert, allow_skipped, tag, builder, push, as_json) -> None:
     """Build the patched image with docker, podman or buildah (and push it)."""
     from patchkit.commands.image import build
 
     _exit(lambda: build(base, version, wheel, tag, builder, python=python, ca_cert=ca_cert, push=push,
-                        allow_skipped=allow_skipped))
+                        allow_skipped=allow_skipped, as_json=as_json))
 
 
 class _LaunchUsageError(click.UsageError):

@@ -7,7 +7,7 @@ the patches' own probes on the parsed code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
@@ -479,7 +479,7 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
         raise PlanError(f"patch {s.id} cannot be applied to SGLang {target.version}: {s.detail}")
     to_apply = [s for s in statuses if s.state in (PENDING, DRIFTED, OUTDATED)]
     if not to_apply:
-        return Plan(target, tuple(statuses), (), view.state, view.state, tuple(view.warnings))
+        return Plan(target, tuple(statuses), (), view.state, _with_digests(view, statuses), tuple(view.warnings))
 
     assignment = _current_assignment(view)
     for s in to_apply:
@@ -504,6 +504,27 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     # A transform rendered for several files warns once.
     warnings = list(dict.fromkeys(view.warnings + _range_warnings(view, [s.id for s in to_apply])))
     return Plan(target, tuple(statuses), tuple(writes), view.state, new_state, tuple(warnings), tuple(s.id for s in to_apply), lost)
+
+
+def _with_digests(view: View, statuses: list[PatchStatus]) -> State | None:
+    """The state with the patch digests a schema-1 state lacks, for the files whose bytes this
+    run proved (by rendering, see `_identity_status`) to be what today's patch sources write:
+    every patch on such a file has its current digest. The same state when there is nothing to add."""
+    from patchkit import identity
+
+    state = view.state
+    if state is None:
+        return None
+    proven = {rel for s in statuses if s.state == APPLIED for rel in s.files
+              if rel in state.files and s.id in state.files[rel].patches}
+    missing = {rel for rel in proven if set(state.files[rel].patches) - set(state.files[rel].digests)}
+    if not missing:
+        return state
+    # Only the missing digests are added: one recorded already (another patch, maybe not judged
+    # in this run) is kept as it is.
+    files = {rel: replace(record, digests={**identity.digests(record.patches), **record.digests})
+             if rel in missing else record for rel, record in state.files.items()}
+    return replace(state, files=files)
 
 
 def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False) -> Plan:
@@ -552,6 +573,8 @@ def code_view(source: Target) -> View:
 
 def describe(target: Any) -> manifest_mod.Manifest:
     """The manifest of a pristine release tree, decided by the patches' probes alone."""
+    from patchkit import identity
+
     view = code_view(target)
     entries: dict[str, manifest_mod.PatchEntry] = {}
     files: dict[str, str] = {}
@@ -563,6 +586,12 @@ def describe(target: Any) -> manifest_mod.Manifest:
         # `applies`: only the files the patch edits there, the ones the fast path plans (a present
         # target it skips on this release, such as an older home of the code, is left out).
         recorded = s.files if s.state == PENDING else present
-        entries[pid] = manifest_mod.PatchEntry(verdict=_STATE_VERDICT[s.state], files=recorded)
+        # What the verdict was decided from (with the patch set's sources, below): every file the
+        # patch reads. None for "no target file", which `matrix` turns into a search of the package.
+        patch = view.patches[pid]
+        reads = {} if s.state == NOT_APPLICABLE and not s.files else {
+            rel: view.sha(rel) for rel in dict.fromkeys((*patch.TARGETS, *patch.REQUIRES))}
+        entries[pid] = manifest_mod.PatchEntry(verdict=_STATE_VERDICT[s.state], files=recorded, reads=reads)
         files.update({rel: view.sha(rel) for rel in recorded})  # type: ignore[misc]
-    return manifest_mod.Manifest(version=target.version, patches=entries, files=files)
+    return manifest_mod.Manifest(version=target.version, patches=entries, files=files,
+                                 patch_sha256=identity.digests(registry.patch_ids()))

@@ -1,6 +1,12 @@
 """Per-release manifests (`manifests/<version>.json`): which patches a release carries and
 each target file's pristine sha256. They let `status` and a no-op `apply` decide by hashing
-alone, without parsing (or importing libcst)."""
+alone, without parsing (or importing libcst).
+
+A manifest also records what its verdicts were decided from, so that `matrix` can reuse them
+without parsing where that is provably the same verdict (`verdicts.from_manifest`): the sha256
+of every patch source it was made with (`patch_sha256`, the digest the image labels carry) and,
+per patch, the sha256 of every file the patch reads (`reads`: its TARGETS and REQUIRES, null
+when absent)."""
 
 from __future__ import annotations
 
@@ -23,6 +29,10 @@ VERDICTS = ("applies", "upstream-fixed", "not-applicable")
 class PatchEntry:
     verdict: str
     files: tuple[str, ...]
+    # Every file the patch reads -> its sha256 on this release (None: absent). Empty where the
+    # verdict is "no target file" (matrix then looks for moved code across the whole package).
+    # Not compared by `==` (`manifest check` compares it where the patch set is unchanged).
+    reads: dict[str, str | None] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -30,15 +40,31 @@ class Manifest:
     version: str
     patches: dict[str, PatchEntry] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)  # path -> pristine sha256
+    # {patch id: sha256 of its source} of the whole patch set the verdicts were decided with.
+    patch_sha256: dict[str, str] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> str:
-        data = {
-            "schema": MANIFEST_SCHEMA,
-            "sglang": self.version,
-            "patches": {pid: {"verdict": e.verdict, "files": list(e.files)} for pid, e in sorted(self.patches.items())},
-            "files": dict(sorted(self.files.items())),
-        }
+        patches: dict[str, dict] = {}
+        for pid, e in sorted(self.patches.items()):
+            patches[pid] = {"verdict": e.verdict, "files": list(e.files)}
+            if e.reads:
+                patches[pid]["reads"] = dict(sorted(e.reads.items()))
+        data: dict = {"schema": MANIFEST_SCHEMA, "sglang": self.version, "patches": patches,
+                      "files": dict(sorted(self.files.items()))}
+        if self.patch_sha256:
+            data["patch_sha256"] = dict(sorted(self.patch_sha256.items()))
         return json.dumps(data, indent=2) + "\n"
+
+    def changed_patches(self, fresh: "Manifest") -> list[str]:
+        """The patches whose source differs from the one this manifest was made with (or that
+        were added or removed since): then `matrix` reuses none of its verdicts."""
+        return sorted(pid for pid in {*self.patch_sha256, *fresh.patch_sha256}
+                      if self.patch_sha256.get(pid) != fresh.patch_sha256.get(pid))
+
+    def reads_differ(self, fresh: "Manifest") -> list[str]:
+        """The patches whose files read have other bytes in `fresh` (made from the same release)."""
+        return sorted(pid for pid, entry in self.patches.items()
+                      if pid in fresh.patches and entry.reads != fresh.patches[pid].reads)
 
 
 def _check_path(path: object, where: str) -> str:
@@ -64,10 +90,20 @@ def parse(raw: str, where: str) -> Manifest:
             missing = [path for path in entry_files if path not in files]
             if missing:
                 raise TargetError(f"{where}: patch {pid}: no pristine sha256 for {missing[0]}")
-            patches[pid] = PatchEntry(verdict=entry["verdict"], files=entry_files)
-        return Manifest(version=str(data["sglang"]), patches=patches, files=files)
+            reads = {_check_path(path, where): _digest(sha, where) for path, sha in entry.get("reads", {}).items()}
+            patches[pid] = PatchEntry(verdict=entry["verdict"], files=entry_files, reads=reads)
+        digests = {str(pid): _digest(sha, where) or "" for pid, sha in data.get("patch_sha256", {}).items()}
+        if "" in digests.values():
+            raise TargetError(f"{where}: patch_sha256 holds a null digest")
+        return Manifest(version=str(data["sglang"]), patches=patches, files=files, patch_sha256=digests)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise TargetError(f"{where}: corrupt manifest ({exc.__class__.__name__}: {exc})") from None
+
+
+def _digest(value: object, where: str) -> str | None:
+    if value is not None and not (isinstance(value, str) and len(value) == 64):
+        raise TargetError(f"{where}: {value!r} is not a sha256")
+    return value
 
 
 def checkout_folder() -> Path | None:

@@ -90,16 +90,21 @@ class Verdict:
         return {"state": self.state, "file": self.file, "detail": self.detail}
 
 
-def judge(source: Source, view: engine.View | None = None, cache=None) -> dict[str, Verdict]:
-    """Each patch's verdict on a source (from `cache`, a VerdictCache, when it has it)."""
-    view = view or engine.code_view(source)  # type: ignore[arg-type]
+def judge(source: Source, view: engine.View | None = None, cache=None,
+          settled: dict[str, str] | None = None) -> dict[str, Verdict]:
+    """Each patch's verdict on a source (from `settled`, {id: state} already known without
+    parsing, or from `cache`, a VerdictCache, when it has it)."""
     verdicts = {}
     for patch in registry.load_all():
+        if settled and patch.ID in settled:
+            verdicts[patch.ID] = Verdict(settled[patch.ID], None, "")
+            continue
         key = cache.key(patch, source) if cache is not None and hasattr(source, "listing_fingerprint") else None
         hit = cache.get(key) if key else None
         if hit is not None:
             verdicts[patch.ID] = Verdict(hit["state"], hit["file"], hit["detail"])
             continue
+        view = view or engine.code_view(source)  # type: ignore[arg-type]
         verdicts[patch.ID] = _judge(source, view, patch.ID)
         if key:
             cache.put(key, verdicts[patch.ID].to_dict())
@@ -245,21 +250,27 @@ def versions_between(first: str | None, last: str | None) -> list[str]:
 def matrix(sources: Iterable[Source], cache=None) -> dict:
     """{"versions": [...], "patches": [{"id", "states": {version: state}, "upstream", "drop_when"}]}
 
-    `sources` may be a generator that downloads the next release while this one is judged."""
+    `sources` may be an iterator that downloads the next release while this one is judged. The
+    patches are loaded first (importing them and libcst overlaps the first download); a release
+    patchkit has a manifest for is judged by hashes where the manifest provably says the same
+    (`verdicts.from_manifest`), the rest by the probes (or `cache`)."""
+    from patchkit import verdicts as verdict_sources
+
+    patches = registry.load_all()
     verdicts = {}
     judged: list[Source] = []
     for source in sources:
-        verdicts[source.version] = judge(source, cache=cache)
+        settled = verdict_sources.from_manifest(source)
+        verdicts[source.version] = judge(source, cache=cache, settled=settled)
         judged.append(source)
-    sources = judged
     if cache is not None:
         cache.save()
     rows = []
-    for patch in registry.load_all():
+    for patch in patches:
         rows.append({
             "id": patch.ID,
-            "states": {source.version: verdicts[source.version][patch.ID].state for source in sources},
+            "states": {source.version: verdicts[source.version][patch.ID].state for source in judged},
             "upstream": list(patch.UPSTREAM),
             "drop_when": patch.DROP_WHEN,
         })
-    return {"versions": [source.version for source in sources], "patches": rows}
+    return {"versions": [source.version for source in judged], "patches": rows}

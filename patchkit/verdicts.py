@@ -1,6 +1,8 @@
-"""A cache of `matrix` verdicts, keyed by what decides them: patchkit's version, the patch's
-source digest and the digests of the files it reads. A warm `matrix` reads a few files from each
-cached wheel, hashes them and parses nothing."""
+"""`matrix` verdicts without parsing: from the committed manifests where they provably say the
+same (`from_manifest`), else from a cache keyed by what decides them: patchkit's version and code,
+the patch's source digest and the digests of the files it reads. Either way a `matrix` over the
+releases patchkit has manifests for reads a few files from each wheel, hashes them and parses
+nothing."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from patchkit import __version__, identity
+from patchkit import __version__, identity, manifest, registry
 from patchkit.util import atomic_write, sha256
 
 CACHE_FILE = "verdicts.json"
@@ -23,6 +25,37 @@ def _code_digest() -> str:
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def from_manifest(source) -> dict[str, str]:
+    """{patch id: matrix state} for the patches whose verdict on `source` (a release read from
+    its wheel) the committed manifest settles by hashes alone.
+
+    A verdict is decided by patchkit's engine, the sources of the patch set (a patch's probes and
+    transform, and the other patches on the same files, whose SCOPE shapes the part that is
+    parsed) and the bytes of the files the patch reads. A manifest records the last two as they
+    were when it was made (`patch_sha256` of every patch; `reads`: sha256 of each file the patch
+    reads, null when absent), and `manifest check` (run by the tests in CI) holds its verdicts
+    to the engine of the same commit. So where every patch has its recorded source and every file
+    a patch reads has its recorded bytes (or is absent where recorded absent), the verdict is the
+    recorded one. A patch without `reads` ("no target file": matrix then searches the package
+    for moved code), another patch set (changed, added or `--patches`) or other bytes: judged
+    by the probes."""
+    found = manifest.find(source.version)
+    if found is None or not manifest.matches(found, source.version):
+        return {}
+    if found.patch_sha256 != identity.digests(registry.patch_ids()):
+        return {}
+    hashes: dict[str, str | None] = {}
+
+    def sha(rel: str) -> str | None:
+        if rel not in hashes:
+            data = source.read(rel)
+            hashes[rel] = None if data is None else sha256(data)
+        return hashes[rel]
+
+    return {pid: entry.verdict for pid, entry in found.patches.items()
+            if entry.reads and all(sha(rel) == digest for rel, digest in entry.reads.items())}
 
 
 class VerdictCache:

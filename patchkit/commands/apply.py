@@ -7,6 +7,7 @@ from patchkit import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.locate import locate
 from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK
+from patchkit.errors import is_environment_failure
 
 
 def apply(
@@ -27,6 +28,19 @@ def apply(
         return _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress)
 
 
+def _upgrade_state(target, state: state_mod.State) -> None:
+    """Rewrite a schema-1 state as schema 2 (patch digests added, nothing else changes; one
+    atomic replace under the run's lock). Where the tree cannot be written (a read-only mount),
+    the apply still succeeds: the old state stays, and `status` keeps judging it by rendering."""
+    try:
+        state_mod.save(target.site, state)
+    except OSError as exc:
+        if not is_environment_failure(exc):
+            raise
+        output.note(f"could not record the patch digests in {state_mod.state_path(target.site)} "
+                    f"({exc.strerror or exc}); `status` keeps checking those files by rendering them")
+
+
 def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: report.Progress) -> int:
     kept: tuple[str, ...] = ()
     recovery = transaction.Recovery()
@@ -42,6 +56,8 @@ def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: 
             plan = engine.plan_apply(target, only, skip, force)
             if plan.changes_files:
                 kept = transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state, plan.lost)
+            elif plan.new_state is not plan.old_state and plan.new_state is not None:
+                _upgrade_state(target, plan.new_state)
             progress.done = f"{len(plan.writes)} file(s) written"
 
     acted = set(plan.acted)

@@ -40,14 +40,20 @@ def _spec(base: str, version: str, python: str, wheel: Path | None, ca_cert: Pat
 
 
 def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None,
-                     python: str = "python3", ca_cert: str | None = None, allow_skipped: bool = False) -> int:
+                     python: str = "python3", ca_cert: str | None = None, allow_skipped: bool = False,
+                     as_json: bool = False) -> int:
     wheel_path, ca_path = _file("--wheel", wheel), _file("--ca-cert", ca_cert)
-    text = dockerfile.render(_spec(base, version, python, wheel_path, ca_path, allow_skipped))
+    spec = _spec(base, version, python, wheel_path, ca_path, allow_skipped)
+    text = dockerfile.render(spec)
+    needs = [p.name if p is wheel_path else f"{p} as {CA_NAME}" for p in (wheel_path, ca_path) if p]
     if out:
         atomic_write(Path(out), text.encode(), 0o644)
+    if as_json:
+        output.as_json({"sglang": spec.version, "path": out, "dockerfile": text, "labels": dockerfile.labels(spec),
+                        "context_needs": needs})
+    elif out:
         output.line(f"wrote {out}")
-        if wheel_path or ca_path:
-            needs = [p.name if p is wheel_path else f"{p} as {CA_NAME}" for p in (wheel_path, ca_path) if p]
+        if needs:
             output.line(f"the build context must hold {' and '.join(needs)}")
     else:
         output.text(text)
@@ -56,13 +62,14 @@ def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None
 
 def build(base: str, version: str, wheel: str | None, tag: str, builder: str | None,
           python: str = "python3", ca_cert: str | None = None, push: str | None = None,
-          allow_skipped: bool = False) -> int:
+          allow_skipped: bool = False, as_json: bool = False) -> int:
     wheel_path, ca_path = _file("--wheel", wheel), _file("--ca-cert", ca_cert)
     spec = _spec(base, version, python, wheel_path, ca_path, allow_skipped)
     text = dockerfile.render(spec)  # before looking for a builder: an unknown release fails fast
     chosen, tried = builders.choose(builder or builders.AUTO)
     skipped = "; ".join(f"{p.name}: {p.detail}" for p in tried if not p.answers)
-    output.line(f"building {tag} with {chosen}" + (f" (skipped {skipped})" if skipped else ""))
+    say = output.progress if as_json else output.line  # with --json, stdout is the result alone
+    say(f"building {tag} with {chosen}" + (f" (skipped {skipped})" if skipped else ""))
     with tempfile.TemporaryDirectory(prefix="patchkit-image-") as context:
         Path(context, "Dockerfile").write_text(text)
         if wheel_path:
@@ -70,9 +77,12 @@ def build(base: str, version: str, wheel: str | None, tag: str, builder: str | N
         if ca_path:
             shutil.copyfile(ca_path, Path(context, CA_NAME))
         builders.build(chosen, Path(context), tag, output.progress)
-    output.line(f"built {tag} with {chosen}: SGLang {spec.version}, "
-                f"{len(dockerfile.patch_labels(spec.version))} patches applied and verified")
+    patches = dockerfile.patch_labels(spec.version)
+    say(f"built {tag} with {chosen}: SGLang {spec.version}, {len(patches)} patches applied and verified")
+    digest = builders.push(chosen, tag, push, output.progress) if push else None
     if push:
-        digest = builders.push(chosen, tag, push, output.progress)
-        output.line(f"pushed {push}@{digest}")
+        say(f"pushed {push}@{digest}")
+    if as_json:
+        output.as_json({"tag": tag, "builder": chosen, "sglang": spec.version, "patches": patches,
+                        "pushed": {"ref": push, "digest": digest} if push else None})
     return EXIT_OK

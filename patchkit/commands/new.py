@@ -21,7 +21,8 @@ def _render(name: str, values: dict[str, str]) -> bytes:
     return Template(text).substitute(values).encode("utf-8")
 
 
-def new(pid: str, target: str, cls: str, method: str, out: str | None, tests: str | None) -> int:
+def new(pid: str, target: str, cls: str, method: str, out: str | None, tests: str | None,
+        as_json: bool = False) -> int:
     if not _ID.fullmatch(pid):
         raise UsageError(f"patch id {pid!r}: lowercase words separated by dashes (e.g. scheduler-leak)")
     if not target.startswith("sglang/") or not target.endswith(".py"):
@@ -55,8 +56,14 @@ def new(pid: str, target: str, cls: str, method: str, out: str | None, tests: st
             raise UsageError(f"{path.parent} is not a folder; nothing written")
     for path, data in files.items():
         atomic_write(path, data)
+    test = test_folder / f"test_{module}.py"
+    following = f"fill in the TODOs, run `pytest {test}`, then docs/AUTHORING.md step 3"
+    if as_json:
+        output.as_json({"id": pid, "module": str(folder / f"{module}.py"), "test": str(test), "next": following})
+        return EXIT_OK
+    for path in files:
         output.line(f"wrote {path}")
-    output.line(f"next: fill in the TODOs, run `pytest {test_folder / f'test_{module}.py'}`, then docs/AUTHORING.md step 3")
+    output.line(f"next: {following}")
     return EXIT_OK
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 from typing import Iterator
 
 from patchkit import output, releases, upstream
@@ -45,7 +46,8 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
         raise UsageError("no release in that range")
     from patchkit.verdicts import VerdictCache
 
-    table = upstream.matrix(_prefetched(versions), VerdictCache(releases.home()))
+    with _prefetched(versions) as sources:
+        table = upstream.matrix(sources, VerdictCache(releases.home()))
     if fmt == "json":
         output.as_json(table)
     elif fmt == "markdown":
@@ -61,15 +63,17 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
     return EXIT_OK
 
 
-def _prefetched(versions: list[str]) -> Iterator[releases.WheelSource]:
-    """The releases in order, each wheel downloaded in a background thread while the previous one
-    is judged (pip runs as a child process: the download and the parsing overlap)."""
+@contextlib.contextmanager
+def _prefetched(versions: list[str]) -> Iterator[Iterator[releases.WheelSource]]:
+    """The releases in order; every wheel is downloaded in a background thread, one after the
+    other from the start, while the main thread loads the patches and judges the releases already
+    there (pip runs as a child process: downloading and judging overlap). Leaving the block
+    cancels the downloads not yet started and waits for the one running."""
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         futures = [pool.submit(release_source, version) for version in versions]
-        for future in futures:
-            yield future.result()
+        yield (future.result() for future in futures)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

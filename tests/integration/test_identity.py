@@ -106,3 +106,60 @@ def test_schema_1_state_is_judged_by_rendering(release):
     assert result.exit_code == 0, result.stderr
     assert "outdated" not in {p["state"] for p in result.json()["patches"]}
     assert "applied" in {p["state"] for p in result.json()["patches"]}
+
+
+def as_schema_1(site) -> bytes:
+    """Rewrite the state as patchkit wrote it before patch digests were recorded."""
+    path = site / ".patchkit/state.json"
+    recorded = json.loads(path.read_text())
+    recorded["schema"] = 1
+    for record in recorded["files"].values():
+        del record["patch_sha256"]
+    path.write_text(json.dumps(recorded, indent=2) + "\n")
+    return path.read_bytes()
+
+
+def test_a_no_op_apply_upgrades_a_schema_1_state(tmp_path):
+    from testing.releases import copy_minimal
+
+    site = copy_minimal("0.5.17", tmp_path / "site")  # the files patchkit touches, real copies
+    assert run("apply", "--site-packages", site).exit_code == 0
+    schema_2 = json.loads((site / ".patchkit/state.json").read_text())
+    as_schema_1(site)
+    patched = tree_bytes(site / "sglang")
+    result = run("apply", "--site-packages", site)
+    assert result.exit_code == 0 and "nothing to do" in result.stdout, result.stderr
+    assert tree_bytes(site / "sglang") == patched  # only the state file was rewritten
+    upgraded = json.loads((site / ".patchkit/state.json").read_text())
+    assert upgraded["schema"] == 2 and upgraded["files"] == schema_2["files"]
+    assert sorted(p.name for p in (site / ".patchkit").iterdir()) == ["backups", "state.json"]  # no temp file left
+    # From now on status decides from hashes: the renderer (libcst) is not needed.
+    proc = subprocess.run([sys.executable, "-c", "import sys; from patchkit.cli import main; sys.argv[1:] = "
+                           f"['status', '--site-packages', {str(site)!r}, '--json']\n"
+                           "try:\n    main()\nexcept SystemExit:\n    pass\n"
+                           "print('LIBCST' if 'libcst' in sys.modules else 'NO-LIBCST', file=sys.stderr)"],
+                          capture_output=True, text=True)
+    assert proc.stderr.strip().splitlines()[-1] == "NO-LIBCST", proc.stderr
+    assert {p["state"] for p in json.loads(proc.stdout)["patches"]} <= {"applied", "upstream-fixed", "not-applicable"}
+
+
+def test_a_no_op_apply_on_a_read_only_tree_keeps_a_schema_1_state(tmp_path):
+    from testing.releases import copy_minimal
+
+    point = tmp_path / "mnt"
+    point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(point)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting is not permitted here: {mounted.stderr.strip()}")
+    try:
+        site = copy_minimal("0.5.17", point / "site")
+        assert run("apply", "--site-packages", site, "--only", PATCH_ID).exit_code == 0
+        old = as_schema_1(site)
+        subprocess.run(["mount", "-o", "remount,ro", str(point)], check=True)
+        result = run("apply", "--site-packages", site, "--only", PATCH_ID)
+        assert result.exit_code == 0 and "nothing to do" in result.stdout, result.stderr
+        assert "could not record the patch digests" in result.stderr and "Read-only file system" in result.stderr
+        assert (site / ".patchkit/state.json").read_bytes() == old
+        assert run("status", "--site-packages", site).exit_code == 0
+    finally:
+        subprocess.run(["umount", "-l", str(point)], check=False)

@@ -7,9 +7,10 @@ import os
 
 import pytest
 
+from patchkit import manifest, registry, upstream, verdicts
 from patchkit.releases import WheelSource
 from testing.cli import run
-from testing.releases import HOME, pristine
+from testing.releases import HOME, MODEL_CONFIG, pristine
 
 pytestmark = pytest.mark.integration
 
@@ -29,14 +30,52 @@ def wheels_home(tmp_path, monkeypatch):
     return home
 
 
-def test_matrix_reads_wheels_and_caches_verdicts(wheels_home):
+def test_matrix_reads_wheels_and_caches_verdicts(wheels_home, monkeypatch):
     cold = run("matrix", "--from", VERSIONS[0], "--to", VERSIONS[-1], "--json")
     assert cold.exit_code == 0, cold.stderr
-    assert sorted(p.name for p in wheels_home.iterdir()) == ["verdicts.json", "wheels"]  # nothing unpacked
+    assert sorted(p.name for p in wheels_home.iterdir()) == ["wheels"]  # nothing unpacked, nothing to cache
     states = {row["id"]: row["states"] for row in cold.json()["patches"]}
     assert states["mtp-layer-detection"] == {"0.5.17": "applies", "0.5.18": "upstream-fixed", "0.5.19": "upstream-fixed"}
+    # Every verdict came from the committed manifests, by hashes (the patch sources and every file
+    # each patch reads are the recorded ones) ...
+    for version in VERSIONS:
+        assert sorted(verdicts.from_manifest(WheelSource(version))) == registry.patch_ids(), version
+    # ... and the probes, judging every patch on the real files (libcst), say the same; their
+    # verdicts are cached.
+    monkeypatch.setattr(verdicts, "from_manifest", lambda source: {})
+    judged = run("matrix", "--from", VERSIONS[0], "--to", VERSIONS[-1], "--json")
+    assert judged.stdout == cold.stdout
+    assert sorted(p.name for p in wheels_home.iterdir()) == ["verdicts.json", "wheels"]
+    monkeypatch.setattr(upstream, "_judge", lambda *args: pytest.fail("a cached verdict was judged again"))
     warm = run("matrix", "--from", VERSIONS[0], "--to", VERSIONS[-1], "--json")
     assert warm.stdout == cold.stdout
+
+
+class _Altered:
+    """A release whose one file has other bytes than the release's."""
+
+    def __init__(self, source: WheelSource, rel: str) -> None:
+        self.source, self.rel, self.version = source, rel, source.version
+
+    def read(self, rel: str) -> bytes | None:
+        data = self.source.read(rel)
+        return data + b"\n# changed\n" if rel == self.rel and data is not None else data
+
+
+def test_manifest_verdicts_are_not_used_for_other_inputs(wheels_home, tmp_path):
+    source = WheelSource("0.5.19")
+    # Other bytes in a file a patch reads: that patch (and only the patches reading it) is judged.
+    settled = verdicts.from_manifest(_Altered(source, MODEL_CONFIG))
+    readers = {pid for pid, entry in manifest.load("0.5.19").patches.items() if MODEL_CONFIG in entry.reads}
+    assert readers and set(registry.patch_ids()) - set(settled) == readers
+    # Another patch set (here one patch more, from --patches): the manifest says nothing about it.
+    (tmp_path / "extra_patch.py").write_text("# a patch module of another set\n")
+    registry.use_folders([str(tmp_path)])
+    try:
+        assert verdicts.from_manifest(source) == {}
+    finally:
+        registry.use_folders([])
+    assert len(verdicts.from_manifest(source)) == len(registry.patch_ids())
 
 
 def test_wheel_source_reads_the_release_files(wheels_home):

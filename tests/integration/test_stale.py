@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from testing.cli import run
-from testing.releases import MODEL_CONFIG, snapshot, tree_bytes
+from testing.releases import MODEL_CONFIG, REPO, snapshot, tree_bytes
 from testing.releases import pristine as pristine_release
 
 pytestmark = pytest.mark.integration
@@ -105,3 +108,68 @@ def test_clean_refuses_live_patches(release):
     assert result.exit_code == 1 and "are live, not stale; `patchkit revert`" in result.stderr
     assert snapshot(site) == before
     assert (site / MODEL_CONFIG).exists()
+
+
+@pytest.fixture
+def venv_sglang(tmp_path):
+    """(python, site-packages) of a fresh venv with SGLang 0.5.14 installed by pip, whose own Python
+    can run patchkit (this project and its dependencies on its path, not in its site-packages)."""
+    import venv
+
+    from testing.releases import HOME
+
+    pristine_release("0.5.14")  # makes sure the tests' cache has the wheel
+    wheel = next((HOME / "wheels").glob("sglang-0.5.14-*.whl"))
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    pip(python, "install", "--no-deps", "--no-compile", str(wheel))
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    assert (site / "sglang" / "__init__.py").is_file()
+    return python, site
+
+
+def pip(python: Path, *args: str) -> None:
+    """This Python's pip working on another environment (`pip --python`), as a user's pip would."""
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check", "-q", *args],
+                   check=True, capture_output=True, text=True)
+
+
+def patchkit_in(python: Path, *args: str) -> subprocess.CompletedProcess:
+    """patchkit run by that environment's own Python, with no targeting flag (default discovery)."""
+    ours = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "click").is_dir())
+    code = ("import site, sys; site.addsitedir(sys.argv.pop(1)); sys.argv[0] = 'patchkit'; "
+            "from patchkit.cli import main; main()")
+    return subprocess.run([str(python), "-c", code, ours, *args], capture_output=True, text=True, cwd="/",
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_orphan_found_by_default_discovery_and_by_python(venv_sglang):
+    """`pip uninstall sglang` in a venv: patchkit running in that venv (no flag) and patchkit
+    pointed at its Python (`--python`) both name the `.patchkit/` left behind; clean removes it."""
+    python, site = venv_sglang
+    applied = patchkit_in(python, "apply", "--only", "mtp-layer-detection")  # one file: quick
+    assert applied.returncode == 0, applied.stderr
+    assert (site / ".patchkit" / "state.json").is_file()
+    pip(python, "uninstall", "-y", "sglang")  # the real thing: removes what RECORD lists
+    assert not (site / "sglang" / "__init__.py").exists() and (site / ".patchkit").is_dir()
+    left = f"{site / '.patchkit'} (left by SGLang 0.5.14)"
+
+    inside = patchkit_in(python, "status")
+    assert inside.returncode == 3, inside.stderr
+    assert left in inside.stderr and "`patchkit clean`" in inside.stderr, inside.stderr
+    as_json = patchkit_in(python, "status", "--json")
+    assert as_json.returncode == 3 and left in json.loads(as_json.stdout)["error"]["message"]
+
+    outside = run("status", "--python", python)
+    assert outside.exit_code == 3, outside.stderr
+    assert left in outside.stderr and f"`patchkit clean --python {python}`" in outside.stderr
+
+    cleaned = run("clean", "--python", python, "--json")
+    assert cleaned.exit_code == 0, cleaned.stderr
+    assert cleaned.json() == {"removed": [left]}
+    assert not (site / ".patchkit").exists()
+    again = patchkit_in(python, "clean")
+    assert again.returncode == 0 and again.stdout == "nothing to clean\n", again.stderr
+
