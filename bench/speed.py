@@ -49,6 +49,9 @@ def main() -> None:
     parser.add_argument("--version", default="0.5.17")
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--cpu", type=int, default=0, help="the one core every measured process runs on")
+    parser.add_argument("--compare", metavar="PYTHON",
+                        help="also time a cold apply by the patchkit installed for this interpreter (an older checkout's "
+                             "venv), interleaved with the rest: before/after ratios under the same load")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
@@ -69,7 +72,9 @@ def main() -> None:
         "    libcst.parse_module(open(f, 'rb').read()).code\n"
     )
     apply = [py, "-m", "patchkit", "apply", "--site-packages", str(site)]
+    other = {"compare": ([args.compare, "-m", "patchkit", "apply", "--site-packages", str(site)], fresh_copy)} if args.compare else {}
     first = samples_of({
+        **other,
         "bare": ([py, "-c", "pass"], None),
         "cold": (apply, fresh_copy),
         "libcst_only": ([py, "-c", parse_regen, *[str(pristine / t) for t in targets]], None),
@@ -100,6 +105,10 @@ def main() -> None:
     # Where the cold-apply gap goes: libcst.matchers (which the patches match with) alone
     # costs more to import than libcst itself; the work after the imports is compared too.
     work_cold, work_base = cold - imports, libcst_only - libcst_import
+    if args.compare:
+        print(f"  apply cold by {args.compare}: {med['compare'] * 1000:.1f} ms   ratio {med['compare'] / libcst_only:5.2f}x  "
+              f"(median of the per-run ratios "
+              f"{statistics.median(c / b for c, b in zip(first['compare'], first['libcst_only'])):.2f}x)")
     print(f"  imports of an apply      {imports * 1000:8.1f} ms   (libcst alone {libcst_import * 1000:.1f} ms)")
     print(f"  apply cold, after imports{work_cold * 1000:8.1f} ms   ratio {work_cold / work_base:5.2f}x  of parse+regenerate after import")
 

@@ -22,7 +22,10 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import libcst as cst
-import libcst.matchers as m
+
+from patchkit import matcher_import  # noqa: F401  (first: libcst.matchers at a lower cost)
+
+import libcst.matchers as m  # noqa: E402
 from libcst.matchers._decorators import (
     CONSTRUCTED_LEAVE_MATCHER_ATTR, CONSTRUCTED_VISIT_MATCHER_ATTR, VISIT_NEGATIVE_MATCHER_ATTR, VISIT_POSITIVE_MATCHER_ATTR,
 )
