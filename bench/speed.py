@@ -26,13 +26,15 @@ from pathlib import Path
 from patchkit import registry, releases
 
 
-def timed(argv: list[str]) -> float:
+def timed(argv: list[str], cwd: Path) -> float:
+    # Run from a neutral folder: `python -m patchkit` puts the working folder first on sys.path,
+    # and from a checkout it would import that checkout, not the interpreter's own patchkit.
     start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
     return time.perf_counter() - start
 
 
-def samples_of(commands: dict[str, tuple], runs: int) -> dict[str, list[float]]:
+def samples_of(commands: dict[str, tuple], runs: int, cwd: Path) -> dict[str, list[float]]:
     """Wall times of each command, the commands interleaved run by run (so a change of load on
     a shared machine weighs on all of them alike). Each value is (argv, prepare)."""
     samples: dict[str, list[float]] = {name: [] for name in commands}
@@ -40,7 +42,7 @@ def samples_of(commands: dict[str, tuple], runs: int) -> dict[str, list[float]]:
         for name, (argv, prepare) in commands.items():
             if prepare:
                 prepare()
-            samples[name].append(timed(argv))
+            samples[name].append(timed(argv, cwd))
     return samples
 
 
@@ -80,12 +82,12 @@ def main() -> None:
         "libcst_only": ([py, "-c", parse_regen, *[str(pristine / t) for t in targets]], None),
         "imports": ([py, "-c", "import libcst.matchers, click, patchkit.engine, packaging.specifiers"], None),
         "libcst_import": ([py, "-c", "import libcst"], None),
-    }, args.runs)
+    }, args.runs, work)
     # `site` is now patched (the last cold apply): status and a second apply are no-ops.
     warm = samples_of({
         "status": ([py, "-m", "patchkit", "status", "--site-packages", str(site)], None),
         "noop": (apply, None),
-    }, args.runs)
+    }, args.runs, work)
     # The cold ratio of each run (both sides measured one right after the other), then its median.
     paired = statistics.median(c / b for c, b in zip(first["cold"], first["libcst_only"]))
     med = {name: statistics.median(values) for name, values in {**first, **warm}.items()}
