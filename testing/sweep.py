@@ -12,6 +12,16 @@ leaves the same tree as SIGKILL at the next call that does (or as the completed 
 points are counted as covered, not run again. Each child process runs the real CLI; it takes the
 rendered bytes of each file from a cache the parent filled with the real renderer (the
 transforms are tested elsewhere; this sweeps the transaction), so no trial waits on libcst.
+
+What makes a trial cheap without changing what it proves (bench/sweep_speed.py measures it):
+- the trees live on a tmpfs (/dev/shm, or $PATCHKIT_FAULT_TMP) when there is one: the command
+  makes the same calls (strace injects at the call, before the file system sees it), but an
+  fsync or rmdir costs microseconds instead of a disk flush;
+- strace filters the traced calls in the kernel (--seccomp-bpf, when this strace has it): the
+  child stops only at the swept calls, which are the same calls counted the same way;
+- the child imports compiled bytecode (a pycache folder the sweep fills once, untraced, before
+  the reference trace), as an installed patchkit does, instead of compiling every module again;
+- the next runs after a trial (status, apply, revert) are checked once per distinct tree.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import textwrap
 import threading
 import time
 from collections import Counter
+from functools import lru_cache
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +61,31 @@ ERROR_SYSCALLS = ("write", "fsync", "rename")
 SIGNALS = ("SIGKILL", "SIGINT")
 MUTATING = ("write", "rename", "unlink", "unlinkat", "rmdir", "mkdir")
 TRIAL_TIMEOUT = 120.0
+SCRATCH_MIN_FREE = 1 << 30  # a tmpfs with less free space than this is not used
+
+
+def scratch_root(fallback: Path) -> Path:
+    """Where the sweep's trees live: $PATCHKIT_FAULT_TMP, else /dev/shm when it is a writable
+    tmpfs with room, else `fallback` (the test's temp folder)."""
+    chosen = os.environ.get("PATCHKIT_FAULT_TMP")
+    if chosen:
+        return Path(chosen)
+    shm = Path("/dev/shm")
+    try:
+        stats = os.statvfs(shm)
+        if os.access(shm, os.W_OK) and stats.f_bavail * stats.f_frsize >= SCRATCH_MIN_FREE:
+            return shm
+    except OSError:
+        pass
+    return fallback
+
+
+@lru_cache(maxsize=1)
+def strace_options() -> tuple[str, ...]:
+    """--seccomp-bpf when this strace and kernel support it (the traced calls are the same)."""
+    probe = subprocess.run(["strace", "--seccomp-bpf", "-f", "-qq", "-o", "/dev/null", "-e", "trace=write",
+                            "--", sys.executable, "-c", "pass"], capture_output=True)
+    return ("--seccomp-bpf",) if probe.returncode == 0 and not probe.stderr.strip() else ()
 
 _BOOT = textwrap.dedent("""
     import os, pickle, sys
@@ -169,6 +205,7 @@ class Sweep:
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = Path(tempfile.mkdtemp(prefix="patchkit-sweep-", dir=scratch_root(self.workdir)))
         seed = self.workdir / "seed"
         copy_minimal(self.version, seed / "fresh")
         self.pristine = tree(seed / "fresh")
@@ -189,6 +226,20 @@ class Sweep:
         self.end_states = states(seed / "end")
         self.renders = self.workdir / "renders.pickle"
         self.renders.write_bytes(pickle.dumps(dict(_RENDERED)))
+        self._warm_bytecode()
+
+    def close(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _warm_bytecode(self) -> None:
+        """Run the command once, untraced, so that every module it imports is compiled into the
+        sweep's pycache folder before the reference trace (trials then only read bytecode)."""
+        folder, site = self._fresh_trial("warm")
+        argv = self._argv(site, None)
+        proc = subprocess.run(argv[argv.index("--") + 1:], capture_output=True, text=True, env=self._env(),
+                              timeout=TRIAL_TIMEOUT)
+        assert proc.returncode == 0, proc.stderr
+        shutil.rmtree(folder)
 
     # A trial's tree lives in its own folder beside an `outside` folder that must not change.
     def _fresh_trial(self, name: str) -> tuple[Path, Path]:
@@ -200,13 +251,16 @@ class Sweep:
         return folder, site
 
     def _argv(self, site: Path, inject: str | None, trace: Path | None = None) -> list[str]:
-        argv = ["strace", "-f", "-qq", "-o", str(trace) if trace else "/dev/null", "-e", f"trace={','.join(SYSCALLS)}"]
+        argv = ["strace", *strace_options(), "-f", "-qq", "-o", str(trace) if trace else "/dev/null", "-e", f"trace={','.join(SYSCALLS)}"]
         if inject:
             argv += ["-e", f"inject={inject}"]
         return argv + ["--", sys.executable, "-c", _BOOT, *self.scenario.command, "--site-packages", str(site)]
 
     def _env(self) -> dict:
-        return {**os.environ, "PATCHKIT_SWEEP_RENDERS": str(self.renders), "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "PATCHKIT_SWEEP_RENDERS": str(self.renders), "PYTHONPATH": str(REPO),
+               "PYTHONPYCACHEPREFIX": str(self.workdir / "pycache")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        return env
 
     def trace(self) -> list[tuple[str, str]]:
         """[(syscall, its arguments)] of one uninterrupted run, in order."""
