@@ -348,15 +348,26 @@ def test_a_waiting_run_says_who_holds_the_lock_and_gives_up_after_the_timeout(fr
         assert holder.stdout.readline().strip() == "held"
         holder.send_signal(signal.SIGSTOP)  # a stopped holder: nobody may wait silently forever
         started = time.monotonic()
-        waiter = patchkit("apply", "--site-packages", site, "--lock-timeout", "8")
+        # The waiter notes the moment it starts running patchkit's code (imports included; the
+        # interpreter's own start-up before it is not patchkit's) on CLOCK_MONOTONIC, which is
+        # the same clock in this process: the "waiting" line must follow within a second.
+        waiter = subprocess.Popen([sys.executable, "-c", (
+            "import sys, time; print('start', time.monotonic(), file=sys.stderr, flush=True)\n"
+            "sys.argv = ['patchkit', *sys.argv[1:]]\nfrom patchkit.cli import main\nmain()"),
+            "apply", "--site-packages", str(site), "--lock-timeout", "8"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         os.set_blocking(waiter.stderr.fileno(), False)
-        first = ""
-        # The line comes at the first attempt, long before the timeout (the interpreter's own
-        # start-up takes most of this second on a busy machine).
-        while not first and time.monotonic() - started < 4.0:
-            first = waiter.stderr.readline()
-            time.sleep(0.02)
-        told = time.monotonic() - started
+        lines: list[str] = []
+        while len(lines) < 2 and time.monotonic() - started < 8.0:
+            line = waiter.stderr.readline()
+            if line:
+                lines.append(line)
+                seen = time.monotonic()
+            else:
+                time.sleep(0.005)
+        assert len(lines) == 2 and lines[0].startswith("start "), lines
+        first, told = lines[1], seen - started
+        assert seen - float(lines[0].split()[1]) < 1.0, f"the waiting line came {seen - float(lines[0].split()[1]):.2f}s after patchkit started"
         assert f"PID {holder.pid}" in first and "waiting" in first and "python" in first, first
         code = waiter.wait(timeout=60)
         waited = time.monotonic() - started
@@ -447,18 +458,29 @@ def test_a_folder_where_a_file_should_be(fresh):
     assert tree(site) == before
 
 
-def test_undecodable_source_and_metadata(fresh):
+@pytest.mark.parametrize("where", ["outside the patched part", "first line", "declared latin-1 is fine"])
+def test_undecodable_source_and_metadata(fresh, where):
+    """A target file Python could not import is refused whole (exit 6 naming the file, nothing
+    changed), even where its odd bytes lie outside the part the patches parse; a file whose
+    coding line declares another encoding is decoded as Python would."""
     site = fresh("0.5.19")
     rel = "sglang/srt/models/qwen3_5_mtp.py"
-    (site / rel).write_bytes((site / rel).read_bytes() + b"# \xff\xfe not utf-8\n")
-    before = tree(site)
-    result = run("apply", "--site-packages", site)
-    if result.exit_code == 0:  # the bytes lie outside the part the patches parse: kept as they are
-        assert (site / rel).read_bytes().endswith(b"# \xff\xfe not utf-8\n")
-        back_to_pristine(site, before)
+    data = (site / rel).read_bytes()
+    if where == "outside the patched part":
+        data += b"# \xff\xfe not utf-8\n"
+    elif where == "first line":
+        data = b"# \xff\xfe\n" + data
     else:
-        assert_refused(result, 6, rel, "undecodable")
+        data = b"# -*- coding: latin-1 -*-\n" + data + b"# caf\xe9\n"
+    (site / rel).write_bytes(data)
+    before = tree(site)
+    for dry in ((), ("--dry-run",)) if where != "declared latin-1 is fine" else ():
+        assert_refused(run("apply", "--site-packages", site, *dry), 6, str(site / rel), "undecodable")
         assert tree(site) == before
+    if where == "declared latin-1 is fine":
+        assert run("apply", "--site-packages", site).exit_code == 0
+        assert (site / rel).read_bytes().endswith(b"# caf\xe9\n")
+        back_to_pristine(site, before)
     site = fresh("0.5.19", "meta")
     metadata = next(site.glob("sglang-*.dist-info")) / "METADATA"
     metadata.write_bytes(metadata.read_bytes() + b"\xff\xfe\n")
@@ -486,6 +508,43 @@ def test_status_tells_a_run_in_progress_from_an_interrupted_one(fresh):
     assert "interrupted patchkit run is pending" in run("status", "--site-packages", site).stderr
     with state_mod.locked(site):
         assert "in progress (PID" in run("status", "--site-packages", site).stderr
+
+
+@pytest.mark.behaviour
+def test_verify_with_a_pending_journal_is_not_verified(tmp_path):
+    """A whole patched SGLang 0.5.17 in a venv that can import it (the behaviour environment's
+    packages): a revert killed right after its journal is written leaves every file patched and
+    recorded, every check passes, and still verify must not say "verified"."""
+    import venv
+
+    from testing import behaviour
+    from testing.releases import pristine
+
+    env = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False).create(env)
+    site = next((env / "lib").glob("python3*/site-packages"))
+    deps = next((behaviour.python().parent.parent / "lib").glob("python3*/site-packages"))
+    (site / "behaviour-deps.pth").write_text(f"{deps}\n")
+    for entry in ("sglang", "sglang-0.5.17.dist-info"):
+        shutil.copytree(pristine("0.5.17") / entry, site / entry)
+    assert run("apply", "--site-packages", site).exit_code == 0
+    python = env / "bin" / "python"
+    # A full revert stages one copy per recorded file, then writes the journal (the next replace).
+    recorded = json.loads((site / ".patchkit/state.json").read_text())["files"]
+    proc = run_faulted("replace", len(recorded) + 1, "kill-after", "revert", "--site-packages", site)
+    assert proc.returncode == -9 and (site / ".patchkit/journal.json").exists(), proc.stderr
+    pending = run("verify", "--python", python, "--json")
+    data = pending.json()
+    assert data["verified"] is False and data["ok"] is False and pending.exit_code == 1, pending.stdout
+    assert data["summary"].startswith("verification FAILED"), data["summary"]
+    journal = [c for c in data["checks"] if c["check"].endswith("journal.json")]
+    assert journal and journal[0]["result"] == "failed" and "pending" in journal[0]["detail"], data["checks"]
+    # Every other check ran and passed, and no needed patch is missing: without the journal this
+    # very report would be "verified" (tests/behaviour/test_verify.py checks that on its own).
+    others = [c for c in data["checks"] if c not in journal]
+    assert others and all(c["result"] == "ok" for c in others) and data["not_applied"] == [], data
+    assert run("revert", "--site-packages", site).exit_code == 0  # the next run finishes it
+    assert not (site / ".patchkit").exists()
 
 
 @pytest.mark.parametrize("version", VERSIONS)
