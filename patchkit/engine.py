@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 from patchkit import manifest as manifest_mod
 from patchkit import registry
 from patchkit import state as state_mod
-from patchkit.errors import DriftError, EnvironmentFailure, PlanError, undecodable
+from patchkit.errors import DriftError, PlanError, undecodable
 from patchkit.state import FileRecord, State
 from patchkit.target import Target
 from patchkit.transaction import FileWrite
@@ -184,19 +184,13 @@ class View:
         return self._skeletons[key]
 
     def _check_decodable(self, rel: str, data: bytes) -> None:
-        """A target file Python could not import (bytes its declared encoding, UTF-8 unless a
-        coding line says otherwise, cannot decode) is refused whole, exit 6 naming the file,
-        even when those bytes lie outside the part the patches parse."""
-        import io
-        import tokenize
-
+        """A target file that is not valid UTF-8 is refused whole, exit 6 naming the file, even
+        when the odd bytes lie outside the part the patches parse (Python could not import it,
+        unless a coding line declares another encoding, which SGLang's sources never do)."""
         try:
-            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-            data.decode(encoding)
+            data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise undecodable(self.target.site / rel, exc) from None
-        except SyntaxError as exc:  # no valid UTF-8 on the first lines, an unknown encoding, a BOM against a coding line
-            raise EnvironmentFailure(f"{self.target.site / rel}: undecodable bytes ({exc.msg})") from None
 
     def parse_scoped(self, rel: str, data: bytes) -> "cst.Module":
         """The libcst tree of `skeleton(rel, data)` (what probes and transforms get)."""
