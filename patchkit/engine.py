@@ -209,7 +209,7 @@ class View:
                 except UnicodeDecodeError as exc:
                     raise undecodable(self.target.site / rel, exc) from None
                 if tree.default_indent != part.default_indent:  # new blocks indent as in the whole file
-                    tree = tree.with_changes(default_indent=part.default_indent)
+                    tree = _with_default_indent(tree, part.default_indent)
                 self._scoped[key] = tree
         return self._scoped[key]
 
@@ -224,7 +224,8 @@ class View:
         `from __future__` import left out (which must stay first)."""
         from patchkit.skeleton import SkeletonError
 
-        code = self.fold(rel, base, ids).code.encode("utf-8")
+        # In the file's own encoding (a PEP 263 cookie, a UTF-8 BOM): `.code` is text without the BOM.
+        code = self.fold(rel, base, ids).bytes
         part = self.skeleton(rel, base)
         if part is None:
             return code, code
@@ -246,6 +247,22 @@ class View:
                 tree = _transform(self.patches[ids[-1]], rel, tree)
             self._folds[key] = tree
         return self._folds[key]
+
+
+def _with_default_indent(tree: "cst.Module", indent: str) -> "cst.Module":
+    """`tree` with another default indent for new blocks; its own blocks that used the default
+    (indent None) keep the indent they were parsed with."""
+    import libcst as cst
+
+    parsed = tree.default_indent
+
+    class _Explicit(cst.CSTTransformer):
+        def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+            return updated_node.with_changes(indent=parsed) if updated_node.indent is None else updated_node
+
+    explicit = tree.visit(_Explicit())
+    assert isinstance(explicit, cst.Module)
+    return explicit.with_changes(default_indent=indent)
 
 
 def _part(part: str) -> tuple[str, str | None]:
