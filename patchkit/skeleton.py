@@ -187,7 +187,9 @@ def _class_header_end(lines: _Lines, node: ast.ClassDef) -> int | None:
 
 
 def _selected(lines: _Lines, unit: _Unit, selectors: frozenset[str]) -> bool:
-    names = set().union(*(_names(n) for n in unit.nodes))
+    # A member that defines a selected name at any depth (a nested class's method, a def under
+    # `if`/`try`) is kept: the patch's matchers, run on the whole class, would see it too.
+    names = set().union(*(_names(n) for node in unit.nodes for n in ast.walk(node) if isinstance(n, ast.stmt)))
     if names & selectors:
         return True
     text = lines.text(unit.first, unit.end)
@@ -195,13 +197,17 @@ def _selected(lines: _Lines, unit: _Unit, selectors: frozenset[str]) -> bool:
 
 
 def _detect_indent(lines: _Lines, body: list[ast.stmt]) -> str:
-    """The indent of the file's first indented block (libcst's default_indent)."""
+    """The indent of the file's first indented block (libcst's default_indent: its first INDENT
+    token, which may follow a one-line block, as in `if x: y` + `else:`, or be a `case` line)."""
     for node in body:
-        for block in _blocks(node)[:1]:
+        if isinstance(node, ast.Match):
+            line = lines.lines[node.cases[0].pattern.lineno - 1]
+            return line[:len(line) - len(line.lstrip(b" \t"))].decode("ascii", "replace")
+        for block in sorted(_blocks(node), key=lambda block: block[0].lineno):
             child = block[0]
             line = lines.lines[child.lineno - 1]
             prefix = line[:child.col_offset]
-            if child.lineno > node.lineno and not prefix.strip():
+            if not prefix.strip():
                 return prefix.decode("ascii", "replace")
     return "    "  # no indented block: libcst's default
 
@@ -209,7 +215,9 @@ def _detect_indent(lines: _Lines, body: list[ast.stmt]) -> str:
 def build(data: bytes, module: ast.Module, wants: Wants) -> Skeleton | None:
     """The skeleton of `data` (already parsed with ast as `module`) holding what `wants`
     names; None when the whole file is better parsed as it is."""
-    if b"\r" in data or not module.body or _CODING.match(data):
+    # No final newline: libcst ends the regenerated skeleton with one, and code added after the
+    # last placeholder would be glued to the last line the placeholder stands for.
+    if b"\r" in data or not module.body or _CODING.match(data) or not data.endswith(b"\n"):
         return None
     lines = _Lines(data)
     top = _units(lines, module.body, 1, len(lines.lines) + 1)
@@ -265,6 +273,8 @@ def _class_members(lines: _Lines, node: ast.ClassDef, unit: _Unit,
     if header_end is None:
         return None
     column = node.body[0].col_offset
+    if lines.lines[node.body[0].lineno - 1][:column] != b" " * column:
+        return None  # members indented with tabs: a placeholder line indents with spaces
     grouped = _units(lines, node.body, header_end, unit.end)
     if grouped is None:
         return None
