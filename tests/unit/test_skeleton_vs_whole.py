@@ -164,12 +164,15 @@ def test_the_shapes_take_the_skeleton_path():
 
 
 @pytest.mark.parametrize("data", [
+    # A latin-1 coding line over bytes that are valid UTF-8 too (the engine refuses other bytes):
+    # libcst decodes them as latin-1; encoded back as UTF-8, every non-ASCII byte doubled.
+    b"# -*- coding: latin-1 -*-\nclass A:\n    def f(self, x):\n        return 'caf\xc3\xa9'\n",
     b"\xef\xbb\xbfclass A:\n    def f(self, x):\n        return 1\n",  # a BOM, its statement kept
     b"\xef\xbb\xbfimport os\n\n\nclass A:\n    def f(self, x):\n        return 1\n",  # a BOM, its statement left out
 ])
 def test_the_bytes_around_an_edit_keep_the_files_encoding(data):
-    """libcst's `.code` is text without the BOM: encoded as UTF-8 it dropped the BOM (in the whole
-    file, or in a skeleton whose first statement is kept)."""
+    """libcst's `.code` is text, without the BOM: encoded as UTF-8 it dropped the BOM (in the whole
+    file, or in a skeleton whose first statement is kept) and re-encoded a latin-1 file."""
     verdict, written = both("t-guard", data)
     assert verdict == "pending" and isinstance(written, bytes)
     head, tail = data.split(b"    def f(self, x):\n")
