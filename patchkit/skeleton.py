@@ -129,6 +129,8 @@ class _Lines:
     def kind(self, number: int) -> tuple[str, int]:
         """('blank' | 'comment' | 'other', indent) of a line between statements."""
         line = self.lines[number - 1].rstrip(b"\r\n")
+        if number > 1 and self.lines[number - 2].rstrip(b"\r\n").endswith(b"\\"):
+            return "other", 0  # continues the line above: it is not between statements
         stripped = line.lstrip(b" ")
         if b"\t" in line[:len(line) - len(stripped)] or b"\f" in line:
             return "other", 0

@@ -135,6 +135,7 @@ SHAPES = {
     "docstring-only members": b"import os\n\n\nclass A:\n    def e(self):\n        '''Doc.'''\n\n    def f(self, x):\n        '''Doc.'''\n\n    def g(self):\n        '''Doc.'''\n",
     "fmt off": b"# fmt: off\nimport os\n\n\n" + CLASS + b"# fmt: on\n",
     "backslash continuation": b"import os, \\\n    sys\n\n\n" + CLASS + b"y = 1 + \\\n    2\n",
+    "backslash before a blank line, left out": b"import os\n\n\nclass A:\n    def f(self, x):\n        return x\n\n    def g(self):\n        return 2 \\\n\n\nz = 1 + \\\n    2 \\\n\n\ndef top():\n    pass\n",
     "first block is a match statement": b"match os:\n  case 1:\n      pass\n\n\n" + CLASS,
     "2-space block before a 4-space class": b"if os:\n  y = 1\n\n\n" + CLASS,
     "first block is an else": b"if os: y = 1\nelse:\n  y = 2\n\n\n" + CLASS,
@@ -160,7 +161,8 @@ def test_skeleton_and_whole_file_agree(shape, pid):
 def test_the_shapes_take_the_skeleton_path():
     """The cases above test something only where a skeleton is built."""
     parsed_whole = {shape for shape, data in SHAPES.items() if not uses_skeleton(data)}
-    assert parsed_whole == {"no final newline, last member left out", "no final newline, last member kept"}
+    assert parsed_whole == {"no final newline, last member left out", "no final newline, last member kept",
+                            "backslash before a blank line, left out"}
 
 
 @pytest.mark.parametrize("data", [
