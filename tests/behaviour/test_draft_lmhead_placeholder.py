@@ -22,7 +22,7 @@ EMPTY = [[0], [0]]
 def test_placeholders_until_the_target_tensors_arrive(release, version):
     site = release(version, whole=True)
     before = run_probe(site, PROBE)
-    assert before["file"].startswith(str(site))
+    assert before["file"].startswith(str(site)) and before["file"].endswith("qwen3_5_mtp.py")
     assert all(before[case]["after_init"] == FULL for case in ("pp1_untied", "pp1_tied", "pp2_untied", "pp2_tied"))
 
     assert run("apply", "--site-packages", site, "--only", "draft-lmhead-placeholder").exit_code == 0
@@ -38,20 +38,17 @@ def test_placeholders_until_the_target_tensors_arrive(release, version):
         assert after[case]["after_swap"] == FULL and after[case]["uses_target_tensors"]
 
 
-NEXT_PROBE = Path(__file__).parent / "probe_draft_lmhead_qwen3_next.py"
-
-
 @pytest.mark.parametrize("version", ["0.5.14", "0.5.23"])
 def test_qwen3_next_draft_placeholders(release, version):
     """Qwen3NextForCausalLMMTP.__init__ (real) and its inherited set_embed_and_head (real)."""
     site = release(version, whole=True)
-    before = run_probe(site, NEXT_PROBE)
-    assert before["file"].startswith(str(site))
-    assert before["pp1"]["after_init"] == FULL and before["pp2"]["after_init"] == FULL
+    before = run_probe(site, PROBE, "qwen3_next")
+    assert before["file"].startswith(str(site)) and before["file"].endswith("qwen3_next_mtp.py")
+    assert before["pp1_untied"]["after_init"] == FULL and before["pp2_untied"]["after_init"] == FULL
 
     assert run("apply", "--site-packages", site, "--only", "draft-lmhead-placeholder").exit_code == 0
-    after = run_probe(site, NEXT_PROBE)
-    assert after["pp1"]["after_init"] == EMPTY  # ~2 x vocab x hidden freed before KV sizing
-    assert after["pp1"]["after_swap"] == FULL and after["pp1"]["uses_target_tensors"]
-    assert after["pp2"]["after_init"] == FULL  # with PP the draft keeps its own tensors
-    assert after["pp2"]["after_swap"] == FULL and after["pp2"]["uses_target_tensors"]
+    after = run_probe(site, PROBE, "qwen3_next")
+    assert after["pp1_untied"]["after_init"] == EMPTY  # ~2 x vocab x hidden freed before KV sizing
+    assert after["pp1_untied"]["after_swap"] == FULL and after["pp1_untied"]["uses_target_tensors"]
+    assert after["pp2_untied"]["after_init"] == FULL  # with PP the draft keeps its own tensors
+    assert after["pp2_untied"]["after_swap"] == FULL and after["pp2_untied"]["uses_target_tensors"]
