@@ -111,3 +111,30 @@ def tree(site: Path) -> dict[str, tuple]:
         else:
             found[rel] = ("file", st.st_mode & 0o7777, path.read_bytes())
     return found
+
+
+# What SGLang's python/pyproject.toml says, trimmed to what an install without dependencies
+# reads (SGLang's own file has the same build system and package discovery).
+_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61.0", "wheel"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "sglang"
+version = "{version}"
+requires-python = ">=3.10"
+
+[tool.setuptools.packages.find]
+exclude = ["assets*", "benchmark*", "docs*", "dist*", "playground*", "scripts*", "tests*"]
+"""
+
+
+def source_project(version: str, project: Path) -> Path:
+    """The `python/` folder of an SGLang checkout of a release, as the official images hold it
+    (/sgl-workspace/sglang/python): the release's package and a pyproject.toml that
+    `pip install -e` (or a plain install) reads."""
+    project.mkdir(parents=True)
+    shutil.copytree(pristine(version) / "sglang", project / "sglang", ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "pyproject.toml").write_text(_PYPROJECT.format(version=version))
+    return project

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import venv
@@ -16,26 +15,11 @@ import pytest
 
 from testing import behaviour
 from testing.cli import run
-from testing.releases import MODEL_CONFIG, pristine, tree_bytes
+from testing.releases import MODEL_CONFIG, source_project, tree_bytes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # two venvs, two editable installs: minutes
 
 VERSION = "0.5.14"
-# What the checkout's python/pyproject.toml says (trimmed to what an install without
-# dependencies reads; SGLang's own file has the same build system and package discovery).
-PYPROJECT = f"""\
-[build-system]
-requires = ["setuptools>=61.0", "wheel"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "sglang"
-version = "{VERSION}"
-requires-python = ">=3.10"
-
-[tool.setuptools.packages.find]
-exclude = ["assets*", "benchmark*", "docs*", "dist*", "playground*", "scripts*", "tests*"]
-"""
 
 
 def git(checkout: Path, *args: str) -> str:
@@ -64,10 +48,7 @@ def editable(request, tmp_path_factory):
     (shared by the tests of a module: each leaves the tree pristine)."""
     tmp_path = tmp_path_factory.mktemp(f"editable-{request.param}")
     checkout = tmp_path / "sgl-workspace" / "sglang"
-    project = checkout / "python"
-    project.mkdir(parents=True)
-    shutil.copytree(pristine(VERSION) / "sglang", project / "sglang", ignore=shutil.ignore_patterns("__pycache__"))
-    (project / "pyproject.toml").write_text(PYPROJECT)
+    project = source_project(VERSION, checkout / "python")
     (checkout / ".gitignore").write_text("__pycache__/\n*.egg-info/\n")  # as SGLang's own ignores them
     git(checkout, "init", "-q")
     git(checkout, "add", "-A")

@@ -17,7 +17,7 @@ from patchkit import dockerfile, manifest
 from testing.cli import run
 from testing.containers import HOST_CAS, Podman, Registry, base_tar, require_builder, scratch_dir
 from testing import behaviour
-from testing.releases import HOME, REPO, copy_release, pristine
+from testing.releases import HOME, REPO, copy_release, pristine, source_project
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -258,20 +258,6 @@ def test_buildah_builds_the_same_image(podman, plain, wheel, registry, plain_pat
     assert imported_files(podman, tag, sorted(reference)) == reference
 
 
-# What SGLang's python/pyproject.toml says, trimmed to what an install without dependencies reads.
-PYPROJECT = f"""\
-[build-system]
-requires = ["setuptools>=61.0", "wheel"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "sglang"
-version = "{VERSION}"
-requires-python = ">=3.10"
-
-[tool.setuptools.packages.find]
-exclude = ["assets*", "benchmark*", "docs*", "dist*", "playground*", "scripts*", "tests*"]
-"""
 WORKSPACE = "/sgl-workspace/sglang/python"
 
 
@@ -280,10 +266,7 @@ def official(podman, debian, scratch) -> str:
     """(a) The official images' layout: the release's source at /sgl-workspace/sglang/python,
     installed editable (`pip install -e`, dependencies left out) into the system Python."""
     context = scratch / "official"
-    project = context / "python"
-    project.mkdir(parents=True)
-    shutil.copytree(pristine(VERSION) / "sglang", project / "sglang", ignore=shutil.ignore_patterns("__pycache__"))
-    (project / "pyproject.toml").write_text(PYPROJECT)
+    source_project(VERSION, context / "python")
     return derive(podman, f"{PREFIX}/sglang-official:v{VERSION}", context, (
         f"FROM {debian}\n"
         f"COPY python {WORKSPACE}\n"
