@@ -55,7 +55,7 @@ def editable(request, tmp_path_factory):
     git(checkout, "commit", "-q", "-m", f"v{VERSION}")
 
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
+    venv.EnvBuilder(with_pip=False).create(env_dir)  # this pip installs into it (--python): no ensurepip
     python = env_dir / "bin" / "python"
     # The packages SGLang's import chain needs (numpy, torch, transformers...), from the behaviour
     # tests' CPU environment, so that `find_spec` and verify's imports run for real.
@@ -64,7 +64,8 @@ def editable(request, tmp_path_factory):
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / "behaviour-deps.pth").write_text(
         str(next((deps / "lib").glob("python3*/site-packages"))) + "\n")
-    argv = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "-e", str(project)]
+    argv = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--disable-pip-version-check",
+            "--no-deps", "-e", str(project)]
     if request.param == "compat":
         argv += ["--config-settings", "editable_mode=compat"]
     subprocess.run(argv, check=True, capture_output=True, text=True)
