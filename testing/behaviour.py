@@ -3,11 +3,13 @@ cache (keyed by tests/behaviour/requirements.txt), and a runner for probe script
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 import venv
 from pathlib import Path
 
@@ -32,9 +34,68 @@ def python() -> Path:
     return interpreter
 
 
-def run_probe(site: Path, script: Path, *args: str) -> dict:
-    """Run a probe script against the SGLang in `site`; it prints one JSON object last."""
+def run_probe(site: Path, script: Path, *args: str, timeout: int = 600) -> dict:
+    """Run a probe script against the SGLang in `site`; it prints one JSON object last.
+
+    The probe runs as `PYTHONPATH=site python script args` would, in a process of its own forked
+    from a server that has SGLang's heavy dependencies (torch, transformers...) imported already
+    (testing/probe_server.py); PATCHKIT_PROBE_FRESH=1 starts a fresh interpreter per probe instead.
+    """
     env = {**os.environ, "PYTHONPATH": str(site), "CUDA_VISIBLE_DEVICES": "", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([str(python()), str(script), *args], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    if os.environ.get("PATCHKIT_PROBE_FRESH") == "1":
+        proc = subprocess.run([str(python()), str(script), *args], capture_output=True, text=True, env=env,
+                              timeout=timeout)
+        returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    else:
+        returncode, stdout, stderr = _server().run(site, script, args, env, timeout)
+    assert returncode == 0, f"probe exit status {returncode}: {stderr[-4000:]}"
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+class _ProbeServer:
+    """testing/probe_server.py, started on the first probe of this test session."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="patchkit-probes-"))
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+        env.update(CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore")
+        self.log = self.folder / "server.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen([str(python()), str(REPO / "testing" / "probe_server.py")], env=env,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         cwd=REPO)
+        atexit.register(self.stop)
+
+    def run(self, site: Path, script: Path, args: tuple[str, ...], env: dict[str, str],
+            timeout: int) -> tuple[int, str, str]:
+        out, err = self.folder / "stdout", self.folder / "stderr"
+        request = {"script": str(script), "args": list(args), "site": str(site), "env": env,
+                   "stdout": str(out), "stderr": str(err), "timeout": timeout}
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:  # the server enforces the timeout (SIGALRM in the probe)
+            if line.startswith("probe-exit "):
+                status = json.loads(line.removeprefix("probe-exit "))["status"]
+                return status, out.read_text(errors="replace"), err.read_text(errors="replace")
+        raise AssertionError(f"the probe server ended: {self.log.read_text(errors='replace')[-4000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_SERVERS: list[_ProbeServer] = []
+
+
+def _server() -> _ProbeServer:
+    if not _SERVERS or _SERVERS[0].proc.poll() is not None:
+        _SERVERS[:] = [_ProbeServer()]
+    return _SERVERS[0]
