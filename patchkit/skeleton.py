@@ -27,6 +27,7 @@ source mentions `text`; the name "" maps to `":text"` selectors of whole top-lev
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -189,13 +190,34 @@ def _class_header_end(lines: _Lines, node: ast.ClassDef) -> int | None:
 
 
 def _selected(lines: _Lines, unit: _Unit, selectors: frozenset[str]) -> bool:
-    # A member that defines a selected name at any depth (a nested class's method, a def under
-    # `if`/`try`) is kept: the patch's matchers, run on the whole class, would see it too.
-    names = set().union(*(_names(n) for node in unit.nodes for n in ast.walk(node) if isinstance(n, ast.stmt)))
+    names = set().union(*(_names(n) for n in unit.nodes))
     if names & selectors:
         return True
     text = lines.text(unit.first, unit.end)
-    return any(s.startswith(":") and s[1:].encode() in text for s in selectors)
+    if any(s.startswith(":") and s[1:].encode() in text for s in selectors):
+        return True
+    # A member that defines a selected name deeper (a nested class's method, a def under
+    # `if`/`try`) is kept: the patch's matchers, run on the whole class, would see it too.
+    return _defines(text, _member_names(selectors))
+
+
+@functools.lru_cache(maxsize=64)
+def _member_names(selectors: frozenset[str]) -> tuple[bytes, ...]:
+    return tuple(s.encode() for s in sorted(selectors) if not s.startswith(":"))
+
+
+def _defines(text: bytes, names: tuple[bytes, ...]) -> bool:
+    """Whether `text` holds `def NAME` or `class NAME` for one of `names` (bytes.find: a regex
+    over every member's text cost more than a third of building the skeleton)."""
+    for name in names:
+        at = text.find(name)
+        while at >= 0:
+            end = at + len(name)
+            if (text[at - 1:at] in (b" ", b"\t") and text[max(0, at - 16):at].rstrip(b" \t").endswith((b"def", b"class"))
+                    and not (text[end:end + 1].isalnum() or text[end:end + 1] == b"_")):
+                return True
+            at = text.find(name, end)
+    return False
 
 
 def _detect_indent(lines: _Lines, body: list[ast.stmt]) -> str:
