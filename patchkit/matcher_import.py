@@ -14,11 +14,17 @@ import sys
 
 
 class _Signature:
-    """Stands in for `inspect` inside `dataclasses` during the import: only `signature` is used."""
+    """Stands in for `inspect` inside `dataclasses` during the import: `signature` gives the short
+    text; anything else a Python version may use there is the real `inspect`'s."""
 
     @staticmethod
     def signature(obj: object) -> str:
         return "(...)"
+
+    def __getattr__(self, name: str) -> object:
+        import inspect
+
+        return getattr(inspect, name)
 
 
 def _import() -> None:
@@ -27,7 +33,7 @@ def _import() -> None:
     import dataclasses
 
     real = dataclasses.inspect  # type: ignore[attr-defined]
-    dataclasses.inspect = _Signature  # type: ignore[attr-defined]
+    dataclasses.inspect = _Signature()  # type: ignore[attr-defined]
     try:
         import libcst.matchers  # noqa: F401
     finally:
