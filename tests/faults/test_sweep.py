@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.integration]
 # Python's own imports open hundreds of files outside the tree; those openat calls are sampled.
 OPENAT_STRIDE = int(os.environ.get("PATCHKIT_FAULT_OPENAT_STRIDE", "25"))
 # "full": SIGINT, EIO and ENOSPC each at every N; the default gives each N one of them in turn
-# (SIGKILL at every kill point either way), to keep all ten runs near 12 minutes on 2 cores.
+# (SIGKILL at every kill point either way), so that CI can sweep all ten runs.
 FULL = os.environ.get("PATCHKIT_FAULT_DEPTH", "") == "full"
 WORKERS = int(os.environ.get("PATCHKIT_FAULT_WORKERS", str(min(2, os.cpu_count() or 1))))
 DRAFT = "sglang/srt/models/qwen3_5_mtp.py"  # draft-lmhead-placeholder's file on both releases
