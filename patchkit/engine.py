@@ -332,9 +332,31 @@ def _fast_status(view: View, pid: str) -> PatchStatus | None:
         return None
     if any(view.sha(rel) != view.manifest.files[rel] for rel in entry.files):
         return None
+    recorded = view.manifest.patch_sha256.get(pid)
+    if recorded is None or recorded != _digest(pid):
+        return None  # the manifest judged another source of this patch (edited since): its probes decide
+    if entry.reads and any(_release_sha(view, rel) != digest for rel, digest in entry.reads.items()):
+        return None  # a file the patch reads is not the release's (or is there where the release has none)
     if state and any(rel in state.files for rel in entry.files):
         return None  # another patch changed a shared file: read the code
     return PatchStatus(pid, _VERDICT_STATE[entry.verdict], entry.files)
+
+
+def _release_sha(view: View, rel: str) -> str | None:
+    """The sha256 of a file before patchkit changed it (its pristine record), else of its bytes."""
+    if view.state and rel in view.state.files:
+        return view.state.files[rel].pristine
+    return view.sha(rel)
+
+
+def _digest(pid: str) -> str | None:
+    from patchkit import identity
+    from patchkit.errors import PatchkitError
+
+    try:
+        return identity.digest(pid)
+    except PatchkitError:
+        return None
 
 
 def _identity_status(view: View, pid: str, files: list[str]) -> PatchStatus:

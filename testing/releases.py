@@ -76,10 +76,13 @@ def tree_bytes(folder: Path) -> dict[str, bytes]:
 
 
 def target_files(version: str) -> list[str]:
-    """The release's files that patchkit's patches look at (from its manifest)."""
+    """The release's files that patchkit's patches look at (from its manifest: the files its
+    verdicts name and every file a patch reads)."""
     from patchkit.manifest import load
 
-    return sorted(load(version).files)
+    found = load(version)
+    reads = {rel for entry in found.patches.values() for rel, digest in entry.reads.items() if digest is not None}
+    return sorted({*found.files, *reads})
 
 
 def copy_minimal(version: str, dest: Path, extra: tuple[str, ...] = ()) -> Path:

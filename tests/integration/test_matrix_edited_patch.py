@@ -1,5 +1,6 @@
-"""`matrix` after a patch source was edited (its digest no longer the manifests' patch_sha256):
-its verdicts come from the probes on the real release files, not from the committed manifests."""
+"""A committed manifest speaks only for the patch sources it was made with (`patch_sha256`) and
+the files they read (`reads`): after a patch was edited, or where a file differs, `matrix`,
+`status` and `apply` judge by the probes on the real release files."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import sys
 
 import pytest
 
-from patchkit import manifest, registry, verdicts
+from patchkit import engine, manifest, registry, verdicts
 from patchkit.releases import WheelSource
+from patchkit.target import Target
 from testing.cli import run
+from testing.releases import pristine
 from tests.integration.test_matrix_wheels import wheels_home  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.integration
@@ -52,3 +55,29 @@ def test_matrix_judges_an_edited_patch_by_its_probes(wheels_home, edited_builtin
         judged = {pid: row[version] for pid, row in states.items()}
         del recorded["mtp-layer-detection"], judged["mtp-layer-detection"]
         assert judged == recorded, version
+
+
+def test_status_judges_an_edited_patch_by_its_probes(release, edited_builtin_set):
+    """`status` and `apply` take a pristine file's verdict from the manifest only for the patch
+    source the manifest was made with (before: the edited probe was never run, and 0.5.18 stayed
+    upstream-fixed, so `apply` would skip the patch)."""
+    site = release("0.5.18")
+    result = run("status", "--site-packages", site, "--json")
+    assert result.exit_code == 0, result.stderr
+    states = {row["id"]: row["state"] for row in result.json()["patches"]}
+    assert states["mtp-layer-detection"] != "upstream-fixed"
+    assert states["autoround-packed-mapping"] == "pending"
+
+
+def test_a_file_the_patch_reads_that_the_release_lacks_sends_it_to_the_probes(release):
+    """0.5.10's manifest judged eagle3-capture-hook with qwen3_5_text.py absent; a tree of that
+    version that has one (a fork, a backport) is not the release the manifest speaks for."""
+    site = release("0.5.10")
+    rel = "sglang/srt/models/qwen3_5_text.py"
+    assert manifest.load("0.5.10").patches["eagle3-capture-hook"].reads[rel] is None
+    view = engine.open_view(Target(site=site, version="0.5.10"))
+    assert engine._fast_status(view, "eagle3-capture-hook") is not None  # the release: hashes decide
+    shutil.copy(pristine("0.5.17") / rel, site / rel)
+    view = engine.open_view(Target(site=site, version="0.5.10"))
+    assert engine._fast_status(view, "eagle3-capture-hook") is None
+    assert engine._fast_status(view, "autoround-packed-mapping") is not None  # it does not read that file
