@@ -342,8 +342,10 @@ def locked(site: Path, timeout: float = DEFAULT_LOCK_TIMEOUT,
         try:
             path.parent.mkdir(exist_ok=True)
             fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        except FileNotFoundError:
-            continue  # a finishing run removed `.patchkit/` between the two calls
+        except (FileNotFoundError, FileExistsError):
+            # A finishing run removed `.patchkit/` between the two calls, or inside mkdir (which
+            # found it there, then raises EEXIST when it is gone by the time it checks is_dir).
+            continue
         except OSError as exc:
             if exc.errno == errno.EROFS:
                 yield  # read-only: nothing can change here, and a write will fail with exit 6
