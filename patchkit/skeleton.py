@@ -50,15 +50,6 @@ class Skeleton:
     elided: tuple[bytes, ...]  # the bytes each placeholder stands for, by number
     default_indent: str  # the whole file's, as libcst would detect it (its newline is \n)
 
-    def starts(self, code: bytes) -> bool:
-        """Whether `code` (the regenerated skeleton) is unchanged up to the last placeholder
-        that stands for a `from __future__` import (which must stay first in the file)."""
-        futures = [i for i, run in enumerate(self.elided) if b"__future__" in run]
-        if not futures:
-            return True
-        line = _PLACEHOLDER.format(futures[-1]).encode() + b"\n"
-        return code.startswith(self.source[:self.source.index(line) + len(line)])
-
     def restore(self, code: bytes) -> bytes:
         if not self.elided:
             return code

@@ -179,11 +179,3 @@ def test_every_patch_that_declares_parts_keeps_its_scope_classes_in_them():
         for rel, parts in patch.PARTS.items():
             named = {_part(part)[0] for part in parts}
             assert set(patch.SCOPE.get(rel, ())) <= named, (patch.ID, rel)
-
-
-def test_code_added_before_a_future_import_left_out_is_compiled_whole():
-    data = b'"""Doc."""\nfrom __future__ import annotations\nimport os\n\n\nclass A:\n    def f(self):\n        pass\n'
-    part = skeleton.build(data, ast.parse(data), {"A": None})
-    assert part is not None and b"__future__" in part.elided[0]
-    assert part.starts(part.source)
-    assert not part.starts(b"x = 1\n" + part.source)

@@ -189,3 +189,19 @@ def test_no_final_newline_writes_valid_python():
     assert verdict == "pending" and isinstance(written, bytes)
     compile(written, REL, "exec")
     assert written.startswith(data + b"\n    def added(self):")
+
+
+def test_a_splice_that_breaks_the_file_around_the_parsed_part_is_refused(monkeypatch):
+    """What is written is compiled whole, not only the regenerated skeleton: a restore that
+    joins lines around a part left out (the kind of bug a missing final newline caused) must
+    stop the render, never reach the disk."""
+    from patchkit import skeleton
+
+    data = SHAPES["no final newline, last member left out"] + b"\n"
+    assert uses_skeleton(data)
+    assert run("t-add", data, whole=False)[0] == "pending"  # and valid, without the broken splice
+    real = skeleton.Skeleton.restore
+    monkeypatch.setattr(skeleton.Skeleton, "restore",
+                        lambda self, code: real(self, code).replace(b"2\n    def added", b"2    def added", 1))
+    verdict, written = run("t-add", data, whole=False)
+    assert verdict == "render-error" and "invalid Python" in str(written)
