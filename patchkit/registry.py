@@ -11,6 +11,7 @@ import importlib
 import inspect
 import os
 import pkgutil
+import re
 import sys
 import types
 from dataclasses import dataclass
@@ -26,6 +27,17 @@ PATCHES_PACKAGE = "patchkit.patches"
 ENTRY_POINT_GROUP = "patchkit.patches"
 ENV_PATCHES = "PATCHKIT_PATCHES"  # folders of patch modules, separated by os.pathsep
 BUILT_IN = "built-in"
+
+# The one rule for a patch id, shared by the registry (at load), the state file's schema and
+# any other kind of patch that names itself: lower-case letters, digits and dashes, starting
+# with a letter or digit. Module files spell the dashes as underscores.
+_PATCH_ID = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
+PATCH_ID_RULE = "lower-case letters, digits and dashes, starting with a letter or digit"
+
+
+def is_patch_id(value: object) -> bool:
+    """Whether `value` is a valid patch id (see PATCH_ID_RULE)."""
+    return isinstance(value, str) and bool(_PATCH_ID.match(value))
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,11 @@ def _module_index() -> dict[str, tuple[str, PatchSet]]:
             names = sorted(info.name for info in pkgutil.iter_modules([str(patch_set.folder)]) if not info.name.startswith("_"))
             for name in names:
                 pid = name.replace("_", "-")
+                if not is_patch_id(pid):
+                    raise UsageError(
+                        f"{patch_set.folder / name}.py ({patch_set.origin}): {pid!r} is not a valid patch id "
+                        f"({PATCH_ID_RULE}; underscores in the file name stand for dashes); rename the file"
+                    )
                 if pid in index:
                     other_name, other = index[pid]
                     raise UsageError(

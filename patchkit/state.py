@@ -29,10 +29,10 @@ READABLE_SCHEMAS = STATE_SCHEMAS_READ  # schema 1 files (no patch digests) are s
 from patchkit.errors import (
     EnvironmentFailure, LockTimeout, StateError, UnsafeStateError, environment_failure, is_environment_failure,
 )
+from patchkit.registry import is_patch_id
 from patchkit.util import atomic_write, sha256
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
-_PATCH_ID = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 
 
 @dataclass
@@ -100,7 +100,7 @@ def sha_field(value: object, what: str, nullable: bool = False) -> str | None:
 
 
 def _patch_id(value: object, what: str) -> str:
-    need(isinstance(value, str) and bool(_PATCH_ID.match(value)), f"{what} must be a patch id")
+    need(is_patch_id(value), f"{what} must be a patch id")
     return value  # type: ignore[return-value]
 
 

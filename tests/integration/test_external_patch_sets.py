@@ -91,6 +91,19 @@ def test_an_id_clash_exits_2_naming_both_origins(release, tmp_path):
     assert snapshot(site) == before
 
 
+def test_an_id_the_state_file_would_refuse_exits_2_at_load_naming_the_file(release, tmp_path):
+    # `fixA` was accepted at load, then its journal was refused as corrupt mid-apply.
+    folder = tmp_path / "bad-id"
+    folder.mkdir()
+    (folder / "fixA.py").write_text(PATCH.format(pid="fixA", target=VERSION_FILE))
+    site = release("0.5.14")
+    before = snapshot(site)
+    result = run("--patches", folder, "apply", "--site-packages", site)
+    assert result.exit_code == 2, result.stderr
+    assert f"{folder.resolve() / 'fixA.py'}" in result.stderr and "'fixA' is not a valid patch id" in result.stderr
+    assert snapshot(site) == before and not (site / ".patchkit").exists()
+
+
 def test_a_missing_folder_exits_2():
     result = run("--patches", "/no/such/folder", "list")
     assert result.exit_code == 2 and "error: --patches /no/such/folder: not a folder" in result.stderr

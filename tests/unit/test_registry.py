@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from patchkit import registry
-from patchkit.errors import PatchkitError
+from patchkit.errors import PatchkitError, UsageError
 
 
 def test_every_shared_file_has_a_declared_stacking_order():
@@ -32,3 +32,25 @@ def test_a_cycle_is_an_error():
     classes = {"a": _patch("a", ("b",)), "b": _patch("b", ("a",))}
     with pytest.raises(PatchkitError, match="cycle"):
         registry.stack(["a", "b"], classes)
+
+
+@pytest.mark.parametrize("good", ["mtp-layer-detection", "a", "0fix", "fix-2"])
+def test_the_id_rule_accepts_lower_case_dashed_ids(good):
+    assert registry.is_patch_id(good)
+
+
+@pytest.mark.parametrize("bad", ["fixA", "-fix", "fix_a", "fix.a", "", "fix a", "fix\n", None, 3])
+def test_the_id_rule_refuses_what_the_state_file_refuses(bad):
+    assert not registry.is_patch_id(bad)
+
+
+def test_a_module_whose_id_breaks_the_rule_is_a_usage_error_naming_the_file(tmp_path):
+    (tmp_path / "fixA.py").write_text("")
+    registry.use_folders([str(tmp_path)])
+    try:
+        with pytest.raises(UsageError, match=r"fixA\.py .*'fixA' is not a valid patch id") as raised:
+            registry.patch_ids()
+        assert raised.value.exit_code == 2
+        assert str(tmp_path / "fixA.py") in str(raised.value)
+    finally:
+        registry.use_folders([])
