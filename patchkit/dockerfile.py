@@ -15,10 +15,11 @@ if TYPE_CHECKING:
     from patchkit.patch import Patch
 
 import json
-import shlex
+import re
 from dataclasses import dataclass
 
-from patchkit import __version__, identity, manifest, registry
+from patchkit import __version__, identity, image_reference, manifest, registry
+from patchkit.errors import UsageError
 
 HOME = "/opt/patchkit"  # everything patchkit adds to the image lives here
 VENV = f"{HOME}/venv"
@@ -36,6 +37,32 @@ class ImageSpec:
     wheel: str | None = None  # file name of a local patchkit wheel in the build context
     ca_cert: str | None = None  # file name, in the build context, of extra CA certificates for pip
     allow_skipped: bool = False  # a base without SGLang's dependencies: import checks cannot run
+
+
+# One word of a path: no whitespace, quote, `$`, backslash or other shell or Dockerfile syntax.
+_WORD = r"[A-Za-z0-9_+][A-Za-z0-9_.+-]*"
+_INTERPRETER = re.compile(rf"{_WORD}|(?:/{_WORD})+", re.ASCII)  # `python3` or `/opt/conda/bin/python`
+_FILE_NAME = re.compile(_WORD, re.ASCII)
+_VERSION = re.compile(r"[0-9][0-9A-Za-z.+!]*", re.ASCII)  # a normal version's alphabet
+_LABEL_KEY = re.compile(r"[a-z0-9][a-z0-9.-]*", re.ASCII)
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9_.,:@/+=\[\] -]*", re.ASCII)  # nothing a LABEL would expand or end on
+
+
+def check(spec: ImageSpec) -> None:
+    """Refuse (exit 2) any value that could end a Dockerfile instruction or start another: a
+    newline ends an instruction whatever the quoting, so each value must be of a known shape."""
+    if not image_reference.is_reference(spec.base):
+        raise UsageError(f"--base {spec.base!r}: not an image reference (name[:tag][@digest], e.g. "
+                         "lmsysorg/sglang:v0.5.17)")
+    if not _INTERPRETER.fullmatch(spec.python):
+        raise UsageError(f"--python {spec.python!r}: not an interpreter path (a plain name such as python3 or an "
+                         "absolute path, without whitespace, quotes or shell characters)")
+    if not _VERSION.fullmatch(spec.version):
+        raise UsageError(f"--target {spec.version!r}: not a version patchkit can write into a Dockerfile")
+    for option, name in (("--wheel", spec.wheel), ("--ca-cert", spec.ca_cert)):
+        if name is not None and not _FILE_NAME.fullmatch(name):
+            raise UsageError(f"{option} {name!r}: the file name must be a plain name (letters, digits, . _ + -) "
+                             "to be copied into the build context")
 
 
 def patch_digest(cls: "type[Patch]") -> str:
@@ -63,7 +90,8 @@ def labels(spec: ImageSpec) -> dict[str, str]:
 
 
 def render(spec: ImageSpec) -> str:
-    python = shlex.quote(spec.python)
+    check(spec)
+    python = spec.python
     patchkit = f"{VENV}/bin/patchkit"
     copies, pip_options = [], ["--no-cache-dir", "--disable-pip-version-check"]
     if spec.wheel:
@@ -89,6 +117,13 @@ def render(spec: ImageSpec) -> str:
             if spec.allow_skipped else ", a check that cannot run fails too)."),
         f"RUN {patchkit} apply --python {python} --target {spec.version} \\",
         f" && {patchkit} verify --python {python} --strict" + (" --allow-skipped" if spec.allow_skipped else ""),
-        "LABEL " + " \\\n      ".join(f"{key}={json.dumps(value)}" for key, value in labels(spec).items()),
+        "LABEL " + " \\\n      ".join(f"{key}={_label_value(key, value)}" for key, value in labels(spec).items()),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _label_value(key: str, value: str) -> str:
+    # A LABEL expands `$` and reads escapes: only plain values go in (ids, digests, references).
+    if not (_LABEL_KEY.fullmatch(key) and _LABEL_VALUE.fullmatch(value)):
+        raise UsageError(f"label {key} would hold {value!r}, which a Dockerfile cannot carry as it is")
+    return json.dumps(value)

@@ -7,7 +7,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from patchkit import builder as builders
-from patchkit import dockerfile, output
+from patchkit import dockerfile, image_reference, output
 from patchkit.constants import EXIT_OK
 from patchkit.errors import UsageError
 from patchkit.util import atomic_write
@@ -34,9 +34,17 @@ def _file(option: str, value: str | None) -> Path | None:
 
 def _spec(base: str, version: str, python: str, wheel: Path | None, ca_cert: Path | None,
           allow_skipped: bool) -> dockerfile.ImageSpec:
-    return dockerfile.ImageSpec(base=base, version=normal_version(version), python=python,
+    spec = dockerfile.ImageSpec(base=base, version=normal_version(version), python=python,
                                 wheel=wheel.name if wheel else None, ca_cert=CA_NAME if ca_cert else None,
                                 allow_skipped=allow_skipped)
+    dockerfile.check(spec)
+    return spec
+
+
+def _reference(option: str, value: str) -> None:
+    """`-t` and `--push` reach the builder's command line: image references only."""
+    if not image_reference.is_reference(value):
+        raise UsageError(f"{option} {value!r}: not an image reference (name[:tag][@digest])")
 
 
 def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None,
@@ -63,6 +71,9 @@ def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None
 def build(base: str, version: str, wheel: str | None, tag: str, builder: str | None,
           python: str = "python3", ca_cert: str | None = None, push: str | None = None,
           allow_skipped: bool = False, as_json: bool = False) -> int:
+    _reference("--tag", tag)
+    if push:
+        _reference("--push", push)
     wheel_path, ca_path = _file("--wheel", wheel), _file("--ca-cert", ca_cert)
     spec = _spec(base, version, python, wheel_path, ca_path, allow_skipped)
     text = dockerfile.render(spec)  # before looking for a builder: an unknown release fails fast

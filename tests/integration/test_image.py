@@ -161,3 +161,61 @@ def test_run_steps_in_a_fresh_venv_produce_a_verified_patched_sglang(tmp_path):
     again = subprocess.run([patchkit, "apply", "--site-packages", site, "--target", "0.5.17"], env=env,
                            capture_output=True, text=True)
     assert again.returncode == 0 and "nothing to do" in again.stdout
+
+
+INJECTED_BASE = "IMG\nFROM IMG\nRUN echo INJECTED; id -u"
+INJECTED_PYTHON = "python3\nFROM IMG\nRUN touch /pwned #"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--base", INJECTED_BASE), "--base 'IMG\\nFROM IMG\\nRUN echo INJECTED; id -u': not an image reference"),
+    (("--base", "b", "--python", INJECTED_PYTHON), "--python 'python3\\nFROM IMG\\nRUN touch /pwned #': not an "
+                                                   "interpreter path"),
+    (("--base", "lmsysorg/sglang:v0.5.17 AS x"), "not an image reference"),
+    (("--base", "lmsysorg/sglang:v0.5.17\r"), "not an image reference"),
+    (("--base", "lmsysorg/sglang:${TAG}"), "not an image reference"),
+    (("--base", "Lmsysorg/Sglang"), "not an image reference"),
+    (("--base", "lmsysorg/sglang:v0.5.17@sha256:abc"), "not an image reference"),
+    (("--base", "a" * 256), "not an image reference"),
+    (("--base", "b", "--python", "python3 -c 'import os'"), "not an interpreter path"),
+    (("--base", "b", "--python", "/usr/bin/python3;id"), "not an interpreter path"),
+    (("--base", "b", "--python", "$(id)"), "not an interpreter path"),
+    (("--base", "b", "--python", "bin/python"), "not an interpreter path"),
+    (("--base", "b", "--python", "/opt/my venv/bin/python"), "not an interpreter path"),
+    (("--base", "b", "--python", "'python3'"), "not an interpreter path"),
+    (("--base", "b", "--python", "-Ic"), "not an interpreter path"),
+])
+def test_a_value_that_could_inject_an_instruction_is_refused_and_nothing_written(tmp_path, args, message):
+    out = tmp_path / "Dockerfile"
+    result = run("image", "dockerfile", "--target", "0.5.17", *args, "-o", out)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ") and message in result.stderr
+    assert not out.exists() and result.stdout == ""
+
+
+def test_a_wheel_whose_name_could_inject_is_refused(tmp_path):
+    wheel = tmp_path / "x.whl\nRUN id #"
+    wheel.write_bytes(b"PK")
+    out = tmp_path / "Dockerfile"
+    result = run("image", "dockerfile", "--base", "b", "--target", "0.5.17", "--wheel", wheel, "-o", out)
+    assert result.exit_code == 2 and "--wheel 'x.whl\\nRUN id #': the file name must be a plain name" in result.stderr
+    assert result.stderr.count("\n") == 1 and not out.exists()
+
+
+@pytest.mark.parametrize("option, value", [("-t", "x\nFROM y"), ("-t", "x y"), ("--push", "reg/x:1;id")])
+def test_build_refuses_a_tag_or_push_reference_before_looking_for_a_builder(monkeypatch, tmp_path, option, value):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no builder: a refusal must come first, and say why
+    args = {"-t": "x", option: value}
+    result = run("image", "build", "--base", "b", "--target", "0.5.17", *[a for kv in args.items() for a in kv])
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "not an image reference" in result.stderr
+
+
+def test_valid_references_and_interpreters_are_accepted():
+    for base in ("b", "lmsysorg/sglang:v0.5.17-cu129", "localhost:5000/team/sglang:v0.5.17",
+                 "[::1]:5000/sglang@sha256:" + "0" * 64, "docker.io/lmsysorg/sglang:v0.5.17@sha256:" + "a" * 64,
+                 "ghcr.io/a__b/c-d.e/f--g:Tag_1.2-x"):
+        for python in ("python3", "/opt/conda/bin/python3.11", "/usr/bin/python3"):
+            result = run("image", "dockerfile", "--base", base, "--target", "0.5.17", "--python", python)
+            assert result.exit_code == 0, (base, python, result.stderr)
+            assert f"FROM {base}\n" in result.stdout
