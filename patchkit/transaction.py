@@ -46,11 +46,21 @@ class Recovery:
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _mode(path: Path) -> int:
+def _metadata(path: Path) -> tuple[int, tuple[int, int]]:
+    """The mode and (uid, gid) the bytes written for `path` get: the file's own, so a tree
+    owned by another user stays theirs; a new file gets 0o644 and its folder's owner."""
     try:
-        return os.stat(path).st_mode & 0o7777
+        st = os.stat(path)
+        return st.st_mode & 0o7777, (st.st_uid, st.st_gid)
     except FileNotFoundError:
-        return 0o644
+        pass
+    for folder in path.parents:
+        try:
+            st = os.stat(folder)
+            return 0o644, (st.st_uid, st.st_gid)
+        except FileNotFoundError:
+            continue
+    return 0o644, (os.geteuid(), os.getegid())
 
 
 def _dest(target: Target, rel: str) -> Path:
@@ -73,7 +83,7 @@ def commit(target: Target, writes: list[FileWrite], old: State | None, new: Stat
     for write in writes:
         if target.read(write.rel) != write.before:
             raise StateError(f"{write.rel} changed while patchkit was planning; nothing was written, run the command again")
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    stamp = _fresh_stamp(site)
     kept = {rel: f"{OVERWRITTEN_DIR}/{stamp}/{rel}" for rel in sorted(lost)}
     journal = {
         "schema": JOURNAL_SCHEMA,
@@ -88,12 +98,12 @@ def commit(target: Target, writes: list[FileWrite], old: State | None, new: Stat
         for write in writes:
             if write.pristine is not None and write.rel not in tracked:
                 # Only files patchkit has not changed yet are backed up: a backup is never patched bytes.
-                atomic_write(state_mod.backup_path(site, write.rel), write.pristine, _mode(_dest(target, write.rel)))
+                atomic_write(state_mod.backup_path(site, write.rel), write.pristine, *_metadata(_dest(target, write.rel)))
         for rel, data in lost.items():
             atomic_write(staged / OVERWRITTEN_DIR / rel, data, 0o644)
         for write in writes:
             if write.after is not None:
-                atomic_write(staged / write.rel, write.after, _mode(_dest(target, write.rel)))
+                atomic_write(staged / write.rel, write.after, *_metadata(_dest(target, write.rel)))
         atomic_write(state_mod.journal_path(site), json.dumps(journal).encode())
     except BaseException:
         # Before the commit point: not one target file was touched; drop what this run wrote
@@ -204,7 +214,7 @@ def _roll_forward(target: Target, journal: dict, force: bool = False) -> list[st
             dest.parent.mkdir(parents=True, exist_ok=True)
             replace(source, dest)
     kept = []
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    stamp = _fresh_stamp(site)
     for rel, data in drifted.items():
         to = state_mod.overwritten_dir(site) / stamp / rel
         atomic_write(to, data, 0o644)
@@ -220,6 +230,26 @@ def _roll_forward(target: Target, journal: dict, force: bool = False) -> list[st
     return kept
 
 
+def _fresh_stamp(site: Path) -> str:
+    """The name of a new folder under `.patchkit/overwritten/`: the UTC second, and a counter
+    when a folder of that second exists already (two `--force` runs within one second must not
+    overwrite the first one's copies). Runs are serialised by the lock, so checking is enough."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    taken = state_mod.overwritten_dir(site)
+    name, n = stamp, 1
+    while (taken / name).exists() or (taken / name).is_symlink():
+        n += 1
+        name = f"{stamp}-{n}"
+    return name
+
+
+def _ignore_in_checkout(target: Target) -> None:
+    """In a git checkout, `git status` shows the patched files, not patchkit's own folder."""
+    ignore = state_mod.state_dir(target.site) / ".gitignore"
+    if target.checkout is not None and not ignore.exists():
+        atomic_write(ignore, b"*\n", 0o644)
+
+
 def _finish(target: Target, new: State | None, keep_stamps: set[str]) -> None:
     site = target.site
     root = state_mod.state_dir(site)
@@ -228,8 +258,9 @@ def _finish(target: Target, new: State | None, keep_stamps: set[str]) -> None:
         # goes first (nothing then refers to a backup), the journal last (a kill in between is
         # finished again by the next run). Copies kept by this very run stay.
         state_mod.state_path(site).unlink(missing_ok=True)
+        keeps_copies = any(stamp and (state_mod.overwritten_dir(site) / stamp).is_dir() for stamp in keep_stamps)
         for entry in sorted(root.iterdir()):
-            if entry.name in (LOCK_FILE, JOURNAL_FILE):
+            if entry.name in (LOCK_FILE, JOURNAL_FILE) or (entry.name == ".gitignore" and keeps_copies):
                 continue
             if entry.name == OVERWRITTEN_DIR:
                 for run in sorted(entry.iterdir()):
@@ -238,14 +269,12 @@ def _finish(target: Target, new: State | None, keep_stamps: set[str]) -> None:
                 _remove_empty(entry)
                 continue
             _remove(entry)
+        if keeps_copies:
+            _ignore_in_checkout(target)  # the kept copies stay out of `git status` too
         state_mod.journal_path(site).unlink(missing_ok=True)
         return
     state_mod.save(site, new)
-    if target.checkout is not None:
-        # In a git checkout, `git status` shows the patched files, not patchkit's own folder.
-        ignore = state_mod.state_dir(site) / ".gitignore"
-        if not ignore.exists():
-            atomic_write(ignore, b"*\n", 0o644)
+    _ignore_in_checkout(target)
     _prune_backups(target, new, check=False)
     state_mod.journal_path(site).unlink(missing_ok=True)
     if state_mod.pending_dir(site).exists():

@@ -40,8 +40,9 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_temp_beside(path: Path, data: bytes, mode: int | None = None) -> Path:
-    """Write data to a synced temp file in path's folder, ready for os.replace."""
+def write_temp_beside(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None) -> Path:
+    """Write data to a synced temp file in path's folder, ready for os.replace; `owner` =
+    (uid, gid) it is given (kept as far as this process may give it, as `cp -p` does)."""
     if not path.parent.is_dir():
         path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -50,8 +51,10 @@ def write_temp_beside(path: Path, data: bytes, mode: int | None = None) -> Path:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        if owner is not None:
+            _chown(tmp, *owner)
         if mode is not None:
-            os.chmod(tmp, mode)
+            os.chmod(tmp, mode)  # after chown, which clears set-id bits
     except OSError as exc:
         os.unlink(tmp)
         raise _named(exc, path) from None
@@ -61,9 +64,23 @@ def write_temp_beside(path: Path, data: bytes, mode: int | None = None) -> Path:
     return Path(tmp)
 
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+def _chown(path: str, uid: int, gid: int) -> None:
+    st = os.stat(path)
+    if (st.st_uid, st.st_gid) == (uid, gid):
+        return
+    try:
+        os.chown(path, uid, gid)
+    except PermissionError:
+        # Not root: only a group this user belongs to can be given; the owner stays ours.
+        try:
+            os.chown(path, -1, gid)
+        except PermissionError:
+            pass
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None) -> None:
     """Replace path with data so that a reader (or a crash) sees old or new bytes, never half."""
-    tmp = write_temp_beside(path, data, mode)
+    tmp = write_temp_beside(path, data, mode, owner)
     try:
         os.replace(tmp, path)
     except BaseException:

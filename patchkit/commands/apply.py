@@ -87,7 +87,7 @@ def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: 
         return EXIT_OK
     report.header(target)
     report.table([replace(s, state="applied", detail="") if s.id in acted else s for s in plan.statuses])
-    report.kept(plan.lost, kept)
+    report.kept(target.site, plan.lost, kept)
     if not plan.changes_files:
         output.line("nothing to do: no file changed")
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 from patchkit import output
@@ -52,9 +53,10 @@ def overwritten(lost: dict[str, bytes], kept: tuple[str, ...]) -> list[dict]:
     return [{"file": rel, "kept": copies.get(rel)} for rel in sorted(set(lost) | set(copies))]
 
 
-def kept(lost: dict[str, bytes], copies: tuple[str, ...]) -> None:
+def kept(site: Path, lost: dict[str, bytes], copies: tuple[str, ...]) -> None:
     for item in overwritten(lost, copies):
-        output.line(f"  overwritten     {item['file']} (changed outside patchkit; its bytes are kept in {item['kept']} "
+        where = site / item["kept"] if item["kept"] else "(no copy)"
+        output.line(f"  overwritten     {item['file']} (changed outside patchkit; its bytes are kept in {where} "
                     "until the next full revert)")
 
 

@@ -52,7 +52,7 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
                     f"nothing to revert: {', '.join(only)} not applied here (`patchkit status` lists what is)")
     for pid in plan.acted:
         output.line(f"  reverted        {pid}")
-    report.kept(plan.lost, kept)
+    report.kept(target.site, plan.lost, kept)
     if plan.writes:
         output.line(f"restored {len(plan.writes)} file(s)")
     return EXIT_OK

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from testing.cli import run, states
@@ -50,3 +52,40 @@ def test_apply_force_reapplies_on_pristine(drifted):
     text = (drifted / MODEL_CONFIG).read_text()
     assert "# a local edit" not in text and '"mtp_num_hidden_layers"' in text
     assert set(states(drifted).values()) == {"applied"}
+
+
+def test_two_force_runs_in_one_second_keep_both_copies(drifted, monkeypatch):
+    # Both runs see the same UTC second: the second one's folder must not replace the first one's.
+    import time
+
+    from patchkit import transaction
+
+    frozen = time.gmtime()
+    monkeypatch.setattr(transaction.time, "gmtime", lambda *_: frozen)
+    first = (drifted / MODEL_CONFIG).read_bytes()
+    assert run("apply", "--site-packages", drifted, "--force").exit_code == 0
+    with open(drifted / MODEL_CONFIG, "a") as handle:
+        handle.write("# another local edit\n")
+    second = (drifted / MODEL_CONFIG).read_bytes()
+    assert run("apply", "--site-packages", drifted, "--force").exit_code == 0
+    kept = sorted((drifted / ".patchkit" / "overwritten").glob(f"*/{MODEL_CONFIG}"))
+    assert [path.read_bytes() for path in kept] == [first, second]
+    assert len({path.relative_to(drifted).parts[2] for path in kept}) == 2
+
+
+def test_a_full_force_revert_in_a_checkout_keeps_the_copy_out_of_git_status(release):
+    site = release("0.5.17")
+    git = ["git", "-C", str(site), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "release"], check=True)
+    assert run("apply", "--source", site).exit_code == 0
+    with open(site / MODEL_CONFIG, "a") as handle:
+        handle.write("# a local edit\n")
+    result = run("revert", "--source", site, "--force")
+    assert result.exit_code == 0, result.stderr
+    [kept] = (site / ".patchkit" / "overwritten").glob(f"*/{MODEL_CONFIG}")
+    assert f"kept in {kept}" in result.stdout  # where it is, as a path that works from anywhere
+    status = subprocess.run([*git, "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True,
+                            check=True)
+    assert status.stdout == ""
