@@ -62,7 +62,7 @@ class MtpLayerDetection(Patch):
     )
     UPSTREAM = ("sglang 0.5.18: Qwen3.5 draft rewrite sets hf_text_config.num_nextn_predict_layers = 1",)
     DROP_WHEN = "drop for releases >= 0.5.18 (the draft rewrite sets hf_text_config.num_nextn_predict_layers)"
-    APPLIES_TO = ">=0.5.10"
+    APPLIES_TO = ">=0.5.10,<0.5.18"  # 0.5.18 fixed it upstream (the manifests: upstream-fixed from there)
     TARGETS = (MODEL_CONFIG,)
     SCOPE = {MODEL_CONFIG: (CLASS,)}
     PARTS = {MODEL_CONFIG: (f"{CLASS}:num_nextn_predict_layers",)}  # every matcher of the patch needs that name
