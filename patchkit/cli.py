@@ -262,6 +262,21 @@ def verify(site_packages, source, python, strict, allow_skipped, as_json) -> Non
     _exit(lambda: run(site_packages, python, strict, as_json, source=source, allow_skipped=allow_skipped))
 
 
+@main.command(epilog=_epilog())
+@click.argument("patch_id", metavar="ID")
+@click.option("--release", "version", required=True, metavar="V", help="The SGLang release to make it against "
+              "(its pristine files, from its wheel).")
+@click.option("-o", "--output", "out", metavar="FILE", help="Write here instead of stdout.")
+@click.option("--author", metavar="'NAME <EMAIL>'", help="The From: line (default: patchkit <patchkit@localhost>).")
+@json_option
+def export(patch_id, version, out, author, as_json) -> None:
+    """A patch as a `git format-patch` file against release V, with the paths of an SGLang
+    checkout (python/sglang/...): `git am` or `git apply` there."""
+    from patchkit.commands.export import export as run
+
+    _exit(lambda: run(patch_id, version, out, author, as_json))
+
+
 @main.group(epilog=_epilog())
 def image() -> None:
     """Patched container images: a Dockerfile that applies and verifies at build time."""

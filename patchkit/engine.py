@@ -606,6 +606,17 @@ def current_diff(target: Target) -> str:
     )
 
 
+def render_alone(source: Any, pid: str) -> tuple[PatchStatus, dict[str, tuple[bytes | None, bytes | None]]]:
+    """One patch on a pristine source (a release's wheel), judged by its probes: its status
+    there and, when it is pending, {file: (bytes before, bytes after)} of the files it edits,
+    rendered and compiled as `apply` would write them on that release alone (for `export`)."""
+    view = code_view(source)
+    found = evaluate(view, pid)
+    if found.state != PENDING:
+        return found, {}
+    return found, {rel: (view.read(rel), _render(view, rel, (pid,))) for rel in found.files}
+
+
 _STATE_VERDICT = {state: verdict for verdict, state in _VERDICT_STATE.items()}
 
 

@@ -13,6 +13,12 @@ def text(raw: str) -> None:
     sys.stdout.write(raw)
 
 
+def data(raw: bytes) -> None:
+    """Bytes as they are (a diff holds the files' own bytes: CRLF, a BOM, any encoding)."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(raw)
+
+
 def warn(message: str) -> None:
     sys.stderr.write(f"warning: {message}\n")
 

@@ -1,0 +1,55 @@
+"""`export`: a patch (built-in, from a patch set or a diff file) as a `git format-patch` file
+against one release, with the paths of an SGLang checkout (`python/sglang/...`), for a fork or
+an upstream pull request. The change is what `apply` writes on that release with this patch
+alone, from the release's pristine bytes (its wheel)."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+from patchkit import engine, format_patch, identity, registry, releases, versions
+from patchkit.errors import PlanError
+
+CHECKOUT_PREFIX = "python/"  # where the package lives in the SGLang repository
+
+
+@dataclass(frozen=True)
+class Export:
+    id: str
+    version: str
+    data: bytes  # the format-patch file
+    files: tuple[dict[str, Any], ...]  # {file: path in the checkout, added, removed}
+
+
+def body(patch: Any) -> str:
+    """The commit message body: the rationale, upstream references, when to drop it."""
+    paragraphs = [textwrap.fill(" ".join(str(patch.RATIONALE).split()), 72)] if patch.RATIONALE else []
+    if patch.UPSTREAM:
+        paragraphs.append("\n".join(f"Upstream: {ref}" for ref in patch.UPSTREAM))
+    if patch.DROP_WHEN:
+        paragraphs.append(textwrap.fill(f"Drop when: {' '.join(patch.DROP_WHEN.split())}", 72))
+    return "\n\n".join(paragraphs)
+
+
+def export(pid: str, version: str, author: str | None = None) -> Export:
+    registry.select(registry.patch_ids(), (pid,))  # an unknown id: exit 2, before any download
+    version = versions.normalise(version, "--release")
+    releases.check_known(version)  # a release patchkit knows nothing about: exit 3, nothing downloaded
+    source = releases.WheelSource(version)
+    status, files = engine.render_alone(source, pid)
+    if status.state != engine.PENDING:
+        why = f": {status.detail}" if status.detail else ""
+        raise PlanError(f"patch {pid} is {status.state} on SGLang {version}{why}; there is no change to export "
+                        "(`patchkit matrix` shows the releases it applies to)")
+    patch = next(cls for cls in registry.load_all() if cls.ID == pid)
+    changes = [format_patch.FileChange(rel, before, after) for rel, (before, after) in files.items()]
+    trailers = format_patch.Trailers(id=pid, title=patch.TITLE, upstream=tuple(patch.UPSTREAM),
+                                     applies_to=patch.APPLIES_TO, after=tuple(patch.STACK_AFTER))
+    # The `From <sha>` line names the patch source the file was made from (its digest's first 40 digits).
+    mail = format_patch.Mail(author=author or format_patch.DEFAULT_AUTHOR, commit=identity.digest(pid)[:40])
+    data = format_patch.format_patch(trailers, body(patch), changes, CHECKOUT_PREFIX, mail)
+    summary = tuple({"file": CHECKOUT_PREFIX + c.rel, "added": added, "removed": removed}
+                    for c in sorted(changes, key=lambda c: c.rel) for added, removed in (format_patch.counts(c),))
+    return Export(id=pid, version=version, data=data, files=summary)

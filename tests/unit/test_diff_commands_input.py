@@ -1,0 +1,29 @@
+"""Bad input to export / capture / rebase: one line, its exit code, nothing downloaded or
+written (offline: every refusal comes before a release is read)."""
+
+from __future__ import annotations
+
+from testing.cli import run
+from testing.releases import snapshot
+
+
+def assert_refused(result, code: int, message: str) -> None:
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert message in lines[0], lines[0]
+
+
+def test_export_refusals(tmp_path, patchkit_home):
+    before, home = snapshot(tmp_path), snapshot(patchkit_home)
+    out = tmp_path / "fix.patch"
+    assert_refused(run("export", "no-such-patch", "--release", "0.5.17", "-o", out), 2, "unknown patch id 'no-such-patch'")
+    assert_refused(run("export", "cpu-offload-tied-params", "--release", "0.5.17", "-o", tmp_path / "missing" / "x.patch"),
+                   2, f"the folder {tmp_path / 'missing'} does not exist; create it first")
+    assert_refused(run("export", "cpu-offload-tied-params", "--release", "0.5.17", "-o", tmp_path), 2, "is a folder")
+    assert_refused(run("export", "cpu-offload-tied-params", "--release", "banana"), 2, "'banana' is not a version")
+    assert_refused(run("export", "cpu-offload-tied-params", "--release", "0.4.0", "-o", out), 3,
+                   "patchkit knows nothing about SGLang 0.4.0")
+    json_error = run("export", "no-such-patch", "--release", "0.5.17", "--json")
+    assert json_error.exit_code == 2 and json_error.json()["error"]["message"].startswith("unknown patch id")
+    assert snapshot(tmp_path) == before and snapshot(patchkit_home) == home
