@@ -17,11 +17,22 @@ What makes a trial cheap without changing what it proves (bench/sweep_speed.py m
 - the trees live on a tmpfs (/dev/shm, or $PATCHKIT_FAULT_TMP) when there is one: the command
   makes the same calls (strace injects at the call, before the file system sees it), but an
   fsync or rmdir costs microseconds instead of a disk flush;
-- strace filters the traced calls in the kernel (--seccomp-bpf, when this strace has it): the
-  child stops only at the swept calls, which are the same calls counted the same way;
+- strace filters the traced calls in the kernel (--seccomp-bpf) only for a kind of fault it
+  really delivers that way: strace 6.1 with --seccomp-bpf -f drops every `signal=` injection
+  without a word, so each kind (signal, error) is probed at the start (`strace_options`) and
+  --seccomp-bpf used only where the probe's child died (signals) or saw the error (errors);
 - the child imports compiled bytecode (a pycache folder the sweep fills once, untraced, before
   the reference trace), as an installed patchkit does, instead of compiling every module again;
 - the next runs after a trial (status, apply, revert) are checked once per distinct tree.
+
+Every trial proves its fault was delivered (`delivery_problem`): strace logs the injected call
+to the trial's own log; a SIGKILL trial must end killed by SIGKILL, a SIGINT trial must show
+the injected SIGINT (si_code SI_KERNEL) and a non-zero exit, an EIO/ENOSPC trial its call
+marked `(INJECTED)`, and a trial past the last call (N = calls + 1) must complete with exit 0
+and nothing injected. A trial that fails this is a failure of the sweep, like a torn file.
+
+`sample` picks a fixed-seed subset of a plan for CI: every (system call, fault) pair of the
+plan at least once and every completion trial, the rest drawn at random.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import contextlib
 import io
 import os
 import pickle
+import random
 import re
 import shutil
 import signal
@@ -80,12 +92,83 @@ def scratch_root(fallback: Path) -> Path:
     return fallback
 
 
-@lru_cache(maxsize=1)
-def strace_options() -> tuple[str, ...]:
-    """--seccomp-bpf when this strace and kernel support it (the traced calls are the same)."""
-    probe = subprocess.run(["strace", "--seccomp-bpf", "-f", "-qq", "-o", "/dev/null", "-e", "trace=write",
-                            "--", sys.executable, "-c", "pass"], capture_output=True)
-    return ("--seccomp-bpf",) if probe.returncode == 0 and not probe.stderr.strip() else ()
+KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
+# The probe's child: one rename, the call a kill or an error is injected at.
+_PROBE = "import os, sys; a, b = sys.argv[1:]; open(a, 'w').close(); os.replace(a, b); print('survived')"
+
+
+class StraceError(AssertionError):
+    """strace here does not deliver the faults the sweep injects: no trial could prove anything."""
+
+
+def _probe(strace: str, options: tuple[str, ...], fault: str, folder: str) -> bool:
+    """Whether `strace OPTIONS -f` really delivers `fault` at a rename of a tiny Python child."""
+    a, b = os.path.join(folder, "a"), os.path.join(folder, "b")
+    proc = subprocess.run([strace, *options, "-f", "-qq", "-o", "/dev/null", "-e", "trace=rename",
+                           "-e", f"inject=rename:{fault}:when=1", "--", sys.executable, "-c", _PROBE, a, b],
+                          capture_output=True, text=True, timeout=60)
+    if fault == "signal=SIGKILL":
+        return proc.returncode in KILLED and "survived" not in proc.stdout
+    return proc.returncode == 1 and "Input/output error" in proc.stderr and "survived" not in proc.stdout
+
+
+@lru_cache(maxsize=None)
+def strace_options(strace: str, kind: str) -> tuple[str, ...]:
+    """The options under which `strace` delivers a fault of `kind` ("signal" or "error"):
+    --seccomp-bpf when the probe shows it delivers (strace 6.1 drops signals under it), else
+    none (every call stops in strace: slower, but the fault is real). StraceError if neither."""
+    fault = "signal=SIGKILL" if kind == "signal" else "error=EIO"
+    with tempfile.TemporaryDirectory(prefix="patchkit-strace-probe-") as folder:
+        for options in (("--seccomp-bpf",), ()):
+            if _probe(strace, options, fault, folder):
+                return options
+    raise StraceError(f"{strace} does not deliver an injected {fault} to its child (probed with and without "
+                      "--seccomp-bpf): the fault sweep would inject nothing")
+
+
+def fault_kind(fault: str) -> str:
+    return "signal" if fault.startswith("signal=") else "error"
+
+
+def delivery_problem(syscall: str, fault: str, completes: bool, code: int | None, log: str) -> str | None:
+    """Why this trial's fault was not (or, for a completion trial, wrongly) delivered; None when it was.
+    `log` is strace's log of the injected call (and of SIGINT, for a SIGINT trial)."""
+    injected_error = "(INJECTED)" in log
+    injected_sigint = "--- SIGINT {si_signo=SIGINT, si_code=SI_KERNEL" in log
+    if completes:
+        if code != 0 or injected_error or injected_sigint or code in KILLED:
+            return f"the run past the last {syscall} did not complete untouched (exit {code})"
+        return None
+    if fault == "signal=SIGKILL":
+        return None if code in KILLED else f"SIGKILL not delivered (exit {code})"
+    if fault == "signal=SIGINT":
+        if not injected_sigint:
+            return f"SIGINT not delivered (strace logged no injected SIGINT; exit {code})"
+        return None if code != 0 else "SIGINT delivered but the run exited 0 as if uninterrupted"
+    error = fault.split("=", 1)[1]
+    if not any("(INJECTED)" in line and f"= -1 {error} " in line for line in log.splitlines()):
+        return f"{error} not delivered (strace logged no injected {syscall})"
+    return None
+
+
+def sample(trials: list[tuple[str, int, str]], size: int, seed: str,
+           completes: Callable[[str, int], bool]) -> list[tuple[str, int, str]]:
+    """A fixed-seed subset of `trials` of about `size` (0: all): every completion trial, one
+    trial of each (system call, fault) pair the plan has (drawn at random among that pair's),
+    then others at random; in the plan's order."""
+    if size <= 0 or size >= len(trials):
+        return list(trials)
+    rng = random.Random(seed)
+    chosen = {i for i, (name, n, _) in enumerate(trials) if completes(name, n)}
+    pairs: dict[tuple[str, str], list[int]] = {}
+    for i, (name, n, fault) in enumerate(trials):
+        if i not in chosen:
+            pairs.setdefault((name, fault), []).append(i)
+    chosen |= {rng.choice(indexes) for _, indexes in sorted(pairs.items())}
+    rest = sorted(set(range(len(trials))) - chosen)
+    chosen |= set(rng.sample(rest, max(0, min(len(rest), size - len(chosen)))))
+    return [trials[i] for i in sorted(chosen)]
+
 
 _BOOT = textwrap.dedent("""
     import os, pickle, sys
@@ -126,6 +209,13 @@ class Counts:
     escapes: int = 0
     hangs: int = 0
     untruthful: int = 0
+    undelivered: int = 0  # a fault strace did not deliver (or a completion trial that was faulted)
+    sigkill_delivered: int = 0
+    sigint_delivered: int = 0
+    eio_delivered: int = 0
+    enospc_delivered: int = 0
+    completed: int = 0  # trials past the last call, completed with the injection armed
+    planned: int = 0  # trials in the whole plan (before sampling)
     failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
     by_syscall: Counter = field(default_factory=Counter)
@@ -202,8 +292,15 @@ class Sweep:
     end_states: dict = field(init=False)
     edited: bytes | None = field(init=False, default=None)
     verified: dict = field(init=False, default_factory=dict)  # tree fingerprint -> problems of the next runs
+    strace: str = field(init=False)  # the strace on PATH when the sweep was set up
+    calls_of: Counter = field(init=False, default_factory=Counter)  # syscall -> calls in one uninterrupted run
 
     def __post_init__(self) -> None:
+        found = shutil.which("strace")
+        assert found, "strace is not installed"
+        self.strace = found
+        for kind in ("signal", "error"):
+            strace_options(self.strace, kind)  # StraceError now, before any trial, if it delivers nothing
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="patchkit-sweep-", dir=scratch_root(self.workdir)))
         seed = self.workdir / "seed"
@@ -235,7 +332,7 @@ class Sweep:
         """Run the command once, untraced, so that every module it imports is compiled into the
         sweep's pycache folder before the reference trace (trials then only read bytecode)."""
         folder, site = self._fresh_trial("warm")
-        argv = self._argv(site, None)
+        argv = self._argv(site)
         proc = subprocess.run(argv[argv.index("--") + 1:], capture_output=True, text=True, env=self._env(),
                               timeout=TRIAL_TIMEOUT)
         assert proc.returncode == 0, proc.stderr
@@ -250,11 +347,22 @@ class Sweep:
         (folder / "outside" / "keep.txt").write_bytes(b"outside the tree\n")
         return folder, site
 
-    def _argv(self, site: Path, inject: str | None, trace: Path | None = None) -> list[str]:
-        argv = ["strace", *strace_options(), "-f", "-qq", "-o", str(trace) if trace else "/dev/null", "-e", f"trace={','.join(SYSCALLS)}"]
-        if inject:
-            argv += ["-e", f"inject={inject}"]
+    def _argv(self, site: Path, trace: Path | None = None, syscall: str | None = None, fault: str | None = None,
+              n: int = 0) -> list[str]:
+        """strace over the command; with `fault`, injected at the `n`-th `syscall`, and that call
+        (and a SIGINT) logged to `trace`, under the options that deliver that kind of fault."""
+        kind = fault_kind(fault) if fault else "signal"
+        argv = [self.strace, *strace_options(self.strace, kind), "-f", "-qq", "-o", str(trace) if trace else "/dev/null"]
+        if fault:
+            argv += ["-e", f"trace={syscall}", "-e", f"signal={'SIGINT' if fault == 'signal=SIGINT' else 'none'}",
+                     "-e", f"inject={syscall}:{fault}:when={n}"]
+        else:
+            argv += ["-e", f"trace={','.join(SYSCALLS)}"]
         return argv + ["--", sys.executable, "-c", _BOOT, *self.scenario.command, "--site-packages", str(site)]
+
+    def completes(self, syscall: str, n: int) -> bool:
+        """Whether the `n`-th `syscall` comes after the last one of an uninterrupted run."""
+        return n > self.calls_of[syscall]
 
     def _env(self) -> dict:
         env = {**os.environ, "PATCHKIT_SWEEP_RENDERS": str(self.renders), "PYTHONPATH": str(REPO),
@@ -266,7 +374,7 @@ class Sweep:
         """[(syscall, its arguments)] of one uninterrupted run, in order."""
         folder, site = self._fresh_trial("trace")
         out = folder / "trace.txt"
-        proc = subprocess.run(self._argv(site, None, out), capture_output=True, text=True, env=self._env(),
+        proc = subprocess.run(self._argv(site, out), capture_output=True, text=True, env=self._env(),
                               timeout=TRIAL_TIMEOUT)
         assert proc.returncode == 0, proc.stderr
         assert _plain(tree(site)) == _plain(self.end)
@@ -276,6 +384,7 @@ class Sweep:
             if match and match.group(1) in SYSCALLS:
                 calls.append((match.group(1), match.group(2)))
         shutil.rmtree(folder)
+        self.calls_of = Counter(name for name, _ in calls)
         return calls
 
     def plan(self, calls: list[tuple[str, str]], openat_stride: int, full: bool = True) -> list[tuple[str, int, str]]:
@@ -306,7 +415,9 @@ class Sweep:
         counts = Counts()
         self._trial(syscall, n, fault, counts)
         with _COUNT_LOCK:
-            for name in ("trials", "kill_points", "interrupts", "errors", "torn", "lost", "escapes", "hangs", "untruthful"):
+            for name in ("trials", "kill_points", "interrupts", "errors", "torn", "lost", "escapes", "hangs", "untruthful",
+                         "undelivered", "sigkill_delivered", "sigint_delivered", "eio_delivered", "enospc_delivered",
+                         "completed"):
                 setattr(total, name, getattr(total, name) + getattr(counts, name))
             total.failures += counts.failures
             total.by_syscall.update(counts.by_syscall)
@@ -314,8 +425,10 @@ class Sweep:
     def _trial(self, syscall: str, n: int, fault: str, counts: Counts) -> None:
         folder, site = self._fresh_trial(f"{syscall}{n}")
         inject = f"{syscall}:{fault}:when={n}"
+        # The log lies beside the trial's folder: the folder itself must hold only the tree and `outside`.
+        log_path = folder.with_name(folder.name + ".strace")
         started = time.monotonic()
-        proc = subprocess.Popen(self._argv(site, inject), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        proc = subprocess.Popen(self._argv(site, log_path, syscall, fault, n), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=self._env(), start_new_session=True)
         problems: list[str] = []
         try:
@@ -338,6 +451,18 @@ class Sweep:
                 [p.name for p in (folder / "outside").iterdir()] != ["keep.txt"]:
             counts.escapes += 1
             problems.append("something outside the tree changed")
+        log = log_path.read_text(errors="replace") if log_path.exists() else ""
+        log_path.unlink(missing_ok=True)
+        completes = self.completes(syscall, n)
+        undelivered = delivery_problem(syscall, fault, completes, proc.returncode, log)
+        if undelivered:
+            counts.undelivered += 1
+            problems.append(undelivered)
+        elif completes:
+            counts.completed += 1
+        else:
+            kind = fault.split("=", 1)[1].lower()
+            setattr(counts, f"{kind}_delivered", getattr(counts, f"{kind}_delivered") + 1)
         now = tree(site)
         problems += self._check_whole(now, counts)
         problems += self._check_outcome(proc.returncode, err, now, counts)
@@ -432,13 +557,32 @@ def command_in_process(args: tuple[str, ...], site: Path) -> tuple[int, str]:
     return do_revert(site, only=only)
 
 
-def run_sweep(sweep: Sweep, openat_stride: int, workers: int, full: bool = True) -> Counts:
+def run_sweep(sweep: Sweep, openat_stride: int, workers: int, full: bool = True, size: int = 0) -> Counts:
+    """Trace, plan and run the trials (a fixed-seed `sample` of about `size` of them; 0: all)."""
     started = time.monotonic()
     calls = sweep.trace()
-    trials = sweep.plan(calls, openat_stride, full)
-    counts = Counts(kill_points_covered=len(calls) + len(SYSCALLS), calls=len(calls))
+    planned = sweep.plan(calls, openat_stride, full)
+    trials = sample(planned, size, f"{sweep.version}:{sweep.scenario.name}", sweep.completes)
+    whole = len(trials) == len(planned)  # a sample covers only the kill points it runs
+    counts = Counts(kill_points_covered=len(calls) + len(SYSCALLS) if whole else 0, calls=len(calls),
+                    planned=len(planned))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(lambda t: sweep.run_trial(*t, counts), trials))
+    if not whole:
+        counts.kill_points_covered = counts.kill_points
     counts.seconds = time.monotonic() - started
     return counts
 
+
+
+def verdict(counts: Counts) -> list[str]:
+    """What makes a run of the sweep fail: any failed trial (torn, lost, escaped, hung, untruthful,
+    or a fault not delivered), or a run in which no fault of a kind was delivered at all."""
+    problems = list(counts.failures)
+    if counts.trials == 0 or counts.kill_points == 0:
+        problems.append("no trial ran")
+    for what, delivered in (("SIGKILL", counts.sigkill_delivered), ("SIGINT", counts.sigint_delivered),
+                            ("EIO or ENOSPC", counts.eio_delivered + counts.enospc_delivered)):
+        if not delivered:
+            problems.append(f"no {what} was delivered in {counts.trials} trial(s)")
+    return problems
