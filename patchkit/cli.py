@@ -93,8 +93,9 @@ lock_timeout_option = click.option(
 
 @click.group(cls=_Group, context_settings=_CONTEXT, epilog=_epilog())
 @click.version_option(__version__, prog_name="patchkit")
-@click.option("--patches", "patch_folders", multiple=True, metavar="DIR",
-              help="Also load the patch modules in DIR (repeatable; also $PATCHKIT_PATCHES). Packages add theirs "
+@click.option("--patches", "patch_folders", multiple=True, metavar="DIR|FILE",
+              help="Also load the patch modules and .patch/.diff files in DIR, or one diff FILE (repeatable; also "
+                   "$PATCHKIT_PATCHES). Packages add theirs "
                    "through the entry point group patchkit.patches. Ids must be unique (a clash exits 2).")
 def main(patch_folders) -> None:
     """Versioned, idempotent, transactional source patches for an installed SGLang."""

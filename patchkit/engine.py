@@ -389,10 +389,16 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     required = patch.REQUIRES or patch.TARGETS
     if not any(read(rel) is not None for rel in required):
         return PatchStatus(pid, NOT_APPLICABLE, (), "no target file: " + ", ".join(required))
+    missing = [rel for rel in patch.TARGETS if rel not in present]
+    if patch.ALL_TARGETS_REQUIRED and missing:
+        return PatchStatus(pid, FAILED, tuple(present), "one change over all its files, and "
+                           f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in this release")
     verdicts: dict[str, str] = {}
     details: list[str] = []
+    notes: list[str] = []
     for rel in present:
         tree = view.parse_scoped(rel, read(rel))  # type: ignore[arg-type]
+        notes += patch.notes(rel, tree)
         if patch.is_applied(rel, tree):
             verdicts[rel] = APPLIED
         elif patch.is_fixed_upstream(rel, tree):
@@ -410,13 +416,13 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     for state in (FAILED, PENDING):
         chosen = tuple(rel for rel, v in verdicts.items() if v == state)
         if chosen:
-            return PatchStatus(pid, state, chosen, "; ".join(details) if state == FAILED else "")
+            return PatchStatus(pid, state, chosen, "; ".join(details if state == FAILED else notes))
     applied = tuple(rel for rel, v in verdicts.items() if v == APPLIED)
     fixed = tuple(rel for rel, v in verdicts.items() if v == UPSTREAM_FIXED)
     if fixed:
         # Upstream fixed the main file; a companion file that already has the same change
         # (upstream's own) does not make the patch "applied".
-        return PatchStatus(pid, UPSTREAM_FIXED, fixed + applied)
+        return PatchStatus(pid, UPSTREAM_FIXED, fixed + applied, "; ".join(notes))
     if applied:
         return PatchStatus(pid, APPLIED, applied)
     return PatchStatus(pid, NOT_APPLICABLE, tuple(present), "; ".join(details))

@@ -5,6 +5,7 @@ libcst), so that `status` can tell an outdated tree from hashes alone."""
 from __future__ import annotations
 
 import functools
+import os
 
 from patchkit import registry
 from patchkit.errors import PatchkitError
@@ -16,11 +17,17 @@ def digest(patch_id: str) -> str:
     point's package, a --patches folder)."""
     if patch_id not in registry.patch_ids():
         raise PatchkitError(f"patch {patch_id}: not a known patch (see `patchkit list`)")
-    return _file_digest(str(registry.source_file(patch_id)))
+    path = str(registry.source_file(patch_id))
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise PatchkitError(f"cannot read {path}: {exc.strerror}") from None
+    # Keyed by the file's stat too: a patch file edited while this process runs is read again.
+    return _file_digest(path, info.st_mtime_ns, info.st_size)
 
 
 @functools.lru_cache(maxsize=None)
-def _file_digest(path: str) -> str:
+def _file_digest(path: str, mtime_ns: int, size: int) -> str:
     try:
         with open(path, "rb") as handle:
             return sha256(handle.read())

@@ -178,6 +178,9 @@ class Patch(m.MatcherDecoratableTransformer):
     # Ids of patches that edit the same file and must be applied before this one there (the
     # stacking order is declared, never alphabetical; a test checks every shared file).
     STACK_AFTER: ClassVar[tuple[str, ...]] = ()
+    # True when the patch is one change over all its TARGETS (a diff patch): a target missing
+    # while others are there makes it `failed`, not a patch of the files that are left.
+    ALL_TARGETS_REQUIRED: ClassVar[bool] = False
     # Classes the patch needs; when its target files are gone, `track` looks for these in
     # other files to report the patch as `moved` (naming the new file).
     ANCHOR_SYMBOLS: ClassVar[tuple[str, ...]] = ()
@@ -242,6 +245,10 @@ class Patch(m.MatcherDecoratableTransformer):
                     return False
                 checked = True
         return checked
+
+    def notes(self, path: str, tree: cst.Module) -> list[str]:
+        """What a status detail says about this file beyond its verdict (none by default)."""
+        return []
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         """True when the file holds upstream's own fix: describe the shape of that fix, never

@@ -2,6 +2,9 @@
 (entry point group `patchkit.patches`, each naming a package of patch modules) and folders
 given with `--patches DIR` (or $PATCHKIT_PATCHES). Ids come from module file names (cheap:
 no patch module and no libcst is imported to list them) and must be unique across all sets.
+Beside (or instead of) modules, a set's folder may hold diff patches (`.patch` / `.diff` files,
+`patchkit.diffpatch`), and `--patches FILE` names one diff file; a diff's id comes from its
+header (`Patchkit-Id:`) or its file name, read without parsing its hunks.
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError, UsageError
+from patchkit.unidiff import DIFF_SUFFIXES
 
 if TYPE_CHECKING:
     from patchkit.patch import Patch
 
 PATCHES_PACKAGE = "patchkit.patches"
 ENTRY_POINT_GROUP = "patchkit.patches"
-ENV_PATCHES = "PATCHKIT_PATCHES"  # folders of patch modules, separated by os.pathsep
+ENV_PATCHES = "PATCHKIT_PATCHES"  # folders of patch modules or diff files, separated by os.pathsep
 BUILT_IN = "built-in"
 
 # The one rule for a patch id, shared by the registry (at load), the state file's schema and
@@ -45,6 +49,7 @@ class PatchSet:
     origin: str  # "built-in", "entry point NAME (DIST VERSION)", "folder DIR"
     package: str  # the package its modules are imported under
     folder: Path
+    only: str | None = None  # `--patches FILE`: the one diff file of the set
 
 
 _folders: list[str] = []
@@ -61,8 +66,10 @@ def use_folders(folders: tuple[str, ...] | list[str]) -> None:
 
 def _folder_set(folder: str) -> PatchSet:
     path = Path(folder).resolve()
+    if path.is_file() and path.name.endswith(DIFF_SUFFIXES):
+        return PatchSet(origin=f"file {path}", package="", folder=path.parent, only=path.name)
     if not path.is_dir():
-        raise UsageError(f"--patches {folder}: not a folder")
+        raise UsageError(f"--patches {folder}: not a folder or a {' / '.join(DIFF_SUFFIXES)} file")
     # One package per folder, named after its path: each module gets exactly one module name.
     package = "patchkit_folder_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
     if package not in sys.modules:
@@ -131,23 +138,56 @@ def _module_index() -> dict[str, tuple[str, PatchSet]]:
     if _modules is None:
         index: dict[str, tuple[str, PatchSet]] = {}
         for patch_set in patch_sets():
-            names = sorted(info.name for info in pkgutil.iter_modules([str(patch_set.folder)]) if not info.name.startswith("_"))
-            for name in names:
-                pid = name.replace("_", "-")
+            found = [] if patch_set.only else [
+                (info.name.replace("_", "-"), info.name)
+                for info in sorted(pkgutil.iter_modules([str(patch_set.folder)]), key=lambda i: i.name)
+                if not info.name.startswith("_")]
+            for pid, name in found:
                 if not is_patch_id(pid):
                     raise UsageError(
                         f"{patch_set.folder / name}.py ({patch_set.origin}): {pid!r} is not a valid patch id "
                         f"({PATCH_ID_RULE}; underscores in the file name stand for dashes); rename the file"
                     )
+            # A diff's id is checked by its parser (unidiff.parse_header), by the same rule.
+            found += [(_diff_id(patch_set.folder / name), name) for name in _diff_files(patch_set)]
+            for pid, name in found:
                 if pid in index:
                     other_name, other = index[pid]
                     raise UsageError(
-                        f"patch id {pid!r} is defined twice: by {other.origin} ({other.folder / other_name}.py) "
-                        f"and by {patch_set.origin} ({patch_set.folder / name}.py); remove one of them"
+                        f"patch id {pid!r} is defined twice: by {other.origin} ({_file(other, other_name)}) "
+                        f"and by {patch_set.origin} ({_file(patch_set, name)}); remove one of them"
                     )
                 index[pid] = (name, patch_set)
         _modules = dict(sorted(index.items()))
     return _modules
+
+
+def _diff_files(patch_set: PatchSet) -> list[str]:
+    if patch_set.only:
+        return [patch_set.only]
+    try:
+        names = os.listdir(patch_set.folder)
+    except OSError:
+        return []
+    return sorted(n for n in names if n.endswith(DIFF_SUFFIXES) and not n.startswith(".") and (patch_set.folder / n).is_file())
+
+
+def _diff_id(path: Path) -> str:
+    from patchkit.unidiff import parse_header
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PatchkitError(f"cannot read {path}: {exc.strerror}") from None
+    return parse_header(data, str(path)).id
+
+
+def _is_diff(name: str) -> bool:
+    return name.endswith(DIFF_SUFFIXES)
+
+
+def _file(patch_set: PatchSet, name: str) -> Path:
+    return patch_set.folder / (name if _is_diff(name) else f"{name}.py")
 
 
 def patch_ids() -> list[str]:
@@ -158,7 +198,7 @@ def patch_ids() -> list[str]:
 def source_file(pid: str) -> Path:
     """The module file that defines a patch."""
     name, patch_set = _module_index()[pid]
-    return patch_set.folder / f"{name}.py"
+    return _file(patch_set, name)
 
 
 def origin(pid: str) -> str:
@@ -172,6 +212,11 @@ def load_all() -> list[type[Patch]]:
 
     found: list[type[Patch]] = []
     for pid, (name, patch_set) in _module_index().items():
+        if _is_diff(name):
+            from patchkit.diffpatch import patch_class
+
+            found.append(patch_class(patch_set.folder / name, patch_set.origin))
+            continue
         where = f"{patch_set.folder / name}.py ({patch_set.origin})"
         module = importlib.import_module(f"{patch_set.package}.{name}")
         classes = [

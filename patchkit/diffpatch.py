@@ -1,0 +1,382 @@
+"""Diff patches: a `.patch` / `.diff` file (see `patchkit.unidiff`) as a Patch class of the
+registry, judged and applied by the same engine as the built-in patches (transaction, drift,
+stale state, identity: its digest is the diff file's sha256).
+
+How a diff is applied to a file (`resolve`):
+1. as `git apply` does: every hunk's context and removed lines found as they are (at the line
+   the hunk names, else the nearest place after the previous hunk), no fuzz: on the release the
+   diff was made for, the bytes are those `git apply` writes;
+2. its reverse applies that way -> the file already has the change (upstream);
+3. else per unit of code (`patchkit.units`): the diff's pre-image (the release file whose git
+   blob hash the index line names, `patchkit.release_blobs`) and its post-image are cut into
+   units; each unit the diff changes is looked up by name in the target file: left as upstream
+   had it -> takes the patched form (transplanted); already in the patched form -> upstream;
+   changed on both sides -> a 3-way merge inside the unit (`merge3`), clean (merged) or not
+   (conflict); gone from its class or module but found by its name under another class of the
+   file -> patched there (moved, said in a note); a unit the diff adds goes after the unit it
+   follows in the post-image.
+A diff is one change: one conflicting unit and the patch is `failed`, naming each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from patchkit import units as units_mod
+from patchkit.errors import PlanError
+from patchkit.patch import Patch
+from patchkit.unidiff import DiffPatchFile, FileDiff, Hunk, git_blob_sha1, parse
+
+TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT = "transplanted", "merged", "moved", "upstream", "conflict"
+OUTCOMES = (TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT)
+# How a file was resolved.
+EXACT, REVERSED, PER_UNIT, ABSENT = "exact", "already-applied", "per-unit", "absent"
+
+
+@dataclass(frozen=True)
+class UnitOutcome:
+    file: str
+    unit: str  # "Class.method", "function", "<imports>", ...
+    outcome: str  # one of OUTCOMES
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "unit": self.unit, "outcome": self.outcome, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class FileResolution:
+    rel: str
+    how: str  # EXACT, REVERSED, PER_UNIT, ABSENT
+    before: bytes | None
+    after: bytes | None  # the new bytes (with conflict markers where asked); None when absent
+    units: tuple[UnitOutcome, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def conflicts(self) -> tuple[UnitOutcome, ...]:
+        return tuple(u for u in self.units if u.outcome == CONFLICT)
+
+    @property
+    def upstream(self) -> bool:
+        """Every unit the diff changes is already in its patched form here."""
+        return self.how == REVERSED or (self.how == PER_UNIT and bool(self.units)
+                                        and all(u.outcome == UPSTREAM for u in self.units))
+
+
+@dataclass(frozen=True)
+class Resolution:
+    files: tuple[FileResolution, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def conflicts(self) -> tuple[UnitOutcome, ...]:
+        return tuple(u for f in self.files for u in f.conflicts)
+
+    def counts(self) -> dict[str, int]:
+        found = dict.fromkeys(OUTCOMES, 0)
+        for f in self.files:
+            for u in f.units:
+                found[u.outcome] += 1
+        return found
+
+
+# --- applying hunks as git apply does ------------------------------------------------------------
+
+
+def _find(lines: list[bytes], want: list[bytes], expected: int, earliest: int, beginning: bool, end: bool) -> int | None:
+    """Where `want` starts in `lines`: at `expected`, else the nearest place (forward first, as
+    git's find_pos), never before `earliest`; pinned to the start / end of the file where git
+    pins it (a hunk at line 1, a hunk without trailing context)."""
+    last = len(lines) - len(want)
+    if beginning:
+        candidates: list[int] = [0] if earliest == 0 else []
+    elif end:
+        candidates = [last]
+    else:
+        expected = min(max(expected, earliest), max(last, earliest))
+        candidates = [expected]
+        for step in range(1, max(last - earliest, 0) + 2):
+            candidates += [expected + step, expected - step]
+    for at in candidates:
+        if earliest <= at <= last and lines[at:at + len(want)] == want:
+            return at
+    return None
+
+
+def apply_hunks(data: bytes, hunks: tuple[Hunk, ...], reverse: bool = False) -> bytes | None:
+    """`data` with the hunks applied as `git apply` applies them (no fuzz; whitespace exact),
+    or None when one does not apply."""
+    lines = units_mod.split_lines(data)
+    out: list[bytes] = []
+    at = 0
+    for hunk in hunks:
+        before, after = (hunk.after, hunk.before) if reverse else (hunk.before, hunk.after)
+        start = (hunk.new_start if reverse else hunk.old_start)
+        count = len(before)
+        tagged = [line[:1] for line in hunk.lines]
+        trailing = 0
+        for tag in reversed(tagged):
+            if tag != b" ":
+                break
+            trailing += 1
+        expected = start - 1 if count else start
+        # git pins a hunk at line 0 or 1 to the start, one without trailing context to the end.
+        found = _find(lines, before, expected, at, beginning=start <= 1, end=trailing == 0 and count > 0)
+        if found is None:
+            return None
+        out += lines[at:found] + after
+        at = found + count
+    out += lines[at:]
+    return b"".join(out)
+
+
+# --- per unit -------------------------------------------------------------------------------------
+
+
+def _merge(base: bytes, ours: bytes, theirs: bytes, markers: bool) -> tuple[bytes, bool]:
+    """A 3-way merge of one unit: (merged bytes, clean). `ours` is the target's unit, `theirs`
+    the patched form; with `markers` a conflict is written as <<<<<<< / ======= / >>>>>>>."""
+    import merge3
+
+    base_lines, ours_lines, theirs_lines = (units_mod.split_lines(x) for x in (base, ours, theirs))
+    merger = merge3.Merge3(base_lines, ours_lines, theirs_lines)
+    clean = not any(group[0] == "conflict" for group in merger.merge_groups())
+    if clean or markers:
+        return b"".join(merger.merge_lines(name_a=b"release", name_b=b"patch")), clean
+    return ours, clean
+
+
+def _units(data: bytes, rel: str, what: str) -> list[units_mod.Unit]:
+    try:
+        return units_mod.units(data)
+    except (SyntaxError, ValueError) as exc:
+        raise PlanError(f"{rel}: {what} cannot be parsed: {getattr(exc, 'msg', exc)}") from None
+
+
+def resolve_file(file: FileDiff, target: bytes | None, base: bytes | None, markers: bool = False) -> FileResolution:
+    """One file of a diff on `target` (see the module docstring); `base` is the diff's pre-image
+    of the file when known (else only the git-apply way works)."""
+    rel = file.path
+    if target is None:
+        return FileResolution(rel, ABSENT, None, None)
+    exact = apply_hunks(target, file.hunks)
+    if exact is not None:
+        return FileResolution(rel, EXACT, target, exact, _changed_units(rel, target, exact, TRANSPLANTED))
+    if apply_hunks(target, file.hunks, reverse=True) is not None:
+        return FileResolution(rel, REVERSED, target, target, ())
+    if base is None:
+        return FileResolution(rel, PER_UNIT, target, target, _unplaced(file, target),
+                              (f"{rel}: the diff's pre-image (index {file.old_blob or 'none'}) is not a file of a "
+                               "cached release, so its hunks can only be placed by their context lines",))
+    patched = apply_hunks(base, file.hunks)
+    if patched is None:
+        raise PlanError(f"{rel}: the diff does not apply to its own pre-image (index {file.old_blob}): a damaged diff")
+    return _per_unit(rel, base, patched, target, markers)
+
+
+def _changed_units(rel: str, before: bytes, after: bytes, outcome: str) -> tuple[UnitOutcome, ...]:
+    """The units of `after` that differ from `before` (for the counts), by name."""
+    try:
+        old, new = units_mod.texts(before), units_mod.texts(after)
+    except (SyntaxError, ValueError):
+        return ()
+    return tuple(UnitOutcome(rel, name, outcome) for name in dict.fromkeys([*new, *old]) if old.get(name) != new.get(name))
+
+
+def _unplaced(file: FileDiff, target: bytes) -> tuple[UnitOutcome, ...]:
+    """Conflicts for the hunks whose context is not in the target, named by the unit of the
+    target at the line the hunk names."""
+    try:
+        found = units_mod.units(target)
+    except (SyntaxError, ValueError):
+        found = []
+    out = []
+    for hunk in file.hunks:
+        if apply_hunks(target, (hunk,)) is not None:
+            continue
+        unit = units_mod.containing(found, max(hunk.old_start - 1, 0))
+        out.append(UnitOutcome(file.path, unit.name if unit else f"line {hunk.old_start}", CONFLICT,
+                               f"hunk at line {hunk.old_start}: its context lines are not in the file"))
+    return tuple(out) or (UnitOutcome(file.path, "<file>", CONFLICT, "its hunks do not apply together"),)
+
+
+def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: bool) -> FileResolution:
+    old = units_mod.texts(base) if base else {}
+    new = units_mod.texts(patched)
+    ours_units = _units(target, rel, "the installed file")
+    lines = units_mod.split_lines(target)
+    ours = {u.name: b"".join(lines[u.start:u.end]) for u in ours_units}
+    replace: dict[str, bytes] = {}  # unit of the target -> its new bytes (b"" removes it)
+    insert: dict[str | None, list[bytes]] = {}  # after which unit of the target (None: first) -> added units
+    outcomes: list[UnitOutcome] = []
+    notes: list[str] = []
+    order = list(new)
+    for name in dict.fromkeys([*new, *old]):
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        where = name
+        if name not in ours and before is not None:
+            where = _moved(name, ours) or name
+        current = ours.get(where)
+        if current is None:
+            if before is None:  # a unit the diff adds: after the unit it follows in the post-image
+                anchor = next((n for n in reversed(order[:order.index(name)]) if n in ours), None)
+                insert.setdefault(anchor, []).append(after or b"")
+                outcomes.append(UnitOutcome(rel, name, TRANSPLANTED, "added"))
+            elif after is None:  # removed by the diff, gone upstream too
+                outcomes.append(UnitOutcome(rel, name, UPSTREAM, "removed"))
+            else:
+                outcomes.append(UnitOutcome(rel, name, CONFLICT, "not in the file (removed or renamed upstream)"))
+            continue
+        moved = where != name
+        if moved:
+            notes.append(f"{rel}: {name} is {where} in this release; patched there")
+        target_form = after or b""
+        if current == target_form:
+            outcomes.append(UnitOutcome(rel, where, UPSTREAM, f"moved from {name}" if moved else ""))
+        elif current == (before or b""):
+            replace[where] = target_form
+            outcomes.append(UnitOutcome(rel, where, MOVED if moved else TRANSPLANTED, f"moved from {name}" if moved else ""))
+        else:
+            merged, clean = _merge(before or b"", current, target_form, markers)
+            if clean and merged == current:
+                outcomes.append(UnitOutcome(rel, where, UPSTREAM, "the change is already in it, with others"))
+                continue
+            if clean or markers:
+                replace[where] = merged
+            outcomes.append(UnitOutcome(rel, where, (MOVED if moved else MERGED) if clean else CONFLICT,
+                                        "" if clean else "changed here and by the diff in the same lines"))
+    out: list[bytes] = [*insert.get(None, [])]
+    for unit in ours_units:
+        out.append(replace.get(unit.name, ours[unit.name]))
+        out.extend(_joined(insert.get(unit.name, []), out))
+    return FileResolution(rel, PER_UNIT, target, b"".join(out), tuple(outcomes), tuple(notes))
+
+
+def _joined(added: list[bytes], out: list[bytes]) -> list[bytes]:
+    """Added units after the last one written, which gets a final newline if it lacked one."""
+    if added and out and out[-1] and not out[-1].endswith(b"\n"):
+        out[-1] += b"\n"
+    return added
+
+
+def _moved(name: str, ours: dict[str, bytes]) -> str | None:
+    """The unit of the same name under another class (or at top level), when there is one only."""
+    short = name.rsplit(".", 1)[-1]
+    found = [n for n in ours if n.rsplit(".", 1)[-1] == short and n != name]
+    return found[0] if len(found) == 1 else None
+
+
+def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: bool = False,
+            pre_image: Callable[[FileDiff], bytes | None] | None = None) -> Resolution:
+    """The diff on the files `read` gives (rel -> bytes, None when absent): per file the new
+    bytes (with conflict markers for conflicting units when `markers`) and per unit its outcome.
+    `pre_image` gives a file's pre-image (default: the cached release with its blob hash)."""
+    from patchkit import release_blobs
+
+    find_base = pre_image or release_blobs.pre_image
+    files = []
+    for file in diff.files:
+        target = read(file.path)
+        base = None
+        if target is not None and file.old_blob and git_blob_sha1(target).startswith(file.old_blob):
+            base = target
+        files.append(resolve_file(file, target, base if base is not None else _lazy(find_base, file, target), markers))
+    return Resolution(tuple(files), diff.notes)
+
+
+def _lazy(find_base: Callable[[FileDiff], bytes | None], file: FileDiff, target: bytes | None) -> bytes | None:
+    """The pre-image, looked up only when the hunks do not apply as they are (a cheap check first)."""
+    if target is None or apply_hunks(target, file.hunks) is not None or apply_hunks(target, file.hunks, reverse=True) is not None:
+        return None
+    return find_base(file)
+
+
+# --- the Patch class -----------------------------------------------------------------------------
+
+
+class DiffPatch(Patch):
+    """A patch made from a diff file; one subclass per file (`patch_class`)."""
+
+    DIFF: ClassVar[DiffPatchFile]
+    SOURCE: ClassVar[Path]
+    NOTES: ClassVar[tuple[str, ...]] = ()
+    # Every file of the diff must be there: a diff is one change (see engine.evaluate).
+    ALL_TARGETS_REQUIRED = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._resolved: dict[tuple[str, bytes], FileResolution] = {}
+
+    def _file(self, path: str) -> FileDiff:
+        return next(f for f in self.DIFF.files if f.path == path)
+
+    def resolution(self, path: str, data: bytes) -> FileResolution:
+        key = (path, data)
+        if key not in self._resolved:
+            file = self._file(path)
+            base = data if file.old_blob and git_blob_sha1(data).startswith(file.old_blob) else None
+            if base is None:
+                from patchkit import release_blobs
+
+                base = _lazy(release_blobs.pre_image, file, data)
+            self._resolved[key] = resolve_file(file, data, base)
+        return self._resolved[key]
+
+    def is_applied(self, path: str, tree: Any) -> bool:
+        # A file already in the diff's patched form reads as upstream's (is_fixed_upstream):
+        # only the state file says patchkit wrote it.
+        return False
+
+    def is_fixed_upstream(self, path: str, tree: Any) -> bool:
+        return self.resolution(path, tree.bytes).upstream
+
+    def notes(self, path: str, tree: Any) -> list[str]:
+        """What a status detail says about this file: units already upstream, moved units."""
+        found = self.resolution(path, tree.bytes)
+        said = list(found.notes)
+        upstream = [u.unit for u in found.units if u.outcome == UPSTREAM]
+        if upstream and not found.upstream:
+            said.append(f"{path}: {len(upstream)} of {len(found.units)} unit(s) already in their patched form "
+                        f"({', '.join(upstream)})")
+        return said
+
+    def transform(self, path: str, tree: Any) -> Any:
+        import libcst as cst
+
+        found = self.resolution(path, tree.bytes)
+        if found.conflicts:
+            raise PlanError("; ".join(f"{u.file}:{u.unit} {u.detail}" for u in found.conflicts))
+        if found.after is None or found.after == found.before:
+            return tree
+        for note in (*self.NOTES, *found.notes):
+            self.warn(note)
+        try:
+            return cst.parse_module(found.after)
+        except cst.ParserSyntaxError as exc:
+            raise PlanError(f"{path}: the diff's result does not parse at line {exc.raw_line}: {exc.message}") from None
+
+
+def patch_class(path: Path, origin: str) -> type[DiffPatch]:
+    """The Patch class of one diff file."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PlanError(f"cannot read {path}: {exc.strerror}") from None
+    diff = parse(data, str(path))
+    if not diff.files:
+        raise PlanError(f"{path} ({origin}): no file of the sglang package in it")
+    targets = tuple(dict.fromkeys(f.path for f in diff.files))
+    attrs: dict[str, Any] = {
+        "ID": diff.id, "TITLE": diff.title, "RATIONALE": diff.rationale, "UPSTREAM": diff.upstream,
+        "APPLIES_TO": diff.applies_to, "TARGETS": targets, "STACK_AFTER": diff.after,
+        "DIFF": diff, "SOURCE": path, "NOTES": diff.notes, "__module__": __name__,
+    }
+    name = "Diff_" + diff.id.replace("-", "_")
+    return type(name, (DiffPatch,), attrs)
+

@@ -1,0 +1,60 @@
+"""Diffs made by real git from real release files (never committed third-party patch files),
+and what real `git apply` does with them: the reference a diff patch is held to."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin:/usr/local/bin"}
+
+
+def git(repo: Path, *args: str, input: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(repo), "-c", "core.autocrlf=false", *args], input=input,
+                          capture_output=True, env=_ENV, check=check)
+
+
+def _write(repo: Path, files: dict[str, bytes | None]) -> None:
+    for rel, data in files.items():
+        path = repo / rel
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+
+def repo_of(folder: Path, files: dict[str, bytes | None]) -> Path:
+    """A git repository in `folder` with `files` committed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    git(folder, "init", "-q")
+    _write(folder, files)
+    git(folder, "add", "-A")
+    git(folder, "commit", "-q", "--allow-empty", "-m", "base")
+    return folder
+
+
+def git_diff(before: dict[str, bytes | None], after: dict[str, bytes | None], prefix: str = "",
+             header: str = "", format_patch: bool = False) -> bytes:
+    """`git diff` (or `git format-patch` with `header` as its message) from `before` to `after`,
+    paths under `prefix` (e.g. "python/" for an SGLang checkout)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = repo_of(Path(tmp), {prefix + rel: data for rel, data in before.items()})
+        _write(repo, {prefix + rel: data for rel, data in after.items()})
+        git(repo, "add", "-A")
+        if format_patch:
+            git(repo, "commit", "-q", "-m", header or "change")
+            return git(repo, "format-patch", "-1", "--stdout", "HEAD").stdout
+        return header.encode() + git(repo, "diff", "--cached", "--full-index" if False else "--no-color").stdout
+
+
+def git_apply(files: dict[str, bytes | None], diff: bytes, *args: str) -> tuple[int, dict[str, bytes | None], str]:
+    """Real `git apply ARGS` of `diff` on a repository holding `files`: (exit code, the files
+    afterwards, stderr)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = repo_of(Path(tmp), files)
+        done = git(repo, "apply", *args, "-", input=diff, check=False)
+        out = {rel: (repo / rel).read_bytes() if (repo / rel).exists() else None for rel in files}
+        return done.returncode, out, done.stderr.decode("utf-8", "replace")

@@ -1,0 +1,147 @@
+"""patchkit.unidiff on synthetic diffs: header fields, path prefixes, files outside the package,
+whitespace damage, CRLF, a BOM, no final newline, bad ids; and patchkit.diffpatch.apply_hunks
+against real `git apply` on the same synthetic files."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+
+import pytest
+
+from patchkit import unidiff
+from patchkit.diffpatch import apply_hunks
+from patchkit.errors import UsageError
+from testing.diffs import git_apply, git_diff
+
+REL = "sglang/srt/x.py"
+BEFORE = b"import os\n\n\ndef f():\n    return 1\n\n\ndef g():\n\n    return 2\n"
+AFTER = b"import os\n\n\ndef f():\n    return 10\n\n\ndef g():\n\n    return 2\n"
+
+
+def test_git_blob_sha1_is_git_hash_object(tmp_path):
+    (tmp_path / "f").write_bytes(BEFORE)
+    want = subprocess.run(["git", "hash-object", str(tmp_path / "f")], capture_output=True, check=True).stdout.strip()
+    assert unidiff.git_blob_sha1(BEFORE) == want.decode()
+    assert unidiff.git_blob_sha1(BEFORE) != hashlib.sha1(BEFORE).hexdigest()
+
+
+@pytest.mark.parametrize("prefix, layout", [("", "a/"), ("python/", "a/python/")])
+def test_paths_relative_to_the_site_folder_whatever_the_prefix(prefix, layout):
+    diff = unidiff.parse(git_diff({REL: BEFORE}, {REL: AFTER}, prefix=prefix), "fix.patch")
+    assert diff.prefix == layout
+    assert [f.path for f in diff.files] == [REL]
+    assert diff.files[0].old_blob == unidiff.git_blob_sha1(BEFORE)[:len(diff.files[0].old_blob or "")]
+    assert apply_hunks(BEFORE, diff.files[0].hunks) == AFTER
+
+
+def test_no_prefix_and_plain_diff_u():
+    text = git_diff({REL: BEFORE}, {REL: AFTER}).replace(b"a/sglang", b"sglang").replace(b"b/sglang", b"sglang")
+    diff = unidiff.parse(text, "fix.diff")
+    assert diff.prefix == "" and [f.path for f in diff.files] == [REL]
+    plain = b"".join(line for line in text.splitlines(keepends=True) if not line.startswith((b"diff --git", b"index ")))
+    plain = plain.replace(b"--- sglang/srt/x.py", b"--- sglang/srt/x.py\t2026-01-01 00:00:00")
+    parsed = unidiff.parse(plain, "fix.diff")
+    assert [f.path for f in parsed.files] == [REL] and parsed.files[0].old_blob is None
+    assert apply_hunks(BEFORE, parsed.files[0].hunks) == AFTER
+
+
+def test_files_outside_the_package_are_named_in_one_note():
+    text = git_diff({REL: BEFORE, "test/t.py": b"a\n", "sgl-kernel/k.py": b"b\n"},
+                    {REL: AFTER, "test/t.py": b"a2\n", "sgl-kernel/k.py": b"b2\n"}, prefix="python/")
+    # test/ and sgl-kernel/ sit beside python/ in a checkout: make them so
+    text = text.replace(b"python/test/", b"test/").replace(b"python/sgl-kernel/", b"sgl-kernel/")
+    diff = unidiff.parse(text, "fix.patch")
+    assert [f.path for f in diff.files] == [REL]
+    assert sorted(diff.outside) == ["sgl-kernel/k.py", "test/t.py"]
+    assert len(diff.notes) == 1 and "sgl-kernel/k.py" in diff.notes[0] and "test/t.py" in diff.notes[0]
+
+
+def test_header_trailers_win_over_format_patch_fields():
+    message = ("Speed up f\n\nf returned too little.\nIt now returns ten.\n\n"
+               "Patchkit-Upstream: sgl-project/sglang#1\npatchkit-upstream: https://example.org/2\n"
+               "Patchkit-Applies-To: >=0.5.14,<0.5.22\nPatchkit-After: other-fix\n")
+    text = git_diff({REL: BEFORE}, {REL: AFTER}, header=message, format_patch=True)
+    diff = unidiff.parse(text, "0007-speed-up-f.patch")
+    assert diff.id == "speed-up-f"  # the file name without its sequence number
+    assert diff.title == "Speed up f"  # format-patch's Subject without "[PATCH]"
+    assert diff.rationale == "f returned too little.\nIt now returns ten."
+    assert diff.upstream == ("sgl-project/sglang#1", "https://example.org/2")
+    assert diff.applies_to == ">=0.5.14,<0.5.22" and diff.after == ("other-fix",)
+    named = unidiff.parse(b"Patchkit-Id: my-fix\nPatchkit-Title: A title\n" + text, "0007-speed-up-f.patch")
+    assert (named.id, named.title) == ("my-fix", "A title")
+    plain = unidiff.parse(git_diff({REL: BEFORE}, {REL: AFTER}), "fix.patch")
+    assert (plain.id, plain.title, plain.rationale, plain.applies_to) == ("fix", "fix", "fix", "")
+
+
+@pytest.mark.parametrize("name, header", [("fixA.patch", b""), ("ok.patch", b"Patchkit-Id: Bad_Id\n"),
+                                          ("ok.patch", b"Patchkit-Id: -x\n")])
+def test_a_bad_id_is_a_usage_error_naming_the_file(name, header):
+    with pytest.raises(UsageError) as info:
+        unidiff.parse(header + git_diff({REL: BEFORE}, {REL: AFTER}), name)
+    assert name in str(info.value) and info.value.exit_code == 2
+
+
+def _strip_blank_context(text: bytes) -> bytes:
+    """What an editor that strips trailing whitespace does to a diff: a blank context line loses
+    its single space, and the blank lines that end the file go."""
+    lines = [line[1:] if line in (b" \n", b" \r\n") else line for line in text.splitlines(keepends=True)]
+    while lines and lines[-1] in (b"\n", b"\r\n"):
+        lines.pop()
+    return b"".join(lines)
+
+
+@pytest.mark.parametrize("before", [
+    BEFORE.replace(b"\n", b"\r\n"),  # CRLF: git does not read "\r\n" alone as a blank context line
+    b"def f():\n    return 1\n\n\n\n",  # the hunk's last context lines are blank: the editor drops them
+])
+def test_whitespace_damaged_blank_context_lines_are_tolerated_with_a_note(before):
+    after = before.replace(b"return 1", b"return 10")
+    text = git_diff({REL: before}, {REL: after})
+    damaged = _strip_blank_context(text)
+    assert damaged != text
+    code, _, err = git_apply({REL: before}, damaged, "--check")
+    assert code != 0 and "corrupt patch" in err  # what git makes of it
+    diff = unidiff.parse(damaged, "fix.patch")
+    assert apply_hunks(before, diff.files[0].hunks) == after
+    assert any("whitespace damage" in note for note in diff.notes)
+    assert not unidiff.parse(text, "fix.patch").notes
+
+
+def test_blank_context_lines_without_their_space_inside_a_hunk_read_as_git_reads_them():
+    text = git_diff({REL: BEFORE}, {REL: AFTER})
+    damaged = b"".join(b"\n" if line == b" \n" else line for line in text.splitlines(keepends=True))
+    code, out, err = git_apply({REL: BEFORE}, damaged)
+    assert code == 0, err
+    assert apply_hunks(BEFORE, unidiff.parse(damaged, "fix.patch").files[0].hunks) == out[REL] == AFTER
+
+
+@pytest.mark.parametrize("before, after", [
+    (BEFORE.replace(b"\n", b"\r\n"), AFTER.replace(b"\n", b"\r\n")),  # CRLF
+    (b"\xef\xbb\xbf" + BEFORE, b"\xef\xbb\xbf" + AFTER.replace(b"import os", b"import sys")),  # BOM, first line edited
+    (BEFORE.rstrip(b"\n"), AFTER.rstrip(b"\n").replace(b"return 2", b"return 3")),  # no final newline
+    (BEFORE, BEFORE + b"x = 1"),  # a final line without newline added
+])
+def test_applied_bytes_are_git_applys(before, after):
+    text = git_diff({REL: before}, {REL: after})
+    code, out, err = git_apply({REL: before}, text)
+    assert code == 0, err
+    diff = unidiff.parse(text, "fix.patch")
+    assert apply_hunks(before, diff.files[0].hunks) == out[REL] == after
+    assert apply_hunks(after, diff.files[0].hunks, reverse=True) == before
+
+
+def test_hunk_that_does_not_apply_gives_none_and_an_offset_one_applies():
+    diff = unidiff.parse(git_diff({REL: BEFORE}, {REL: AFTER}), "fix.patch")
+    assert apply_hunks(BEFORE.replace(b"return 1", b"return 5"), diff.files[0].hunks) is None
+    shifted = b"# a\n# b\n" + BEFORE
+    code, out, _ = git_apply({REL: shifted}, git_diff({REL: BEFORE}, {REL: AFTER}))
+    assert code == 0 and apply_hunks(shifted, diff.files[0].hunks) == out[REL]
+
+
+def test_not_a_diff_and_a_short_hunk_are_usage_errors():
+    with pytest.raises(UsageError, match="not a diff"):
+        unidiff.parse(b"hello\n", "x.patch")
+    text = git_diff({REL: BEFORE}, {REL: AFTER})
+    with pytest.raises(UsageError, match="ends early"):
+        unidiff.parse(text.replace(b"+    return 10\n", b"XX\n"), "x.patch")
