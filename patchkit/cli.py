@@ -263,6 +263,21 @@ def verify(site_packages, source, python, strict, allow_skipped, as_json) -> Non
     _exit(lambda: run(site_packages, python, strict, as_json, source=source, allow_skipped=allow_skipped))
 
 
+@main.command(epilog=_epilog() + "\n\b\ncapture exits 1 when there is nothing to capture, 4 when a file patchkit "
+              "patched was edited since.")
+@click.argument("patch_id", metavar="ID")
+@click.option("--out", metavar="DIR", help="Folder for ID.patch (default: ./sglang-patches; created when its parent "
+              "exists).")
+@targeting
+@json_option
+def capture(patch_id, out, site_packages, source, python, as_json) -> None:
+    """Write the hand edits of an installed SGLang (against its release's wheel) as a diff patch
+    DIR/ID.patch; the tree is left as it is. Files patchkit wrote are not part of it."""
+    from patchkit.commands.capture import capture as run
+
+    _exit(lambda: run(patch_id, out, site_packages, source, python, as_json))
+
+
 @main.command(epilog=_epilog())
 @click.argument("patch_id", metavar="ID")
 @click.option("--release", "version", required=True, metavar="V", help="The SGLang release to make it against "

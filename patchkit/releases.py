@@ -129,6 +129,10 @@ class WheelSource:
     def python_files(self) -> list[str]:
         return sorted(name for name in self._entries if name.startswith(PACKAGE + "/") and name.endswith(".py"))
 
+    def package_files(self) -> list[str]:
+        """Every file of the package (not only the Python files)."""
+        return sorted(name for name in self._entries if name.startswith(PACKAGE + "/"))
+
     def fingerprint(self, rel: str) -> str:
         """A cheap identity of a file's bytes (CRC-32 and size from the zip directory; no inflating)."""
         info = self._entries.get(rel)

@@ -27,3 +27,18 @@ def test_export_refusals(tmp_path, patchkit_home):
     json_error = run("export", "no-such-patch", "--release", "0.5.17", "--json")
     assert json_error.exit_code == 2 and json_error.json()["error"]["message"].startswith("unknown patch id")
     assert snapshot(tmp_path) == before and snapshot(patchkit_home) == home
+
+
+def test_capture_refusals(tmp_path, patchkit_home):
+    site = tmp_path / "site"
+    site.mkdir()
+    (tmp_path / "a-file").write_text("x")
+    before, home = snapshot(tmp_path), snapshot(patchkit_home)
+    assert_refused(run("capture", "FixA", "--site-packages", site, "--out", tmp_path / "out"), 2, "patch id 'FixA'")
+    assert_refused(run("capture", "cpu-offload-tied-params", "--site-packages", site, "--out", tmp_path / "out"), 2,
+                   "exists already (built-in)")
+    assert_refused(run("capture", "mine", "--site-packages", site, "--out", tmp_path / "a-file"), 2, "not a folder")
+    assert_refused(run("capture", "mine", "--site-packages", site, "--out", tmp_path / "no" / "out"), 2,
+                   f"the folder {tmp_path / 'no'} does not exist")
+    assert_refused(run("capture", "mine", "--site-packages", site, "--out", tmp_path / "out"), 3, "no SGLang in")
+    assert snapshot(tmp_path) == before and snapshot(patchkit_home) == home

@@ -1,0 +1,107 @@
+"""`patchkit capture` on real release trees: hand edits become a diff patch that `git apply`
+takes on a checkout of the pristine release and gives the edited bytes; patchkit's own bytes are
+left out; a patched file edited since is refused (exit 4); the tree is never written."""
+
+from __future__ import annotations
+
+import pytest
+
+from testing.checkout import checkout, git, package_bytes, wheel_home
+from testing.cli import run
+from testing.releases import pristine, snapshot
+
+pytestmark = pytest.mark.integration
+
+VERSION = "0.5.17"
+OFFLOADER = "sglang/srt/utils/offloader.py"
+MODEL_CONFIG = "sglang/srt/configs/model_config.py"
+ADDED = "sglang/srt/utils/my_helper.py"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", (VERSION,))))
+
+
+def hand_edit(site) -> None:
+    """Two real files edited as a user would, and a module added."""
+    path = site / OFFLOADER
+    path.write_bytes(path.read_bytes().replace(b"class OffloaderV1(BaseOffloader):\n",
+                                               b"class OffloaderV1(BaseOffloader):\n    # tuned by hand\n", 1))
+    path = site / MODEL_CONFIG
+    path.write_bytes(path.read_bytes() + b"\n\nHAND_EDITED = True\n")
+    (site / ADDED).write_bytes(b"def helper():\n    return 42\n")
+
+
+def test_capture_writes_the_hand_edits_as_a_diff(home, release, tmp_path):
+    site = release(VERSION)
+    repo = checkout(site, tmp_path / "repo")  # the pristine release's files, before the edits
+    hand_edit(site)
+    before = snapshot(site)
+    out = tmp_path / "mine"
+    result = run("capture", "my-tuning", "--site-packages", site, "--out", out, "--json")
+    assert result.exit_code == 0, result.stderr
+    report = result.json()
+    assert [f["file"] for f in report["files"]] == sorted([OFFLOADER, MODEL_CONFIG, ADDED])
+    assert snapshot(site) == before  # nothing written or recorded in the tree
+    diff = out / "my-tuning.patch"
+    assert report["path"] == str(diff)
+    assert diff.read_text().startswith("Patchkit-Id: my-tuning\n")
+    checked = git(repo, "apply", "--directory=python", "--check", diff, check=False)  # a/sglang/... paths
+    assert checked.returncode == 0, checked.stderr
+    git(repo, "apply", "--directory=python", diff)
+    assert package_bytes(repo / "python") == package_bytes(site)
+
+    again = run("capture", "my-tuning", "--site-packages", site, "--out", out)
+    assert again.exit_code == 2 and "exists already" in again.stderr
+
+
+def test_patchkit_bytes_are_left_out_and_a_patched_file_edited_since_is_refused(home, release, tmp_path):
+    site = release(VERSION)
+    assert run("apply", "--site-packages", site).exit_code == 0
+    out = tmp_path / "mine"
+    nothing = run("capture", "my-tuning", "--site-packages", site, "--out", out)
+    assert nothing.exit_code == 1 and "nothing to capture" in nothing.stderr, nothing.stderr
+
+    (site / ADDED).write_bytes(b"X = 1\n")
+    only_mine = run("capture", "my-tuning", "--site-packages", site, "--out", out, "--json")
+    assert only_mine.exit_code == 0, only_mine.stderr
+    assert [f["file"] for f in only_mine.json()["files"]] == [ADDED]
+    assert any("patchkit wrote" in note and OFFLOADER in note for note in only_mine.json()["notes"])
+
+    path = site / OFFLOADER  # patched by cpu-offload-tied-params, then edited by hand
+    path.write_bytes(path.read_bytes() + b"# mine\n")
+    before, folder = snapshot(site), snapshot(out)
+    refused = run("capture", "other-tuning", "--site-packages", site, "--out", out)
+    assert refused.exit_code == 4, refused.stderr
+    assert f"{OFFLOADER} carries patch cpu-offload-tied-params and was changed since" in refused.stderr
+    assert snapshot(site) == before and snapshot(out) == folder
+
+
+def test_nothing_to_capture_and_no_wheel(release, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATCHKIT_HOME", str(tmp_path / "home"))
+    site = release(VERSION)
+    out = tmp_path / "mine"
+    nothing = run("capture", "my-tuning", "--site-packages", site, "--out", out)
+    assert nothing.exit_code == 1 and "nothing to capture" in nothing.stderr
+    assert not (tmp_path / "home" / "wheels").exists()  # told by the RECORD hashes: no download
+
+    metadata = next(site.glob("sglang-*.dist-info")) / "METADATA"
+    metadata.write_text(metadata.read_text().replace(f"Version: {VERSION}\n", "Version: 0.5.99\n"))
+    hand_edit(site)
+    no_wheel = run("capture", "my-tuning", "--site-packages", site, "--out", out)
+    assert no_wheel.exit_code == 3 and "cannot download SGLang 0.5.99" in no_wheel.stderr, no_wheel.stderr
+    assert not out.exists()
+
+
+def test_without_a_record_the_wheel_tells_what_changed(home, tmp_path):
+    """A source tree (a checkout's python/) has no RECORD: the wheel's CRCs tell the edited files."""
+    from testing.releases import source_project
+
+    project = source_project(VERSION, tmp_path / "python")
+    path = project / OFFLOADER
+    path.write_bytes(path.read_bytes() + b"# mine\n")
+    result = run("capture", "my-tuning", "--source", project, "--out", tmp_path / "mine", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [f["file"] for f in result.json()["files"]] == [OFFLOADER]
+    assert pristine(VERSION).is_dir()
