@@ -26,10 +26,36 @@ def wheel_cache() -> Path:
     return home() / "wheels"
 
 
+def _spelled(name: str) -> Version | None:
+    try:
+        return Version(name)
+    except InvalidVersion:
+        return None
+
+
+def wheel_version(wheel: Path) -> Version | None:
+    """The version a wheel's file name declares (`sglang-0.5.17-cp311-...whl` -> 0.5.17)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        return parse_wheel_filename(wheel.name)[1]
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+
+
 def _cached_wheel(version: str) -> Path | None:
-    for wheel in sorted(wheel_cache().glob(f"{PACKAGE}-{version}-*.whl")):
-        return wheel
+    # Matched as versions, not as text: `0.5.17.0` and `v0.5.17` are the wheel of 0.5.17.
+    wanted = Version(version)
+    for wheel in sorted(wheel_cache().glob(f"{PACKAGE}-*.whl")):
+        if wheel_version(wheel) == wanted:
+            return wheel
     return None
+
+
+def published(version: str) -> str:
+    """The spelling of a release as its wheel names it (`0.5.17.0` -> `0.5.17`): the name of
+    every file or folder patchkit keeps for it (downloads it if it is not in the cache)."""
+    return str(wheel_version(download(version)))
 
 
 def download(version: str) -> Path:
@@ -79,7 +105,11 @@ def install(wheel: Path, dest: Path) -> None:
 
 def pristine_tree(version: str) -> Path:
     """A cached folder holding the pristine install of a release (for manifests and tracking)."""
-    folder = home() / "releases" / version
+    releases = home() / "releases"
+    for folder in sorted(releases.iterdir()) if releases.is_dir() else ():
+        if _spelled(folder.name) == Version(version) and (folder / PACKAGE / "__init__.py").is_file():
+            return folder
+    folder = releases / published(version)
     if not (folder / PACKAGE / "__init__.py").is_file():
         staging = folder.with_name(folder.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
@@ -110,8 +140,8 @@ class WheelSource:
     `python_files`, and each file's CRC-32 from the zip's directory (for the verdict cache)."""
 
     def __init__(self, version: str) -> None:
-        self.version = version
         self.wheel = download(version)
+        self.version = str(wheel_version(self.wheel))  # as the release spells itself (0.5.17.0 -> 0.5.17)
         try:
             self._zip = zipfile.ZipFile(self.wheel)
         except (OSError, zipfile.BadZipFile) as exc:

@@ -23,13 +23,14 @@ def update(versions: tuple[str, ...], out: str | None = None, as_json: bool = Fa
         raise UsageError("patchkit is not running from a checkout: pass --out DIR (an installed copy's manifests are never rewritten)")
     if not folder.is_dir():
         raise UsageError(f"--out {folder}: not a folder")
+    wanted = [versions_mod.normalise(v) for v in versions]  # bad input: exit 2 before anything is written
     written = []
-    for version in versions:
+    for version in wanted:
         fresh = _describe(version)
-        path = folder / f"{version}.json"
+        path = folder / f"{fresh.version}.json"  # the release's own spelling: v0.5.17 and 0.5.17.0 write 0.5.17.json
         atomic_write(path, fresh.to_json().encode())
         verdicts = {pid: e.verdict for pid, e in sorted(fresh.patches.items())}
-        written.append({"version": version, "path": str(path), "verdicts": verdicts})
+        written.append({"version": fresh.version, "path": str(path), "verdicts": verdicts})
         if not as_json:  # one line as each is written (a long run shows its progress)
             output.line(f"{path}: " + ", ".join(f"{pid}={verdict}" for pid, verdict in verdicts.items()))
     if as_json:
@@ -42,6 +43,7 @@ def check(versions: tuple[str, ...], as_json: bool = False) -> int:
     rows = []
     for version in [versions_mod.normalise(v) for v in versions] or manifest_mod.available():  # bad input: exit 2
         committed = manifest_mod.load(version)
+        version = committed.version  # its file's name (0.5.17.0 is manifests/0.5.17.json)
         fresh = _describe(version)
         changed = committed.changed_patches(fresh)
         ok = committed == fresh and (bool(changed) or not committed.reads_differ(fresh))

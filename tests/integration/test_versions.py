@@ -87,3 +87,52 @@ def test_release_without_manifest_is_judged_by_probes(release, label):
     assert run("verify", "--site-packages", site).exit_code == 0
     assert run("revert", "--site-packages", site).exit_code == 0
     assert tree_bytes(site / "sglang") == pristine
+
+
+# A version names a cached wheel, a cached release folder, a manifest file and a pip request:
+# each is found as a version, never as the string typed (`0.5.17.0` keeps its `.0` in
+# packaging's normal form; the wheel is sglang-0.5.17-...).
+SPELLED = "0.5.17"
+
+
+@pytest.fixture
+def cached_home(monkeypatch):
+    from testing.releases import HOME, pristine
+
+    pristine(SPELLED)  # fills the tests' wheel and release caches once
+    monkeypatch.setenv("PATCHKIT_HOME", str(HOME))
+    return HOME
+
+
+def test_fetch_finds_the_cached_wheel_of_another_spelling(cached_home, tmp_path):
+    from testing.releases import MODEL_CONFIG
+
+    dest = tmp_path / "fetched"
+    result = run("apply", "--target", f"{SPELLED}.0", "--fetch", dest)
+    assert result.exit_code == 0, result.stderr
+    assert b'"mtp_num_hidden_layers"' in (dest / MODEL_CONFIG).read_bytes()
+
+
+def test_manifest_update_writes_the_release_spelling(cached_home, tmp_path):
+    from patchkit.manifest import checkout_folder
+
+    result = run("manifest", "update", f"v{SPELLED}", f"{SPELLED}.0", "--out", tmp_path, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [row["path"] for row in result.json()["manifests"]] == [str(tmp_path / f"{SPELLED}.json")] * 2
+    assert [p.name for p in tmp_path.iterdir()] == [f"{SPELLED}.json"]
+    assert (tmp_path / f"{SPELLED}.json").read_bytes() == (checkout_folder() / f"{SPELLED}.json").read_bytes()
+
+
+def test_track_and_doctor_take_any_spelling(cached_home, tmp_path):
+    from testing.doctor import model_folder
+
+    releases_before = sorted(p.name for p in (cached_home / "releases").iterdir())
+    tracked = run("track", "--from", f"{SPELLED}.0", "--to", f"v{SPELLED}", "--json")
+    assert tracked.exit_code == 0, tracked.stderr
+    assert (tracked.json()["from"], tracked.json()["to"]) == (SPELLED, SPELLED)
+    model = model_folder(tmp_path / "model")
+    doctor = run("doctor", "--version", f"{SPELLED}.0", "--gpus", "1", "--gpu-memory", "80", "--gpu-free", "79",
+                 "--sm", "9.0", "--json", "--", "--model-path", model)
+    assert doctor.exit_code in (0, 1), doctor.stdout + doctor.stderr
+    assert doctor.json()["sglang"]["version"] == SPELLED
+    assert sorted(p.name for p in (cached_home / "releases").iterdir()) == releases_before  # no 0.5.17.0 copy
