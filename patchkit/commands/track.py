@@ -41,6 +41,8 @@ def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
 def matrix(first: str | None, last: str | None, fmt: str) -> int:
     first = version_strings.normalise(first, "--from") if first else None
     last = version_strings.normalise(last, "--to") if last else None
+    if first and last and version_strings.parse(first) > version_strings.parse(last):
+        raise UsageError(f"--from {first} is newer than --to {last}; swap them (the range runs oldest to newest)")
     versions = upstream.versions_between(first, last)
     if not versions:
         raise UsageError("no release in that range")
