@@ -23,7 +23,7 @@ def apply(
     python: str | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
 ) -> int:
-    target = locate(site_packages, fetch, version, source=source, python=python)
+    target = locate(site_packages, fetch, version, source=source, python=python, dry_run=dry_run)
     with report.interruptible() as progress:  # also while the report is printed
         return _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress)
 

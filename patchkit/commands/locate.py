@@ -31,6 +31,7 @@ def locate(
     source: str | None = None,
     python: str | None = None,
     quiet: bool = False,
+    dry_run: bool = False,
 ) -> Target:
     for flag, value in (("--site-packages", site_packages), ("--fetch", fetch), ("--source", source), ("--python", python)):
         if value is not None and not value.strip():
@@ -44,6 +45,15 @@ def locate(
         folder = Path(fetch)
         if not (folder / PACKAGE).exists():
             releases.check_known(version)  # before downloading: a release patchkit knows nothing of
+            if dry_run:
+                # A dry run writes nothing, DIR included: judge the pristine release patchkit
+                # keeps in its cache (read only), which is what --fetch would install there.
+                pristine = releases.pristine_tree(versions.normalise(version))
+                output.note(f"dry run: nothing was installed into {folder}; showing what apply would change "
+                            f"on the pristine SGLang release --fetch would install there (cached in {pristine})")
+                target = find_in(pristine)
+                check_version(target, version)
+                return target
             wheel = releases.download(versions.normalise(version))  # before touching DIR
             releases.install(wheel, folder)
         target = find_in(folder)

@@ -26,3 +26,16 @@ def test_fetch_into_folder_with_another_version(tmp_path, monkeypatch, release):
     site = release("0.5.19")
     result = run("apply", "--target", "0.5.17", "--fetch", site)
     assert result.exit_code == 3 and "--target 0.5.17 but SGLang 0.5.19" in result.stderr
+
+
+def test_a_dry_run_fetch_installs_nothing_and_says_so(tmp_path, monkeypatch):
+    cached = pristine("0.5.17")
+    monkeypatch.setenv("PATCHKIT_HOME", str(HOME))
+    dest = tmp_path / "build" / "sglang-0.5.17"
+    result = run("apply", "--dry-run", "--target", "0.5.17", "--fetch", dest, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert not dest.exists()  # was 93 MB installed there, with "nothing written"
+    assert f"nothing was installed into {dest}" in result.stderr
+    data = result.json()
+    assert data["dry_run"] and data["changed"] and f"+++ b/{MODEL_CONFIG}" in data["diff"]
+    assert not (cached / ".patchkit").exists()
