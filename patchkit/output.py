@@ -19,12 +19,22 @@ def data(raw: bytes) -> None:
     sys.stdout.buffer.write(raw)
 
 
+# Control characters (C0 but tab, DEL, C1): a newline in a path would split a one-line
+# message, an ESC would drive the terminal. Written as Python escapes (\n, \x1b).
+_CONTROL = {c: ascii(chr(c))[1:-1] for c in (*range(0x00, 0x09), *range(0x0a, 0x20), *range(0x7f, 0xa0))}
+
+
+def one_line(message: str) -> str:
+    """`message` with every control character escaped: it stays one line and inert on a terminal."""
+    return message.translate(_CONTROL)
+
+
 def warn(message: str) -> None:
-    sys.stderr.write(f"warning: {message}\n")
+    sys.stderr.write(f"warning: {one_line(message)}\n")
 
 
 def error(message: str) -> None:
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"error: {one_line(message)}\n")
 
 
 def flush() -> None:
@@ -43,7 +53,7 @@ def as_json(data: Any) -> None:
 
 def note(message: str) -> None:
     """Information beside the result (stderr, so that stdout stays the result alone)."""
-    sys.stderr.write(f"note: {message}\n")
+    sys.stderr.write(f"note: {one_line(message)}\n")
 
 
 def progress(raw: str) -> None:
