@@ -314,12 +314,19 @@ def find_installed() -> Target:
     return _from_where(namespace["where"](), "this Python")
 
 
+def interpreter(python: str) -> str:
+    """`--python` as a path that works from any folder: a relative path (`venv/bin/python`) is
+    made absolute against the current folder (children run with another cwd); a bare name
+    (`python3`) is left to the PATH. Symlinks are kept: a venv's bin/python is one."""
+    return os.path.abspath(python) if os.sep in python else python
+
+
 def find_for_python(python: str) -> Target:
     """The SGLang that another interpreter imports (`--python PATH`)."""
     code = _WHERE + "\nimport json\nprint(json.dumps(where()))\n"
     try:
         # cwd "/": the child's sys.path[0] must not be whatever folder patchkit was started in.
-        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
+        proc = subprocess.run([interpreter(python), "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
     except OSError as exc:
         raise TargetError(f"--python {python}: cannot run it ({exc.strerror})") from None
     except subprocess.TimeoutExpired:

@@ -1,19 +1,21 @@
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 from patchkit import output
 from patchkit import verify as verify_mod
 from patchkit.commands import report as render
 from patchkit.commands.locate import locate
 from patchkit.constants import EXIT_OK, EXIT_PLAN
+from patchkit.target import SITE, Target, interpreter
 
 
 def verify(site_packages: str | None, python: str | None, strict: bool, as_json: bool,
            source: str | None = None, allow_skipped: bool = False) -> int:
     target = locate(site_packages, source=source, python=python)
-    # A fresh child of that environment: --python, else the venv owning the folder, else this one.
-    report = verify_mod.verify(target, python or verify_mod.interpreter_for(target.site) or sys.executable)
+    report = verify_mod.verify(target, _interpreter(target, site_packages, python))
     pending = report.not_applied()
     missing = pending if strict else []
     skipped = [c for c in report.checks if c.result == verify_mod.SKIPPED]
@@ -42,6 +44,19 @@ def verify(site_packages: str | None, python: str | None, strict: bool, as_json:
         output.line(f"  {result:<8} patch {s.id} is {s.state}: this release needs it (run `patchkit apply`)")
     output.line(summary)
     return EXIT_OK if ok else EXIT_PLAN
+
+
+def _interpreter(target: Target, site_packages: str | None, python: str | None) -> str:
+    """A fresh child of that environment: --python, else the venv owning the folder named with
+    --site-packages (an editable install's checkout lies outside its venv: never look there),
+    else the venv owning a plain site-packages found, else this interpreter."""
+    if python:
+        return interpreter(python)
+    if site_packages:
+        owner = verify_mod.interpreter_for(Path(os.path.abspath(site_packages)))
+    else:
+        owner = verify_mod.interpreter_for(target.site) if target.kind == SITE else None
+    return owner or sys.executable
 
 
 def _summary(report: verify_mod.Report, pending: list, skipped: list, ok: bool, verified: bool, strict: bool,

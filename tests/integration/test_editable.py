@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -152,3 +153,35 @@ def test_this_python_finds_the_editable_install(editable):
                           cwd="/", env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["sglang"] == {"version": VERSION, "path": str(project)}
+
+
+def test_verify_runs_the_interpreter_of_the_environment_named(editable, monkeypatch):
+    """`verify --site-packages` of an editable install runs that venv's interpreter, not one found
+    beside the checkout; `verify --python` with a relative path works (children run elsewhere)."""
+    python, checkout, project = editable
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # A virtual environment around the checkout (outside its git tree) whose interpreter cannot
+    # import anything: picking it instead of the venv's fails every import check.
+    workspace = checkout.parent
+    (workspace / "pyvenv.cfg").write_text("home = /nowhere\n")
+    (workspace / "bin").mkdir()
+    (workspace / "bin" / "python").write_text("#!/bin/sh\necho 'not the environment named' >&2\nexit 7\n")
+    (workspace / "bin" / "python").chmod(0o755)
+    try:
+        assert run("apply", "--site-packages", site).exit_code == 0
+        verified = run("verify", "--site-packages", site, "--json")
+        assert verified.exit_code == 0, (verified.stdout, verified.stderr)
+        checks = {c["check"]: c["result"] for c in verified.json()["checks"]}
+        assert checks["import sglang.srt.configs.model_config"] == "ok", checks
+
+        monkeypatch.chdir(python.parent.parent.parent)
+        relative = python.relative_to(python.parent.parent.parent)
+        by_path = run("verify", "--python", relative, "--json")
+        assert by_path.exit_code == 0, (by_path.stdout, by_path.stderr)
+        assert by_path.json()["sglang"]["path"] == str(project)
+    finally:
+        shutil.rmtree(workspace / "bin")
+        (workspace / "pyvenv.cfg").unlink()
+        assert run("revert", "--site-packages", site).exit_code == 0
+    assert git(checkout, "status", "--porcelain").strip() == ""
