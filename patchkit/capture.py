@@ -16,13 +16,11 @@ edit, capture again.
 
 from __future__ import annotations
 
-import base64
-import csv
 import zlib
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from patchkit import format_patch, registry, stale
+from patchkit import dist_record, format_patch, registry, stale
 from patchkit import state as state_mod
 from patchkit.constants import PACKAGE
 from patchkit.errors import DriftError, PlanError, TargetError, UsageError
@@ -51,23 +49,6 @@ class Capture:
     notes: tuple[str, ...]
 
 
-def _record(target: Target) -> dict[str, tuple[str, int]] | None:
-    """{path: (sha256 hex, size)} of the package files the dist-info RECORD beside `sglang/`
-    lists (None when there is none: an editable install's RECORD lists no package file)."""
-    infos = sorted(target.site.glob(f"{PACKAGE}-*.dist-info"))
-    rows: dict[str, tuple[str, int]] = {}
-    for info in infos:
-        try:
-            text = (info / "RECORD").read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        for row in csv.reader(text.splitlines()):
-            if len(row) >= 3 and row[0].startswith(PACKAGE + "/") and row[1].startswith("sha256=") and row[2].isdigit():
-                digest = base64.urlsafe_b64decode(row[1][len("sha256="):] + "==").hex()
-                rows[row[0]] = (digest, int(row[2]))
-    return rows or None
-
-
 def _tree_files(target: Target) -> list[str]:
     return sorted(path.relative_to(target.site).as_posix() for path in target.package_dir.rglob("*")
                   if path.is_file() and not path.is_symlink() and "__pycache__" not in path.parts
@@ -77,7 +58,7 @@ def _tree_files(target: Target) -> list[str]:
 def changed_files(target: Target, wheel: Callable[[], WheelLike]) -> tuple[list[str], int]:
     """(the package files whose bytes are not the release's, sorted; how many release files
     are missing from the tree). `wheel` gives the release's wheel, asked for only without RECORD."""
-    record = _record(target)
+    record = dist_record.release_hashes(target.site)
     present = _tree_files(target)
     changed: list[str] = []
     if record is not None:
@@ -135,17 +116,24 @@ def capture(target: Target, pid: str, wheel: Callable[[], WheelLike]) -> Capture
     source = wheel()
     changes: list[format_patch.FileChange] = []
     binary: list[str] = []
+    added: list[str] = []
     for rel in edited:
         before, after = source.read(rel), target.read(rel)
+        if before is None:  # a diff patch changes the release's files; it does not add one
+            added.append(rel)
+            continue
         if not _is_text(before) or not _is_text(after):
             binary.append(rel)
             continue
         changes.append(format_patch.FileChange(rel, before, after))
+    if added:
+        notes.append(f"left out {len(added)} file(s) the release does not have ({', '.join(added)}): a diff patch "
+                     "changes the release's files, it does not add new ones")
     if binary:
         notes.append(f"left out {len(binary)} file(s) that are not text ({', '.join(binary)})")
     if not changes:
-        raise PlanError(f"nothing to capture: the changed files of {target.package_dir} are not text "
-                        f"({', '.join(binary)})")
+        raise PlanError(f"nothing to capture: the changed files of {target.package_dir} are new or not text "
+                        f"({', '.join(added + binary)})")
     data = _header(pid, target, len(changes)) + format_patch.git_diff(changes)
     files = tuple({"file": c.rel, "new": c.before is None, "added": added, "removed": removed}
                   for c in changes for added, removed in (format_patch.counts(c),))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
+from patchkit import hand_applied
 from patchkit import manifest as manifest_mod
 from patchkit import registry
 from patchkit import state as state_mod
@@ -429,7 +430,17 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
 
 
 def _status(view: View, pid: str) -> PatchStatus:
-    return _fast_status(view, pid) or evaluate(view, pid)
+    found = _fast_status(view, pid) or evaluate(view, pid)
+    if found.state == UPSTREAM_FIXED and _hand_applied(view, pid):
+        return PatchStatus(pid, APPLIED, found.files, hand_applied.DETAIL)
+    return found
+
+
+def _hand_applied(view: View, pid: str) -> dict[str, bytes] | None:
+    """The release's bytes of a diff patch's files when it was applied by hand (`hand_applied`)."""
+    if not hand_applied.is_diff(pid):
+        return None
+    return hand_applied.release_bytes(view.target, view.patches[pid], view.read, view.state)
 
 
 def status(target: Target) -> tuple[list[PatchStatus], list[str]]:
@@ -581,8 +592,14 @@ def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False)
     selected = registry.select(registry.patch_ids(), only)  # an unknown id is exit 2, whatever the state
     view = open_view(target)
     state = view.state
+    # Diff patches applied by hand (captured, git apply): back to the release's bytes, proven by the RECORD.
+    by_hand = {pid: found for pid in selected if not (state and pid in state.patches)
+               for found in (_hand_applied(view, pid),) if found}
+    hand_writes = [FileWrite(rel=rel, before=view.read(rel), after=data, pristine=None)
+                   for files in by_hand.values() for rel, data in sorted(files.items())]
+    hand_statuses = [PatchStatus(pid, APPLIED, tuple(files), hand_applied.DETAIL) for pid, files in by_hand.items()]
     if state is None:
-        return Plan(target, (), (), None, None, tuple(view.warnings))
+        return Plan(target, tuple(hand_statuses), tuple(hand_writes), None, None, tuple(view.warnings), tuple(by_hand))
     # --only names any known patch; those not applied here have nothing to revert.
     chosen = [pid for pid in selected if pid in state.patches] if only else list(state.patches)
     touched = {rel for pid in chosen for rel in state.files_of(pid)}
@@ -597,7 +614,8 @@ def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False)
     if new_state is not None:
         new_state.files.update({rel: state.files[rel] for rel in unchanged})
     statuses = tuple(PatchStatus(pid, APPLIED, tuple(state.files_of(pid))) for pid in chosen)
-    return Plan(target, statuses, tuple(writes), state, new_state, tuple(view.warnings), tuple(chosen), lost)
+    return Plan(target, (*statuses, *hand_statuses), (*writes, *hand_writes), state, new_state, tuple(view.warnings),
+                (*chosen, *by_hand), lost)
 
 
 def current_diff(target: Target) -> str:

@@ -10,22 +10,18 @@ header, a body, the patchkit trailers (so the file loads back as a diff patch wi
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.header import Header as MailHeader
 from email.utils import format_datetime
+
+from patchkit.unidiff import git_blob_sha1
 
 FILE_MODE = "100644"
 NULL_BLOB = "0" * 40
 DEFAULT_AUTHOR = "patchkit <patchkit@localhost>"
 _CONTEXT = 3
 _NO_NEWLINE = b"\\ No newline at end of file\n"
-
-
-def git_blob_sha1(data: bytes) -> str:
-    """The hash `git hash-object` gives a file's bytes."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 @dataclass(frozen=True)

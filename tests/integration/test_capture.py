@@ -16,6 +16,7 @@ VERSION = "0.5.17"
 OFFLOADER = "sglang/srt/utils/offloader.py"
 MODEL_CONFIG = "sglang/srt/configs/model_config.py"
 ADDED = "sglang/srt/utils/my_helper.py"
+COMMON = "sglang/srt/utils/common.py"
 
 
 @pytest.fixture
@@ -42,7 +43,8 @@ def test_capture_writes_the_hand_edits_as_a_diff(home, release, tmp_path):
     result = run("capture", "my-tuning", "--site-packages", site, "--out", out, "--json")
     assert result.exit_code == 0, result.stderr
     report = result.json()
-    assert [f["file"] for f in report["files"]] == sorted([OFFLOADER, MODEL_CONFIG, ADDED])
+    assert [f["file"] for f in report["files"]] == sorted([OFFLOADER, MODEL_CONFIG])
+    assert any(ADDED in note and "does not have" in note for note in report["notes"])
     assert snapshot(site) == before  # nothing written or recorded in the tree
     diff = out / "my-tuning.patch"
     assert report["path"] == str(diff)
@@ -50,23 +52,24 @@ def test_capture_writes_the_hand_edits_as_a_diff(home, release, tmp_path):
     checked = git(repo, "apply", "--directory=python", "--check", diff, check=False)  # a/sglang/... paths
     assert checked.returncode == 0, checked.stderr
     git(repo, "apply", "--directory=python", diff)
-    assert package_bytes(repo / "python") == package_bytes(site)
+    assert package_bytes(repo / "python") == {rel: data for rel, data in package_bytes(site).items() if rel != ADDED}
 
     again = run("capture", "my-tuning", "--site-packages", site, "--out", out)
     assert again.exit_code == 2 and "exists already" in again.stderr
 
 
 def test_patchkit_bytes_are_left_out_and_a_patched_file_edited_since_is_refused(home, release, tmp_path):
-    site = release(VERSION)
+    site = release(VERSION, extra=(COMMON,))
     assert run("apply", "--site-packages", site).exit_code == 0
     out = tmp_path / "mine"
     nothing = run("capture", "my-tuning", "--site-packages", site, "--out", out)
     assert nothing.exit_code == 1 and "nothing to capture" in nothing.stderr, nothing.stderr
 
-    (site / ADDED).write_bytes(b"X = 1\n")
+    path = site / COMMON
+    path.write_bytes(path.read_bytes().replace(b"\nimport os\n", b"\nimport os  # mine\n", 1))
     only_mine = run("capture", "my-tuning", "--site-packages", site, "--out", out, "--json")
     assert only_mine.exit_code == 0, only_mine.stderr
-    assert [f["file"] for f in only_mine.json()["files"]] == [ADDED]
+    assert [f["file"] for f in only_mine.json()["files"]] == [COMMON]
     assert any("patchkit wrote" in note and OFFLOADER in note for note in only_mine.json()["notes"])
 
     path = site / OFFLOADER  # patched by cpu-offload-tied-params, then edited by hand
@@ -105,3 +108,28 @@ def test_without_a_record_the_wheel_tells_what_changed(home, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert [f["file"] for f in result.json()["files"]] == [OFFLOADER]
     assert pristine(VERSION).is_dir()
+
+
+def test_revert_and_apply_take_a_captured_tree_back_and_forth(home, release, tmp_path):
+    site = release(VERSION)
+    release_tree = snapshot(site)
+    hand_edit(site)
+    (site / ADDED).unlink()  # not captured (a new file): the round trip is about the two edited files
+    edited = package_bytes(site)
+    out = tmp_path / "mine"
+    assert run("capture", "my-tuning", "--site-packages", site, "--out", out).exit_code == 0
+
+    with_diff = ("--patches", out)
+    status = run(*with_diff, "status", "--site-packages", site, "--json").json()["patches"]
+    mine = next(p for p in status if p["id"] == "my-tuning")
+    assert mine["state"] == "applied" and "applied by hand" in mine["detail"], mine
+    for _ in range(2):
+        reverted = run(*with_diff, "revert", "--site-packages", site, "--json")
+        assert reverted.exit_code == 0, reverted.stderr
+        assert reverted.json()["reverted"] == ["my-tuning"]
+        assert snapshot(site) == release_tree  # the release's bytes, no .patchkit/ left
+        states = {p["id"]: p["state"] for p in run(*with_diff, "status", "--site-packages", site, "--json").json()["patches"]}
+        assert states["my-tuning"] == "pending"
+        applied = run(*with_diff, "apply", "--only", "my-tuning", "--site-packages", site)
+        assert applied.exit_code == 0, applied.stderr
+        assert package_bytes(site) == edited

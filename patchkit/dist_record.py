@@ -1,0 +1,27 @@
+"""The dist-info RECORD beside an installed `sglang/`: the release's sha256 and size of each of
+its files, as pip wrote them at install time (what tells a hand edit from the release's bytes
+without reading the wheel)."""
+
+from __future__ import annotations
+
+import base64
+import csv
+from pathlib import Path
+
+from patchkit.constants import PACKAGE
+
+
+def release_hashes(site: Path) -> dict[str, tuple[str, int]] | None:
+    """{path under sglang/: (sha256 hex, size)} from the RECORD of the dist-info in `site`; None
+    when there is none (an editable install's RECORD lists no package file, a source tree has none)."""
+    rows: dict[str, tuple[str, int]] = {}
+    for info in sorted(site.glob(f"{PACKAGE}-*.dist-info")):
+        try:
+            text = (info / "RECORD").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        for row in csv.reader(text.splitlines()):
+            if len(row) >= 3 and row[0].startswith(PACKAGE + "/") and row[1].startswith("sha256=") and row[2].isdigit():
+                digest = base64.urlsafe_b64decode(row[1][len("sha256="):] + "==").hex()
+                rows[row[0]] = (digest, int(row[2]))
+    return rows or None
