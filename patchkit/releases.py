@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 from patchkit import output
 from patchkit.constants import ENV_HOME, PACKAGE
 from patchkit.errors import FetchError, PatchkitError
-from patchkit.util import run
+from patchkit.util import dies_with_parent, run
 
 
 def home() -> Path:
@@ -75,7 +75,7 @@ def download(version: str) -> Path:
     started = time.monotonic()
     if sys.stderr.isatty():
         # On a terminal, pip's own progress bar shows the download.
-        if subprocess.run(argv, stdout=sys.stderr, check=False).returncode != 0:
+        if subprocess.run(argv, stdout=sys.stderr, check=False, preexec_fn=dies_with_parent()).returncode != 0:
             raise FetchError(f"{what} (pip's message above)")
     else:
         try:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from patchkit.errors import PatchkitError
 
@@ -94,10 +96,35 @@ def replace(src: Path, dst: Path) -> None:
     _fsync_dir(dst.parent)
 
 
-def run(argv: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
-    """Run a command; a failure becomes one PatchkitError line naming `what`."""
+def dies_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that makes the child die with this process (Linux PR_SET_PDEATHSIG: the
+    kernel sends it SIGKILL when patchkit exits, a SIGKILL of patchkit included), so that no
+    pip outlives the run that started it. None where the platform has no such call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes  # here: only a run that starts pip pays for it
+
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, check=False)
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the call: nobody will signal us
+            os._exit(1)
+
+    return arm
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def run(argv: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
+    """Run a command that dies with patchkit; a failure becomes one PatchkitError line naming `what`."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, check=False, preexec_fn=dies_with_parent())
     except OSError as exc:
         raise PatchkitError(f"{what}: {exc}") from exc
     if proc.returncode != 0:

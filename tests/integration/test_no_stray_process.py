@@ -83,3 +83,20 @@ def test_sigkilled_apply_leaves_no_process_and_the_next_run_does_not_hang(releas
     assert applied.returncode == 0, applied.stderr
     assert finish("revert", "--site-packages", site).returncode == 0
     assert {rel: (site / rel).read_bytes() for rel in targets} == clean
+
+
+def test_a_sigkilled_fetch_leaves_no_pip_behind(tmp_path):
+    """The pip child of `--fetch` dies with patchkit (it outlived a SIGKILL by ~0.2 s)."""
+    from testing.releases import HOME
+
+    pristine("0.5.17")  # the wheel is cached: the child is `pip install --target DIR wheel`
+    proc = patchkit("apply", "--target", "0.5.17", "--fetch", tmp_path / "fetched",
+                    env={**os.environ, "PATCHKIT_HOME": str(HOME)})
+    deadline = time.monotonic() + 60
+    while not any(" pip install " in member for member in session_members(proc.pid)):
+        assert proc.poll() is None and time.monotonic() < deadline, "pip never started"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert alone_after(proc.pid, 0.05) == [], "pip outlived patchkit"
+    proc.communicate(timeout=5)
