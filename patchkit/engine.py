@@ -41,6 +41,7 @@ class PatchStatus:
     state: str
     files: tuple[str, ...] = ()
     detail: str = ""
+    crashed: bool = False  # FAILED because the patch's own code raised (a bug in that patch)
 
     def to_dict(self) -> dict:
         return {"id": self.id, "state": self.state, "files": list(self.files), "detail": self.detail}
@@ -63,6 +64,42 @@ class Plan:
 
     def diff(self) -> str:
         return "".join(unified_diff(w.rel, w.before, w.after) for w in self.writes)
+
+
+class PatchCrashed(PlanError):
+    """A patch's own code (a probe or its transform) raised something that is not patchkit's
+    own error: a bug in that patch. It makes that patch `failed`, never the whole run."""
+
+
+class PatchesFailed(PlanError):
+    """`plan_apply` refused because a patch it would apply failed; `statuses` is what every
+    selected patch was judged (the others are shown too)."""
+
+    def __init__(self, message: str, statuses: list[PatchStatus]) -> None:
+        super().__init__(message)
+        self.statuses = tuple(statuses)
+
+
+def _crashed(patch: "Patch", what: str, rel: str, exc: Exception) -> PatchCrashed:
+    """One line for the exception (its traceback goes to a log file). Call in the except block."""
+    from patchkit.error_handler import log_traceback
+
+    where = log_traceback()
+    text = " ".join(str(exc).split())  # one line, whatever the exception says
+    return PatchCrashed(f"patch {patch.ID} raised {type(exc).__name__}{': ' + text if text else ''} in its {what} "
+                        f"on {rel} (a bug in that patch; traceback in {where})")
+
+
+def _guarded(patch: "Patch", what: str, rel: str, call: Any) -> Any:
+    """`call()`, a probe of `patch`: patchkit's own errors pass, anything else is PatchCrashed."""
+    from patchkit.errors import PatchkitError
+
+    try:
+        return call()
+    except PatchkitError:
+        raise
+    except Exception as exc:
+        raise _crashed(patch, what, rel, exc) from None
 
 
 def unified_diff(rel: str, before: bytes | None, after: bytes | None) -> str:
@@ -271,12 +308,18 @@ def _part(part: str) -> tuple[str, str | None]:
 def _transform(patch: "Patch", rel: str, tree: "cst.Module") -> "cst.Module":
     from patchkit.patch import SkipPatch
 
+    from patchkit.errors import PatchkitError
+
     try:
         return patch.transform(rel, tree)
-    except SkipPatch:
+    except (SkipPatch, PatchCrashed):
         raise
     except PlanError as exc:
         raise PlanError(f"patch {patch.ID}: {exc}") from None
+    except PatchkitError:
+        raise
+    except Exception as exc:
+        raise _crashed(patch, "transform", rel, exc) from None
 
 
 def open_view(target: Target) -> View:
@@ -399,21 +442,27 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     notes: list[str] = []
     for rel in present:
         tree = view.parse_scoped(rel, read(rel))  # type: ignore[arg-type]
-        notes += patch.notes(rel, tree)
-        if patch.is_applied(rel, tree):
-            verdicts[rel] = APPLIED
-        elif patch.is_fixed_upstream(rel, tree):
-            verdicts[rel] = UPSTREAM_FIXED
-        else:
-            try:
-                view.fold(rel, read(rel), (pid,))  # type: ignore[arg-type]
-                verdicts[rel] = PENDING
-            except SkipPatch as exc:
-                verdicts[rel] = NOT_APPLICABLE
-                details.append(str(exc))
-            except (AnchorError, PlanError) as exc:
-                verdicts[rel] = FAILED
-                details.append(str(exc))
+        try:
+            notes += _guarded(patch, "notes", rel, lambda: patch.notes(rel, tree))
+            if _guarded(patch, "is_applied probe", rel, lambda: patch.is_applied(rel, tree)):
+                verdicts[rel] = APPLIED
+            elif _guarded(patch, "is_fixed_upstream probe", rel, lambda: patch.is_fixed_upstream(rel, tree)):
+                verdicts[rel] = UPSTREAM_FIXED
+            else:
+                try:
+                    view.fold(rel, read(rel), (pid,))  # type: ignore[arg-type]
+                    verdicts[rel] = PENDING
+                except SkipPatch as exc:
+                    verdicts[rel] = NOT_APPLICABLE
+                    details.append(str(exc))
+                except PatchCrashed:
+                    raise
+                except (AnchorError, PlanError) as exc:
+                    verdicts[rel] = FAILED
+                    details.append(str(exc))
+        except PatchCrashed as exc:
+            # This patch's outcome is its own: it is `failed`, the others are still judged.
+            return PatchStatus(pid, FAILED, tuple(present), str(exc), crashed=True)
     for state in (FAILED, PENDING):
         chosen = tuple(rel for rel, v in verdicts.items() if v == state)
         if chosen:
@@ -537,7 +586,8 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     failed = [s for s in statuses if s.state == FAILED]
     if failed:
         s = failed[0]
-        raise PlanError(f"patch {s.id} cannot be applied to SGLang {target.version}: {s.detail}")
+        raise PatchesFailed(f"patch {s.id} cannot be applied to SGLang {target.version}: {s.detail}; nothing was "
+                            f"written (`patchkit apply --skip {s.id}` applies the others)", statuses)
     to_apply = [s for s in statuses if s.state in (PENDING, DRIFTED, OUTDATED)]
     if not to_apply:
         return Plan(target, tuple(statuses), (), view.state, _with_digests(view, statuses), tuple(view.warnings))

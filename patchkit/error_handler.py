@@ -28,6 +28,14 @@ def _write_log(report: str) -> str:
     return path
 
 
+def log_traceback() -> str:
+    """Write the exception being handled to a log file; its path (or why there is none)."""
+    try:
+        return _write_log(traceback.format_exc())
+    except OSError:
+        return "(no log could be written)"
+
+
 def failed(code: int, message: str, as_json: bool = False) -> int:
     """One `error:` line on stderr; with --json also `{"error": {"code", "message"}}` on stdout."""
     output.error(message)
@@ -76,8 +84,5 @@ def flush(code: int) -> int:
 
 def _bug(exc: Exception, as_json: bool = False) -> int:
     """An unexpected bug: one line, the full report in a log file."""
-    try:
-        where = _write_log(traceback.format_exc())
-    except OSError:
-        where = "(no log could be written)"
+    where = log_traceback()
     return failed(EXIT_BUG, f"unexpected {exc.__class__.__name__}: {exc}; traceback in {where}", as_json)

@@ -20,6 +20,7 @@ from patchkit.constants import PACKAGE
 from patchkit.errors import TargetError
 
 APPLIES, UPSTREAM_FIXED, MOVED, BROKEN, NOT_APPLICABLE = "applies", "upstream-fixed", "moved", "broken", "not-applicable"
+FAILED = "failed"  # the patch's own code raised on that source (a bug in the patch, not a change upstream)
 _FROM_ENGINE = {
     engine.PENDING: APPLIES,
     engine.UPSTREAM_FIXED: UPSTREAM_FIXED,
@@ -106,14 +107,14 @@ def judge(source: Source, view: engine.View | None = None, cache=None,
             continue
         view = view or engine.code_view(source)  # type: ignore[arg-type]
         verdicts[patch.ID] = _judge(source, view, patch.ID)
-        if key:
+        if key and verdicts[patch.ID].state != FAILED:  # a crash is never remembered as a verdict
             cache.put(key, verdicts[patch.ID].to_dict())
     return verdicts
 
 
 def _judge(source: Source, view: engine.View, pid: str) -> Verdict:
     status = engine.evaluate(view, pid)
-    state = _FROM_ENGINE[status.state]
+    state = FAILED if status.crashed else _FROM_ENGINE[status.state]
     file = status.files[0] if status.files else None
     detail = status.detail
     if state == NOT_APPLICABLE and not status.files:
@@ -133,7 +134,6 @@ def _find_moved(source: Source, patch) -> tuple[str, str] | None:
 
     import libcst as cst
 
-    from patchkit.errors import PatchkitError
     from patchkit.matchers import classes
 
     symbols = tuple(patch.ANCHOR_SYMBOLS)
@@ -160,7 +160,7 @@ def _find_moved(source: Source, patch) -> tuple[str, str] | None:
                 return rel, symbol
             probe.transform(rel, tree)
             return rel, symbol
-        except PatchkitError:
+        except Exception:  # patchkit's errors, or the patch's own code failing on a file it was not written for
             continue
     return None
 
@@ -273,4 +273,6 @@ def matrix(sources: Iterable[Source], cache=None) -> dict:
             "upstream": list(patch.UPSTREAM),
             "drop_when": patch.DROP_WHEN,
         })
-    return {"versions": [source.version for source in judged], "patches": rows}
+    failed = [{"id": patch.ID, "version": source.version, "detail": verdicts[source.version][patch.ID].detail}
+              for patch in patches for source in judged if verdicts[source.version][patch.ID].state == FAILED]
+    return {"versions": [source.version for source in judged], "patches": rows, "failed": failed}

@@ -25,7 +25,13 @@ def apply(
 ) -> int:
     target = locate(site_packages, fetch, version, source=source, python=python, dry_run=dry_run)
     with report.interruptible() as progress:  # also while the report is printed
-        return _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress)
+        try:
+            return _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress)
+        except engine.PatchesFailed as exc:
+            if not as_json:  # every selected patch as judged, the failed one among them; then the error
+                report.header(target)
+                report.table(exc.statuses)
+            raise
 
 
 def _upgrade_state(target, state: state_mod.State) -> None:

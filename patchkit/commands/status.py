@@ -4,7 +4,7 @@ from patchkit import engine, output
 from patchkit import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.locate import locate
-from patchkit.constants import EXIT_OK
+from patchkit.constants import EXIT_OK, EXIT_PLAN
 
 
 def status(site_packages: str | None, version: str | None, as_json: bool,
@@ -15,10 +15,12 @@ def status(site_packages: str | None, version: str | None, as_json: bool,
         holder = state_mod.lock_holder(target.site)
         warnings.append(f"a patchkit run is in progress ({holder})" if holder else
                         "an interrupted patchkit run is pending; `patchkit apply` or `patchkit revert` finishes it")
+    # A patch whose own code raised is a failure of the run (exit 1); its row says which.
+    code = EXIT_PLAN if any(s.crashed for s in statuses) else EXIT_OK
     if as_json:
         output.as_json({"sglang": report.sglang(target), "patches": [s.to_dict() for s in statuses], "warnings": warnings})
-        return EXIT_OK
+        return code
     report.warnings(warnings)
     report.header(target)
     report.table(statuses)
-    return EXIT_OK
+    return code

@@ -6,7 +6,7 @@ from typing import Iterator
 from patchkit import output, releases, upstream
 from patchkit import versions as version_strings
 from patchkit.commands.locate import release_source
-from patchkit.constants import EXIT_OK
+from patchkit.constants import EXIT_OK, EXIT_PLAN
 from patchkit.errors import UsageError
 
 
@@ -19,15 +19,18 @@ def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
     else:
         sources = release_source(first), release_source(last)
     report = upstream.track(*sources)
+    # A patch whose own code raised on either side is a failure of the run (exit 1).
+    code = EXIT_PLAN if any(row[side]["state"] == upstream.FAILED for row in report.patches for side in ("from", "to")) \
+        else EXIT_OK
     if as_json:
         output.as_json(report.to_dict())
-        return EXIT_OK
+        return code
     output.line(f"SGLang {sources[0].label} -> {sources[1].label}")
     for row in report.patches:
         old, new = row["from"], row["to"]
         output.line(f"  {row['id']}: {old['state']} -> {new['state']}")
         for side, verdict in (("from", old), ("to", new)):
-            if verdict["state"] in (upstream.MOVED, upstream.BROKEN) or verdict["detail"]:
+            if verdict["state"] in (upstream.MOVED, upstream.BROKEN, upstream.FAILED) or verdict["detail"]:
                 output.line(f"      {side}: {verdict['detail'] or verdict['file']}")
         if row["drop_when"]:
             output.line(f"      {row['drop_when']}")
@@ -35,7 +38,7 @@ def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
         if row["diff"]:
             output.line(f"\n# {row['id']}: upstream changes under the patch")
             output.text(row["diff"])
-    return EXIT_OK
+    return code
 
 
 def matrix(first: str | None, last: str | None, fmt: str) -> int:
@@ -50,9 +53,13 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
 
     with _prefetched(versions) as sources:
         table = upstream.matrix(sources, VerdictCache(releases.home()))
+    code = EXIT_PLAN if table["failed"] else EXIT_OK
     if fmt == "json":
         output.as_json(table)
-    elif fmt == "markdown":
+        return code
+    for cell in table["failed"]:  # the table says `failed`; why is on stderr
+        output.warn(f"SGLang {cell['version']}: {cell['detail']}")
+    if fmt == "markdown":
         output.line("| patch | " + " | ".join(table["versions"]) + " |")
         output.line("| --- |" + " --- |" * len(table["versions"]))
         for row in table["patches"]:
@@ -62,7 +69,7 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
         output.line(f"{'patch':<{width}}  " + "  ".join(f"{v:<14}" for v in table["versions"]))
         for row in table["patches"]:
             output.line(f"{row['id']:<{width}}  " + "  ".join(f"{row['states'][v]:<14}" for v in table["versions"]))
-    return EXIT_OK
+    return code
 
 
 @contextlib.contextmanager
