@@ -26,11 +26,17 @@ class Flag:
     dest: str
     takes_value: bool = True
     nargs: str | None = None  # "+", "*", "?" or None (one value)
-    kind: str = "str"  # str, int, float or bool (of each element, for a list)
+    kind: str = "str"  # str, int, float, bool, human_int or json (of each element, for a list)
     default: object = None
     choices: tuple[str, ...] | None = None
     deprecated_for: str | None = None  # the flag that replaces a deprecated spelling
     choices_extensible: bool = False  # choices from a module-level list that plugins may extend
+    # What a flag that takes no value stores (store_true: True, store_false and BooleanOptionalAction's
+    # `--no-X`: False; None: nothing, like SGLang's DeprecatedAction); with nargs "?", the value
+    # given when the flag comes alone.
+    const: object = True
+    const_always: bool = False  # stores `const` whatever value is written (DeprecatedStoreConstAction)
+    refusal: str | None = None  # the parser refuses the flag with this message (a retired flag)
 
 
 @dataclass
@@ -91,17 +97,82 @@ def _callee(call: ast.Call) -> str:
     return ""
 
 
-def _action_takes_value(action: ast.AST | None) -> bool:
-    """Mirror argparse: store_true-like actions take no value (SGLang's Deprecated*Action names
-    say which argparse action they extend)."""
+def _action_name(action: ast.AST | None) -> str:
+    """`"store_true"`, `argparse.BooleanOptionalAction` -> "booleanoptionalaction", or ""."""
     if action is None:
-        return True
+        return ""
     value = _literal(action)
     if isinstance(value, str):
-        return value not in _NO_VALUE_ACTIONS
+        return value
     name = action.attr if isinstance(action, ast.Attribute) else getattr(action, "id", "")
-    lowered = name.lower()
-    return not any(word in lowered for word in ("storetrue", "storefalse", "storeconst", "booleanoptional"))
+    return str(name).lower()
+
+
+@dataclass(frozen=True)
+class _Behaviour:
+    """What an argparse action does with its flag (see the `Flag` fields of the same names)."""
+
+    takes_value: bool
+    const: object
+    const_always: bool = False
+    refusal: str | None = None
+
+
+def _message(node: ast.AST | None) -> str | None:
+    """The text of a literal string, or the literal parts of an f-string or a concatenation."""
+    if node is None:
+        return None
+    value = _literal(node)
+    if isinstance(value, str):
+        return value
+    parts = [sub.value for sub in ast.walk(node) if isinstance(sub, ast.Constant) and isinstance(sub.value, str)]
+    return "".join(parts) or None
+
+
+def _behaviour(action: ast.AST | None, kw: dict[str, ast.AST], constants: dict[str, object]) -> _Behaviour:
+    """Mirror argparse and SGLang's own actions (`argparse_actions.py`, the end of
+    `server_args.py` before 0.5.20): store_true-like actions take no value unless registered with
+    an explicit `nargs`; `DeprecatedStoreConstAction` writes its `const_value`; `DeprecatedAction`
+    stores nothing and, given an `error_message`, makes the parser refuse the launch."""
+    name = _action_name(action)
+    no_value = name in _NO_VALUE_ACTIONS or any(
+        word in name for word in ("storetrue", "storefalse", "storeconst", "booleanoptional", "deprecatedaction"))
+    takes_value = not no_value
+    if "nargs" in kw:  # e.g. DeprecatedStoreConstAction(nargs=None, choices=[...]): one value
+        takes_value = _literal(kw["nargs"]) != 0
+    const_node = kw.get("const_value", kw.get("const"))
+    const = _literal(const_node)
+    if isinstance(const_node, ast.Attribute) and const is None:  # `Backend.BREAKABLE`
+        const = constants.get(ast.unparse(const_node))
+    if name == "deprecatedaction":
+        return _Behaviour(takes_value=takes_value, const=None,
+                          refusal=_message(kw.get("error_message")) if "error_message" in kw else None)
+    if "storeconst" in name or name == "store_const":
+        return _Behaviour(takes_value=takes_value, const=const, const_always=takes_value)
+    if not takes_value:
+        return _Behaviour(takes_value=False, const=not ("storefalse" in name or name == "store_false"))
+    return _Behaviour(takes_value=True, const=const)
+
+
+def _negations(names: tuple[str, ...], action: ast.AST | None) -> tuple[str, ...]:
+    """argparse.BooleanOptionalAction registers `--no-X` beside every `--X`."""
+    if "booleanoptional" not in _action_name(action):
+        return ()
+    return tuple("--no-" + name[2:] for name in names if name.startswith("--"))
+
+
+def _argparse_dest(names: list[str]) -> str:
+    """argparse's own rule: the first long option, else the first option, without dashes."""
+    longs = [n for n in names if n.startswith("--")]
+    return (longs or names)[0].lstrip("-").replace("-", "_")
+
+
+def _with_negations(flag: Flag, action: ast.AST | None) -> list[Flag]:
+    negated = _negations(flag.names, action)
+    if not negated:
+        return [flag]
+    return [flag, Flag(names=negated, dest=flag.dest, takes_value=False, kind="bool", default=flag.default,
+                       deprecated_for=flag.deprecated_for, const=False)]
 
 
 def _annotation_kind(node: ast.AST) -> tuple[str, bool, tuple[str, ...] | None]:
@@ -120,7 +191,9 @@ def _annotation_kind(node: ast.AST) -> tuple[str, bool, tuple[str, ...] | None]:
     if head in ("Literal", "typing.Literal") and isinstance(inner, ast.Subscript):
         values = _literal(inner.slice)
         values = values if isinstance(values, tuple) else (values,)
-        return "str", False, tuple(str(v) for v in values)
+        numbers = [v for v in values if v is not None]
+        kind = "int" if numbers and all(isinstance(v, int) and not isinstance(v, bool) for v in numbers) else "str"
+        return kind, False, tuple(str(v) for v in values)
     for kind in ("bool", "int", "float", "str"):
         if head == kind:
             return kind, False, None
@@ -148,7 +221,7 @@ def _literal_lists(tree: ast.Module) -> dict[str, tuple[str, ...]]:
     return found
 
 
-def _field_flags(cls: ast.ClassDef, lists: dict[str, tuple[str, ...]]) -> list[Flag]:
+def _field_flags(cls: ast.ClassDef, lists: dict[str, tuple[str, ...]], constants: dict[str, object]) -> list[Flag]:
     """Flags derived from `A[T, ...]` fields, the way `add_cli_args_from_dataclass` derives them."""
     found = []
     for stmt in cls.body:
@@ -177,32 +250,80 @@ def _field_flags(cls: ast.ClassDef, lists: dict[str, tuple[str, ...]]) -> list[F
         aliases = _literal(meta.get("aliases"))
         alias_names = tuple(str(a) for a in aliases) if isinstance(aliases, (list, tuple)) else ()
         kind, is_list, literal_choices = _annotation_kind(parts[0])
+        if meta.get("type_parser") is not None:  # the parser function decides what the value becomes
+            kind = _value_kind(ast.unparse(meta["type_parser"]), "str")
         choices, extensible = _choices(meta.get("choices"), lists)
-        nargs = _literal(meta.get("nargs"))
+        action_kwargs = meta.get("action_kwargs")
+        extra = ({_literal_str(k) or "": v for k, v in zip(action_kwargs.keys, action_kwargs.values)}
+                 if isinstance(action_kwargs, ast.Dict) else {})
+        nargs = _literal(extra.get("nargs", meta.get("nargs")))
         if "action" in meta:
-            takes_value = _action_takes_value(meta["action"])
-        elif kind == "bool":
-            takes_value = False
+            behaviour = _behaviour(meta["action"], {**meta, **extra}, constants)
         else:
-            takes_value = True
-        if is_list and meta.get("type_parser") is None and nargs is None:
+            behaviour = _Behaviour(takes_value=kind != "bool", const=True if kind == "bool" else _literal(meta.get("const")))
+        if is_list and meta.get("type_parser") is None and nargs is None and "action" not in meta:
             nargs = "+"
-        found.append(Flag(
+        found += _with_negations(Flag(
             names=(str(cli_name), *alias_names),
             dest=name,
-            takes_value=takes_value,
+            takes_value=behaviour.takes_value,
             nargs=nargs if isinstance(nargs, str) else None,
             kind=kind,
             # `Arg(fallback=...)` (0.5.20+): the value resolution falls back to when unset.
             default=_literal(stmt.value) if _literal(stmt.value) is not None else _literal(meta.get("fallback")),
             choices=choices if choices is not None else literal_choices,
             choices_extensible=extensible,
-        ))
+            const=behaviour.const,
+            const_always=behaviour.const_always,
+            refusal=behaviour.refusal,
+        ), meta.get("action"))
     return found
 
 
-def _manual_flags(tree: ast.AST, lists: dict[str, tuple[str, ...]]) -> list[Flag]:
-    """Flags registered by hand: `parser.add_argument("--name", ...)` with literal names."""
+def imported_constants(tree: ast.Module, package_dir: Path) -> dict[str, object]:
+    """`{"Backend.BREAKABLE": "breakable"}` for the classes a module imports from sglang
+    (`from sglang.srt.model_executor.cuda_graph_config import Backend`): the values a flag's
+    `const_value=Backend.BREAKABLE` stores."""
+    found: dict[str, object] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang.")):
+            continue
+        wanted = {alias.asname or alias.name: alias.name for alias in node.names}
+        module = _parse(package_dir.joinpath(*node.module.split(".")[1:]).with_suffix(".py"))
+        for cls in module.body if module is not None else []:
+            if not (isinstance(cls, ast.ClassDef) and cls.name in wanted.values()):
+                continue
+            local = next(name for name, real in wanted.items() if real == cls.name)
+            for stmt in cls.body:
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                    value = _literal(stmt.value)
+                    if value is not None:
+                        found[f"{local}.{stmt.targets[0].id}"] = value
+    return found
+
+
+def class_defaults(tree: ast.AST, name: str = "ServerArgs") -> dict[str, object]:
+    """The literal defaults of class `name`'s fields (`tp_size: int = 1`), for the
+    `default=ServerArgs.tp_size` of hand-registered flags (0.5.10-0.5.13)."""
+    found: dict[str, object] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for stmt in node.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+                    found[stmt.target.id] = _literal(stmt.value)
+    return found
+
+
+def _default(node: ast.AST | None, defaults: dict[str, object]) -> object:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ServerArgs":
+        return defaults.get(node.attr)
+    return _literal(node)
+
+
+def _manual_flags(tree: ast.AST, lists: dict[str, tuple[str, ...]], renames: dict[str, str],
+                  defaults: dict[str, object], constants: dict[str, object]) -> list[Flag]:
+    """Flags registered by hand: `parser.add_argument("--name", ...)` with literal names; `dest`
+    follows argparse, then `from_cli_args`'s renames (`renames`)."""
     found = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and _callee(node) == "add_argument"):
@@ -212,21 +333,51 @@ def _manual_flags(tree: ast.AST, lists: dict[str, tuple[str, ...]]) -> list[Flag
         if not names:
             continue
         kw = _keywords(node)
-        dest = _literal(kw.get("dest")) or names[0].lstrip("-").replace("-", "_")
+        dest = _literal_str(kw.get("dest")) or _argparse_dest(names)
         nargs = _literal(kw.get("nargs"))
         type_name = ast.unparse(kw["type"]) if "type" in kw else "str"
         choices, extensible = _choices(kw.get("choices"), lists)
-        found.append(Flag(
+        behaviour = _behaviour(kw.get("action"), kw, constants)
+        found += _with_negations(Flag(
             names=tuple(names),
-            dest=str(dest),
-            takes_value=_action_takes_value(kw.get("action")),
+            dest=renames.get(dest, dest),
+            takes_value=behaviour.takes_value,
             nargs=nargs if isinstance(nargs, str) else None,
-            kind=type_name if type_name in ("int", "float") else "str",
-            default=_literal(kw.get("default")),
+            kind=_value_kind(type_name),
+            default=_default(kw.get("default"), defaults),
             choices=choices,
             choices_extensible=extensible,
             deprecated_for=_literal_str(kw.get("new_flag")),
-        ))
+            const=behaviour.const,
+            const_always=behaviour.const_always,
+            refusal=behaviour.refusal,
+        ), kw.get("action"))
+    return found
+
+
+# SGLang's own `type=` functions whose results the budget reads, by the kind of value they return.
+_TYPE_FUNCTION_KINDS = {"human_readable_int": "human_int", "json.loads": "json", "json_list_type": "json"}
+
+
+def _value_kind(type_name: str, fallback: str = "str") -> str:
+    """int, float, human_int (`human_readable_int`: "128k"), json or `fallback`, from a `type=`."""
+    if type_name in ("int", "float"):
+        return type_name
+    return _TYPE_FUNCTION_KINDS.get(type_name, fallback)
+
+
+def cli_renames(tree: ast.AST) -> dict[str, str]:
+    """`ServerArgs.from_cli_args`'s `args.tp_size = args.tensor_parallel_size` lines (0.5.10-0.5.13):
+    the parser's dest -> the field the value lands in."""
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.FunctionDef) and node.name == "from_cli_args"):
+            continue
+        for stmt in ast.walk(node):
+            if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Attribute) and isinstance(stmt.value, ast.Attribute)
+                    and isinstance(stmt.targets[0].value, ast.Name) and isinstance(stmt.value.value, ast.Name)):
+                found[stmt.value.attr] = stmt.targets[0].attr
     return found
 
 
@@ -267,15 +418,26 @@ def _flag_table(sources: tuple[tuple[str, int], ...]) -> FlagTable:
         if has_lists:
             lists.update(_literal_lists(tree))
         parsed.append((tree, has_fields, has_manual))
+    renames: dict[str, str] = {}
+    defaults: dict[str, object] = {}
+    constants: dict[str, object] = {}
+    if sources:
+        package_dir = Path(sources[0][0]).parents[1]  # .../sglang/srt/server_args.py -> .../sglang
+        for tree, _fields, _manual in parsed:
+            constants.update(imported_constants(tree, package_dir))
+    for tree, _fields, has_manual_flags in parsed:
+        if has_manual_flags:
+            renames.update(cli_renames(tree))
+            defaults.update(class_defaults(tree))
     manual: list[Flag] = []
     for tree, has_fields, has_manual in parsed:
         if has_fields:
             for node in tree.body:
                 if isinstance(node, ast.ClassDef):
-                    for flag in _field_flags(node, lists):
+                    for flag in _field_flags(node, lists, constants):
                         table.add(flag)
         if has_manual:
-            manual += _manual_flags(tree, lists)
+            manual += _manual_flags(tree, lists, renames, defaults, constants)
     for flag in manual:
         table.add(flag)
     return table

@@ -6,9 +6,10 @@ parse. Values are converted the way the release's parser converts them (int, flo
 
 from __future__ import annotations
 
+import json
 import math
-
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from patchkit.doctor.flags import Flag, FlagTable
 
@@ -73,6 +74,7 @@ class Launch:
     bad_values: list[tuple[str, str, str]] = field(default_factory=list)  # (flag, value, why)
     unlisted: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)  # not a built-in choice
     stray: list[str] = field(default_factory=list)  # tokens that belong to no flag
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (flag, the parser's message): retired flags
 
     def get(self, dest: str, default: object = None) -> object:
         value = self.values.get(dest)
@@ -110,11 +112,35 @@ def _looks_like_flag(token: str) -> bool:
         return True
 
 
+_SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def human_int(raw: str) -> int:
+    """SGLang's `human_readable_int` (utils/common.py): an integer, or a number with an SI suffix
+    (k, M, G, T; decimals allowed) or an IEC suffix (Ki, Mi, Gi, Ti; whole numbers only)."""
+    text = raw.strip()
+    for suffix, factor in sorted({**_SI, **_IEC}.items(), key=lambda item: -len(item[0])):
+        number = text.removesuffix(suffix)
+        if number != text and number.replace(".", "", 1).isdigit() and not number.startswith("."):
+            if "." in number and suffix in _IEC:
+                raise ValueError(f"decimals are not allowed with {suffix}")
+            return int(Decimal(number) * factor)
+    return int(text)
+
+
+_KIND_WORDS = {"human_int": "integer (SI/IEC suffixes allowed: 128k, 32Ki)", "json": "JSON value"}
+
+
 def _convert(flag: Flag, raw: str) -> object:
     if flag.kind == "int":
         return int(raw)
     if flag.kind == "float":
         return float(raw)
+    if flag.kind == "human_int":
+        return human_int(raw)
+    if flag.kind == "json":
+        return json.loads(raw)
     return raw
 
 
@@ -178,6 +204,8 @@ def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
             while i < len(tokens) and not _looks_like_flag(tokens[i]):
                 i += 1
             continue
+        if flag.refusal is not None:
+            launch.refused.append((name, flag.refusal))
         if flag.deprecated_for is not None:
             launch.deprecated.append((name, flag.deprecated_for))
         values: list[str] = []
@@ -201,15 +229,19 @@ def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
             if has_inline:  # argparse: "ignored explicit argument"
                 launch.bad_values.append((name, inline, "takes no value (write the flag alone)"))
                 continue
-            launch.values[flag.dest] = True
+            if flag.const is not None:  # SGLang's DeprecatedAction stores nothing
+                launch.values[flag.dest] = flag.const
             continue
         if not values and flag.nargs not in ("*", "?"):
             launch.bad_values.append((name, "", "expects a value"))
             continue
+        if not values and flag.nargs == "?":  # argparse stores the flag's const
+            launch.values[flag.dest] = flag.const
+            continue
         try:
             converted = [_convert(flag, v) for v in values]
-        except ValueError:
-            launch.bad_values.append((name, " ".join(values), f"is not a valid {flag.kind}"))
+        except (ValueError, ArithmeticError):  # json.JSONDecodeError is a ValueError
+            launch.bad_values.append((name, " ".join(values), f"is not a valid {_KIND_WORDS.get(flag.kind, flag.kind)}"))
             continue
         why = next((w for w in (out_of_range(flag.dest, v) for v in converted) if w), None)
         if why is not None:
@@ -220,6 +252,9 @@ def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
                 launch.unlisted.append((name, " ".join(values), flag.choices))
             else:
                 launch.bad_values.append((name, " ".join(values), "is not one of " + ", ".join(flag.choices)))
+        if flag.const_always:  # the value only selects the flag (DeprecatedStoreConstAction)
+            launch.values[flag.dest] = flag.const
+            continue
         launch.values[flag.dest] = converted if flag.nargs in ("+", "*") else (
             converted[0] if converted else None)
     return launch

@@ -206,6 +206,10 @@ def flags(ctx: Context) -> Iterator[Finding]:
             yield Finding("flag-unknown", "error",
                           f"{name} is not a flag of SGLang {ctx.release.version} (argparse rejects the launch)",
                           close[0] if close else "remove it")
+    for name, message in ctx.launch.refused:
+        yield Finding("flag-removed", "error",
+                      f"{name} is refused by SGLang {ctx.release.version}'s parser (argparse rejects the launch)",
+                      message)
     for name, new in ctx.launch.deprecated:
         yield Finding("flag-deprecated", "info", f"{name} is deprecated in SGLang {ctx.release.version}", new)
     for name, value, why in ctx.launch.bad_values:

@@ -121,3 +121,27 @@ def test_values_sglang_cannot_run_with(argv, why):
     flag = table.get(argv[0].partition("=")[0])
     assert launch.get(flag.dest) == flag.default  # the budget keeps the release's default
     assert not parse([argv[0].partition("=")[0], "1"], table).bad_values  # 1 is fine for every one of them
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.12", "0.5.13", "0.5.14"])
+def test_tp_size_alias_counts_where_the_parser_renames_it(version, tmp_path):
+    """0.5.10-0.5.13 register `"--tensor-parallel-size", "--tp-size"` (dest tensor_parallel_size)
+    and `from_cli_args` copies it into tp_size: both spellings are TP 2 there as on 0.5.14."""
+    from testing.doctor import model_folder, rules, run
+
+    model = str(model_folder(tmp_path / "m"))
+    for spelling in ("--tp-size", "--tensor-parallel-size"):
+        report = run(version, ["--model-path", model, spelling, "2", "--mem-fraction-static", "0.85"],
+                     gpus=1, gpu_memory=24.0, gpu_free=23.0, sm="8.6")
+        assert report.budget.tp_size == 2, spelling
+        assert "gpu-count" in rules(report)
+
+
+@pytest.mark.integration
+def test_boolean_optional_negation_and_store_const_spellings():
+    table = flag_table(pristine("0.5.12") / "sglang")
+    launch = parse(["--model-path", "m", "--no-lora-strict-loading", "--context-length", "128k"], table)
+    assert launch.get("lora_strict_loading") is False and launch.get("context_length") == 128000
+    table = flag_table(pristine("0.5.17") / "sglang")
+    assert parse(["--enable-breakable-cuda-graph"], table).get("cuda_graph_backend_prefill") == "breakable"
