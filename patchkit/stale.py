@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import state as state_mod
-from patchkit.constants import LOCK_FILE
+from patchkit.constants import JOURNAL_FILE, LOCK_FILE, STATE_FILE
 from patchkit.errors import DriftError
 from patchkit.state import State
 from patchkit.target import Target
@@ -42,22 +42,31 @@ def discard(target: Target, recorded: State) -> list[str]:
     (those would be taken for the new release's own). Returns the files it named."""
     ours = [rel for rel, record in sorted(recorded.files.items())
             if (data := target.read(rel)) is not None and sha256(data) == record.patched]
-    if ours:
-        raise DriftError(
-            f"{ours[0]} still holds what patchkit wrote for SGLang {recorded.sglang_version}, but "
-            f"{target.version} is installed; reinstall SGLang {target.version} "
-            f"(pip install --force-reinstall --no-deps sglang=={target.version}), then run again"
-        )
+    refuse_patched(target, ours, recorded.sglang_version)
     remove(target.site)
     return sorted(recorded.files)
 
 
+def refuse_patched(target: Target, ours: list[str], recorded_version: str) -> None:
+    """Exit 4 when a file of a record for another release still holds patchkit's bytes: that
+    record's backups are the only pristine copy, and its files would pass for the new release's."""
+    if ours:
+        raise DriftError(
+            f"{ours[0]} still holds what patchkit wrote for SGLang {recorded_version}, but "
+            f"{target.version} is installed; reinstall SGLang {target.version} "
+            f"(pip install --force-reinstall --no-deps sglang=={target.version}), then run again"
+        )
+
+
 def remove(folder: Path) -> None:
-    """Remove `.patchkit/` (its lock file stays for the lock holder, which drops it on release)."""
+    """Remove `.patchkit/` (its lock file stays for the lock holder, which drops it on release).
+    The state file goes last: a kill or an error in between leaves the record naming what is
+    left, and the next `clean` removes the rest (removed first, it left backups no record named)."""
     directory = state_mod.state_dir(folder)
     if not directory.is_dir():
         return
-    for entry in directory.iterdir():
+    last = (JOURNAL_FILE, STATE_FILE)  # the record of a run, then the record of the tree
+    for entry in sorted(directory.iterdir(), key=lambda e: (last.index(e.name) + 1 if e.name in last else 0, e.name)):
         if entry.name != LOCK_FILE:
             shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
 

@@ -336,6 +336,57 @@ def _discard(target: Target, old: State | None, check: bool = False) -> None:
         _remove_empty(overwritten)
 
 
+def stale_journal(target: Target) -> dict | None:
+    """The journal of an unfinished run for another release than the one installed, if any."""
+    raw = state_mod.read_private(state_mod.journal_path(target.site))
+    if raw is None:
+        return None
+    journal = _parse_journal(raw, state_mod.journal_path(target.site))
+    return journal if journal["sglang_version"] != target.version else None
+
+
+def patched_in_place(target: Target, journal: dict, old: State | None) -> list[str]:
+    """Files an unfinished run (or the record before it) names that still hold bytes patchkit
+    wrote: any of its before/after bytes or a recorded patched hash, but not the pristine ones."""
+    pristine: dict[str, set[str | None]] = {}
+    ours: dict[str, set[str | None]] = {}
+    new = State.from_dict(journal["state"], "journal") if journal["state"] is not None else None
+    for recorded in (old, new):
+        for rel, record in (recorded.files.items() if recorded else ()):
+            pristine.setdefault(rel, set()).add(record.pristine)
+            ours.setdefault(rel, set()).add(record.patched)
+    for entry in journal["files"]:
+        ours.setdefault(entry["rel"], set()).update((entry["before"], entry["after"]))
+    found = []
+    for rel in sorted(ours):
+        now = _sha_or_none(target.read(rel))
+        if now is not None and now in ours[rel] and now not in pristine.get(rel, set()):
+            found.append(rel)
+    return found
+
+
+def discard_stale_journal(target: Target, journal: dict) -> str:
+    """Drop an unfinished run for another release (SGLang was reinstalled under it) with its
+    staging, record and backups, writing nothing into the package; refused (exit 4, nothing
+    removed) while a file it names still holds patchkit's bytes, whose pristine copy is a backup
+    here. Returns the warning to print."""
+    from patchkit import stale
+
+    site = target.site
+    try:
+        old = state_mod.load(site)
+    except StateError:
+        old = None  # a corrupt record beside it: the journal's own hashes still say what is patchkit's
+    stale.refuse_patched(target, patched_in_place(target, journal, old), journal["sglang_version"])
+    for entry in sorted(state_mod.state_dir(site).iterdir()):
+        if entry.name not in (LOCK_FILE, JOURNAL_FILE, OVERWRITTEN_DIR):
+            _remove(entry)
+    # The journal last: a kill before this line leaves it, and the next run discards again.
+    state_mod.journal_path(site).unlink()
+    return (f"an unfinished patchkit run for SGLang {journal['sglang_version']} was discarded without writing: "
+            f"{target.version} is installed now")
+
+
 def recover(target: Target, force: bool = False) -> Recovery:
     """Finish (or, before its commit point, discard) a run that was killed. Called under the lock."""
     site = target.site
@@ -349,14 +400,7 @@ def recover(target: Target, force: bool = False) -> Recovery:
         return Recovery()
     journal = _parse_journal(raw, journal_file)
     if journal["sglang_version"] != target.version:
-        # SGLang was reinstalled at another version under the pending run: its files, staging
-        # and backups belong to the old release. Discard them; write nothing into the package.
-        for entry in sorted(state_mod.state_dir(site).iterdir()):
-            if entry.name not in (LOCK_FILE, JOURNAL_FILE, OVERWRITTEN_DIR):
-                _remove(entry)
-        journal_file.unlink()
-        return Recovery(warnings=(f"an unfinished patchkit run for SGLang {journal['sglang_version']} was discarded "
-                                  f"without writing: {target.version} is installed now",))
+        return Recovery(warnings=(discard_stale_journal(target, journal),))
     for leftover in sorted(state_mod.state_dir(site).rglob(".*.tmp")):
         leftover.unlink(missing_ok=True)
     kept = _complete(target, journal, force, "an unfinished earlier run")
