@@ -164,13 +164,14 @@ def diff(version, site_packages, source, python, as_json) -> None:
 
 @main.command(epilog=_epilog())
 @targeting
+@lock_timeout_option
 @json_option
-def clean(site_packages, source, python, as_json) -> None:
+def clean(site_packages, source, python, lock_timeout, as_json) -> None:
     """Remove the .patchkit/ state of a release that was upgraded or uninstalled (never live patches:
     `revert` restores those)."""
     from patchkit.commands.clean import clean as run
 
-    _exit(lambda: run(site_packages, source, python, as_json))
+    _exit(lambda: run(site_packages, source, python, as_json, lock_timeout))
 
 
 @main.command(name="list", epilog=_epilog())

@@ -60,6 +60,7 @@ from typing import Callable
 
 from patchkit import engine, error_handler
 from patchkit.commands.apply import apply as apply_command
+from patchkit.commands.clean import clean as clean_command
 from patchkit.commands.revert import revert as revert_command
 from patchkit.target import find_in
 from patchkit.util import sha256
@@ -243,6 +244,11 @@ def do_apply(site: Path, force: bool = False, only: tuple[str, ...] = ()) -> tup
 def do_revert(site: Path, only: tuple[str, ...] = ()) -> tuple[int, str]:
     with _CMD_LOCK:
         return command(lambda: revert_command(str(site), None, only, False, False, lock_timeout=5.0))
+
+
+def do_clean(site: Path) -> tuple[int, str]:
+    with _CMD_LOCK:
+        return command(lambda: clean_command(str(site), None, None, False, lock_timeout=5.0))
 
 
 def states(site: Path) -> dict[str, str]:
@@ -506,7 +512,18 @@ class Sweep:
         is_start, is_end = _sglang(now) == _sglang(self.start), _sglang(now) == _sglang(self.end)
         journal = ".patchkit/journal.json" in now
         ok = True
-        if code == 0:
+        if self.scenario.command[0] == "clean" and code == 130:
+            # clean changes only `.patchkit/`: its Ctrl-C says how much of it is gone (a Ctrl-C
+            # while the lock is released may leave the emptied folder and its lock file).
+            if "before anything was removed" in err or "before any file was changed" in err:
+                ok = _plain(now) == _plain(self.start)
+            elif "was being removed; its record is removed last" in err:
+                ok = ".patchkit/state.json" in now or journal
+            elif "interrupted after removing" in err:
+                ok = _sglang(now) == _sglang(self.end) and set(now) - set(self.end) <= {".patchkit", ".patchkit/lock"}
+            else:
+                ok = False
+        elif code == 0:
             ok = _plain(now) == _plain(self.end)
         elif code in (-signal.SIGKILL, 128 + signal.SIGKILL):
             ok = True  # whole files were checked above; the next runs must sort it out
@@ -554,6 +571,8 @@ def command_in_process(args: tuple[str, ...], site: Path) -> tuple[int, str]:
     only = tuple(rest[i + 1] for i, a in enumerate(rest) if a == "--only")
     if verb == "apply":
         return do_apply(site, force="--force" in rest, only=only)
+    if verb == "clean":
+        return do_clean(site)
     return do_revert(site, only=only)
 
 

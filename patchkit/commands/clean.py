@@ -1,36 +1,74 @@
 from __future__ import annotations
 
-from patchkit import output, stale
+import contextlib
+from pathlib import Path
+from typing import Iterator
+
+from patchkit import output, stale, transaction
 from patchkit import state as state_mod
 from patchkit.commands.locate import leftovers, note
-from patchkit.constants import EXIT_OK
-from patchkit.errors import PatchkitError
+from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK, JOURNAL_FILE, STATE_FILE
+from patchkit.errors import Interrupted, PatchkitError
 
 
-def clean_leftovers(left: list[stale.Leftover], as_json: bool) -> int:
+@contextlib.contextmanager
+def _interruptible(removed: list[str]) -> Iterator[list[Path]]:
+    """A Ctrl-C says what was removed: yields the list of folders being removed now."""
+    removing: list[Path] = []
+    try:
+        yield removing
+    except KeyboardInterrupt:
+        if removing and any((removing[-1] / name).exists() for name in (STATE_FILE, JOURNAL_FILE)):
+            raise Interrupted(f"interrupted while {removing[-1]} was being removed; its record is removed last, so "
+                              "`patchkit clean` again removes the rest") from None
+        if removing:  # interrupted after its last record was gone: nothing of it is left
+            removed.append(str(removing.pop()))
+        if removed:
+            raise Interrupted(f"interrupted after removing {'; '.join(removed)}") from None
+        raise Interrupted("interrupted before anything was removed; every file was left as it was") from None
+
+
+def clean_leftovers(left: list[stale.Leftover], as_json: bool, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> int:
     """Remove `.patchkit/` folders that no SGLang sits beside any more."""
-    for item in left:
-        with state_mod.locked(item.folder):
-            stale.remove(item.folder)
-    return _report([item.describe() for item in left], as_json)
+    removed: list[str] = []
+    with _interruptible(removed) as removing:
+        for item in left:
+            with state_mod.locked(item.folder, lock_timeout, output.warn):
+                removing.append(item.state_dir)
+                stale.remove(item.folder)
+                removing.pop()
+                removed.append(item.describe())
+        return _report(removed, as_json)
 
 
-def clean(site_packages: str | None, source: str | None, python: str | None, as_json: bool) -> int:
+def clean(site_packages: str | None, source: str | None, python: str | None, as_json: bool,
+          lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> int:
     """Remove patchkit state left by a release that was upgraded or uninstalled."""
     target, left = leftovers(site_packages, source, python)
     if target is None:
-        return clean_leftovers(left, as_json)
+        return clean_leftovers(left, as_json, lock_timeout)
     note(target)
-    removed = []
-    with state_mod.locked(target.site):
-        recorded = stale.stale_state(target)
-        if recorded is not None:
-            stale.discard(target, recorded)
-            removed.append(f"{state_mod.state_dir(target.site)} (left by SGLang {recorded.sglang_version})")
-        elif state_mod.load(target.site) is not None or state_mod.journal_path(target.site).exists():
-            raise PatchkitError(f"SGLang {target.version}'s patches recorded in {state_mod.state_dir(target.site)} "
-                                "are live, not stale; `patchkit revert` restores the release's files")
-    return _report(removed, as_json)
+    removed: list[str] = []
+    where = state_mod.state_dir(target.site)
+    with _interruptible(removed) as removing:
+        with state_mod.locked(target.site, lock_timeout, output.warn):
+            journal = transaction.stale_journal(target)
+            recorded = stale.stale_state(target)
+            if journal is not None:
+                # An unfinished run for the release installed before (checked for patchkit's bytes first).
+                removing.append(where)
+                output.warn(transaction.discard_stale_journal(target, journal))
+                removing.pop()
+                removed.append(f"{where} (an unfinished run for SGLang {journal['sglang_version']})")
+            elif recorded is not None:
+                removing.append(where)
+                stale.discard(target, recorded)
+                removing.pop()
+                removed.append(f"{where} (left by SGLang {recorded.sglang_version})")
+            elif state_mod.load(target.site) is not None or state_mod.journal_path(target.site).exists():
+                raise PatchkitError(f"SGLang {target.version}'s patches recorded in {where} "
+                                    "are live, not stale; `patchkit revert` restores the release's files")
+        return _report(removed, as_json)
 
 
 def _report(removed: list[str], as_json: bool) -> int:

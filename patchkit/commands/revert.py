@@ -17,7 +17,7 @@ def revert(site_packages: str | None, version: str | None, only: tuple[str, ...]
         left = stale.orphans(list(exc.searched))  # SGLang uninstalled: its `.patchkit/` goes too
         if not left:
             raise
-        return clean_leftovers(left, as_json)
+        return clean_leftovers(left, as_json, lock_timeout)
     with report.interruptible() as progress:  # also while the report is printed
         return _revert(target, only, force, as_json, lock_timeout, progress)
 

@@ -1,6 +1,6 @@
-"""Fault injection at every system call (strace), over apply, revert, revert --only, apply --force
-and the first apply of a fresh tree, on real releases 0.5.14 and 0.5.19 (trees holding only the
-files patchkit touches). See testing/sweep.py for what each trial checks."""
+"""Fault injection at every system call (strace), over apply, revert, revert --only, apply --force,
+the first apply of a fresh tree and clean of a stale record, on real releases 0.5.14 and 0.5.19
+(trees holding only the files patchkit touches). See testing/sweep.py for what each trial checks."""
 
 from __future__ import annotations
 
@@ -45,12 +45,31 @@ def applied_then_edited(site):
         handle.write(b"# a local edit\n")
 
 
+def stale_record(site):
+    """A `.patchkit/` left by SGLang 0.5.13 under this release's own files (pip installed this
+    release over a patched 0.5.13): applied, files back to the release's bytes, record relabelled."""
+    pristine = {rel: (site / rel).read_bytes() for rel in _targets(site)}
+    applied(site)
+    for rel, data in pristine.items():
+        (site / rel).unlink()
+        (site / rel).write_bytes(data)
+    state = site / ".patchkit" / "state.json"
+    record = json.loads(state.read_text())
+    record["sglang_version"] = "0.5.13"
+    state.write_text(json.dumps(record, indent=2) + "\n")
+
+
+def _targets(site) -> list[str]:
+    return [p.relative_to(site).as_posix() for p in (site / "sglang").rglob("*.py")]
+
+
 SCENARIOS = [
     Scenario("first-apply", ("apply",), fresh),
     Scenario("apply", ("apply",), partly_applied),
     Scenario("revert", ("revert",), applied),
     Scenario("revert-only", ("revert", "--only", "mamba-slot-graceful"), applied),
     Scenario("apply-force", ("apply", "--force"), applied_then_edited, force=True),
+    Scenario("clean-stale", ("clean",), stale_record),
 ]
 
 

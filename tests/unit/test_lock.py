@@ -97,7 +97,7 @@ def test_a_waiter_gives_up_after_the_timeout(tree):
     assert len(said) == 1
 
 
-@pytest.mark.parametrize("command", ["apply", "revert"])
+@pytest.mark.parametrize("command", ["apply", "revert", "clean"])
 def test_cli_exits_5_naming_the_holder_and_changes_nothing(tree, child_holder, command):
     before = snapshot(tree.site)
     result = tree.run(command, "--lock-timeout", "0")
@@ -117,6 +117,18 @@ def test_cli_waits_says_who_it_waits_for_then_gives_up(tree, child_holder):
     assert "waiting up to 0.5s for the lock" in warning and f"PID {child_holder.pid}" in warning
     assert error.startswith("error: ") and "gave up" in error
     assert tree.recorded() is None
+
+
+@pytest.mark.parametrize("command", ["apply", "clean"])
+def test_cli_waits_says_who_it_waits_for_then_gives_up_citing_its_timeout(tree, child_holder, command):
+    """clean too (issue 18.4: it waited 60 s in silence, then cited --lock-timeout 60)."""
+    started = time.monotonic()
+    result = tree.run(command, "--lock-timeout", "0.7")
+    waited = time.monotonic() - started
+    assert result.exit_code == 5 and 0.7 <= waited < 10, result.stderr
+    warning, error = result.stderr.strip().splitlines()
+    assert "waiting up to 0.7s for the lock" in warning and f"PID {child_holder.pid}" in warning
+    assert error.startswith("error: ") and "gave up" in error and "(--lock-timeout 0.7)" in error
 
 
 def test_cli_runs_once_the_holder_is_gone(tree, child_holder):
