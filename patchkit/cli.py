@@ -264,6 +264,22 @@ def verify(site_packages, source, python, strict, allow_skipped, as_json) -> Non
     _exit(lambda: run(site_packages, python, strict, as_json, source=source, allow_skipped=allow_skipped))
 
 
+@main.command(epilog=_epilog() + "\n\b\nrebase exits 1 when a unit conflicts (the diff is written with conflict "
+              "markers) or release V already has the change.")
+@click.argument("patch", metavar="PATCH")
+@click.option("--to", "to", required=True, metavar="V", help="The release to re-make the diff against.")
+@click.option("--from", "first", metavar="V", help="The release the diff was made against, where its index lines "
+              "do not tell (default: the cached release whose files have its pre-image blob hashes).")
+@click.option("-o", "--output", "out", metavar="FILE", help="Write here instead of stdout.")
+@json_option
+def rebase(patch, to, first, out, as_json) -> None:
+    """A diff patch re-made against release V per unit of code: same header and path prefix,
+    V's blob hashes, conflicting units written with conflict markers and listed."""
+    from patchkit.commands.rebase import rebase as run
+
+    _exit(lambda: run(patch, to, first, out, as_json))
+
+
 @main.command(epilog=_epilog() + "\n\b\ncapture exits 1 when there is nothing to capture, 4 when a file patchkit "
               "patched was edited since.")
 @click.argument("patch_id", metavar="ID")

@@ -108,15 +108,17 @@ def _marked(sign: bytes, line: bytes) -> bytes:
     return sign + line if line.endswith(b"\n") else sign + line + b"\n" + _NO_NEWLINE
 
 
-def file_diff(change: FileChange, prefix: str = "") -> bytes:
+def file_diff(change: FileChange, prefix: str = "", sides: bool = True) -> bytes:
     """One `diff --git` section; b"" when the bytes are the same. `prefix` goes before the
-    package path: "python/" for an SGLang checkout, "" for an installed tree."""
+    package path: "python/" for an SGLang checkout, "" for an installed tree; `sides=False`
+    leaves out git's a/ b/ (as `git diff --no-prefix` writes)."""
     if change.before == change.after:
         return b""
     path = prefix + change.rel
+    a, b = ("a/", "b/") if sides else ("", "")
     old_blob = NULL_BLOB if change.before is None else git_blob_sha1(change.before)
     new_blob = NULL_BLOB if change.after is None else git_blob_sha1(change.after)
-    head = [f"diff --git a/{path} b/{path}\n"]
+    head = [f"diff --git {a}{path} {b}{path}\n"]
     if change.before is None:
         head += [f"new file mode {FILE_MODE}\n", f"index {old_blob}..{new_blob}\n"]
     elif change.after is None:
@@ -126,14 +128,14 @@ def file_diff(change: FileChange, prefix: str = "") -> bytes:
     old, new = _lines(change.before or b""), _lines(change.after or b"")
     if not old and not new:  # an empty file added or removed: git writes no hunk
         return "".join(head).encode()
-    head.append("--- /dev/null\n" if change.before is None else f"--- a/{path}\n")
-    head.append("+++ /dev/null\n" if change.after is None else f"+++ b/{path}\n")
+    head.append("--- /dev/null\n" if change.before is None else f"--- {a}{path}\n")
+    head.append("+++ /dev/null\n" if change.after is None else f"+++ {b}{path}\n")
     return "".join(head).encode() + b"".join(_hunks(old, new))
 
 
-def git_diff(changes: list[FileChange] | tuple[FileChange, ...], prefix: str = "") -> bytes:
+def git_diff(changes: list[FileChange] | tuple[FileChange, ...], prefix: str = "", sides: bool = True) -> bytes:
     """The `diff --git` sections of every change, in path order."""
-    return b"".join(file_diff(change, prefix) for change in sorted(changes, key=lambda c: c.rel))
+    return b"".join(file_diff(change, prefix, sides) for change in sorted(changes, key=lambda c: c.rel))
 
 
 def counts(change: FileChange) -> tuple[int, int]:

@@ -1,0 +1,57 @@
+"""`patchkit rebase PATCH --to V [--from V] [-o FILE]`: a diff re-made against release V."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchkit import output, releases, versions
+from patchkit.commands.destination import output_file
+from patchkit.commands.patch_file import read_patch_file
+from patchkit.constants import EXIT_OK, EXIT_PLAN
+from patchkit.util import atomic_write
+
+
+def rebase(patch: str, to: str, first: str | None, out: str | None, as_json: bool) -> int:
+    from patchkit import rebase as rebasing
+
+    to = versions.normalise(to, "--to")
+    first = versions.normalise(first, "--from") if first else None
+    path = output_file("-o", out) if out else None
+    data = read_patch_file(patch)
+    diff = rebasing.load(data, Path(patch).name)
+    target = releases.WheelSource(to)
+    base = None
+    if first:
+        source = releases.WheelSource(first)
+        base = lambda file: source.read(file.old_path or file.path)  # noqa: E731
+    made = rebasing.rebase(diff, data, to, target.read, base, first)
+    if path is not None:
+        atomic_write(path, made.data, 0o644)
+    conflicts = made.conflicts
+    hint = ([] if made.base or not conflicts else
+            ["the diff's base is not known (its index lines name no cached release): --from V names the release it "
+             "was made for"])
+    if as_json:
+        output.as_json({
+            "id": made.diff.id, "to": to, "from": list(made.base), "path": None if path is None else str(path),
+            "files": [{"file": f.rel, "how": f.how, "units": [u.to_dict() for u in f.units]} for f in made.resolution.files],
+            "counts": made.resolution.counts(), "conflicts": [u.to_dict() for u in conflicts],
+            "notes": [*made.notes, *hint],
+            "diff": None if path is not None else made.data.decode("utf-8", "replace"),
+        })
+        return EXIT_PLAN if conflicts else EXIT_OK
+    for note in (*made.notes, *hint):
+        output.note(note)
+    if path is None:
+        output.data(made.data)
+    else:
+        counts = ", ".join(f"{n} {what}" for what, n in made.resolution.counts().items() if n)
+        output.line(f"wrote {path}: patch {made.diff.id} re-made against SGLang {to} "
+                    f"(from {', '.join(made.base) or 'an unknown base'}; units: {counts or 'none'})")
+    for unit in conflicts:
+        output.warn(f"conflict: {unit.file}:{unit.unit}: {unit.detail} (written with conflict markers)")
+    if conflicts:
+        output.error(f"{len(conflicts)} unit(s) conflict on SGLang {to}; resolve the <<<<<<< / >>>>>>> blocks in "
+                     f"{path or 'the diff'} before applying it")
+        return EXIT_PLAN
+    return EXIT_OK

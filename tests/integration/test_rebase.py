@@ -1,0 +1,124 @@
+"""`patchkit rebase` on real releases: upstream's own change to offloader.py between 0.5.20 and
+0.5.21 (made by real git from the two releases' files) re-made against older releases. Where it
+resolves, `git apply --check` takes the rebased diff on a checkout of that release, the diff
+loads as a patch that is pending there, and `patchkit apply` writes what `git apply` writes;
+where a unit conflicts it is listed, exit 1."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from testing.checkout import checkout, git, package_bytes, wheel_home
+from testing.cli import run
+from testing.diffs import git_diff
+from testing.releases import pristine
+
+pytestmark = pytest.mark.integration
+
+OFFLOADER = "sglang/srt/utils/offloader.py"
+HEADER = "Patchkit-Id: offload-tied\nPatchkit-Title: the offload hook keeps tied parameters tied (0.5.21's change)\n\n"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.17", "0.5.19", "0.5.20"))))
+
+
+def upstream_diff(prefix: str = "", format_patch: bool = False) -> bytes:
+    before, after = ((pristine(v) / OFFLOADER).read_bytes() for v in ("0.5.20", "0.5.21"))
+    return git_diff({OFFLOADER: before}, {OFFLOADER: after}, prefix=prefix, header=HEADER, format_patch=format_patch)
+
+
+def test_rebased_where_every_unit_resolves(home, release, tmp_path):
+    diff = tmp_path / "offload-tied.diff"
+    diff.write_bytes(upstream_diff())
+    out = tmp_path / "rebased.diff"
+    result = run("rebase", diff, "--to", "0.5.19", "-o", out, "--json")
+    assert result.exit_code == 0, result.stderr
+    report = result.json()
+    assert report["from"] == ["0.5.20 (1/1 files)"] and report["conflicts"] == []
+    assert report["counts"]["transplanted"] >= 4, report["counts"]
+    text = out.read_bytes()
+    assert text.startswith(HEADER.encode())  # header kept, same prefix as the input (a/sglang/...)
+    base = (pristine("0.5.19") / OFFLOADER).read_bytes()
+    from patchkit.unidiff import git_blob_sha1
+    assert f"\nindex {git_blob_sha1(base)}..".encode() in text and b"\n--- a/sglang/srt/utils/offloader.py\n" in text
+
+    site = release("0.5.19")
+    repo = checkout(site, tmp_path / "repo")
+    checked = git(repo, "apply", "--directory=python", "--check", out, check=False)
+    assert checked.returncode == 0, checked.stderr
+    git(repo, "apply", "--directory=python", out)
+    states = {p["id"]: p["state"] for p in run("--patches", out, "status", "--site-packages", site, "--json").json()["patches"]}
+    assert states["offload-tied"] == "pending"
+    applied = run("--patches", out, "apply", "--only", "offload-tied", "--site-packages", site)
+    assert applied.exit_code == 0, applied.stderr
+    assert package_bytes(site)[OFFLOADER] == package_bytes(repo / "python")[OFFLOADER]
+
+
+def test_rebased_with_a_conflicting_unit(home, release, tmp_path):
+    """0.5.17 has no create_offloader (0.5.21 changed its signature; 0.5.17 calls it
+    create_offloader_from_server_args): that unit conflicts, the rest is written."""
+    diff = tmp_path / "offload-tied.diff"
+    diff.write_bytes(upstream_diff())
+    out = tmp_path / "rebased.diff"
+    result = run("rebase", diff, "--to", "0.5.17", "-o", out)
+    assert result.exit_code == 1, result.stderr
+    assert "conflict: sglang/srt/utils/offloader.py:create_offloader: not in the file" in result.stderr
+    assert "1 unit(s) conflict on SGLang 0.5.17" in result.stderr
+    site = release("0.5.17")
+    repo = checkout(site, tmp_path / "repo")
+    checked = git(repo, "apply", "--directory=python", "--check", out, check=False)
+    assert checked.returncode == 0, checked.stderr
+    states = {p["id"]: p["state"] for p in run("--patches", out, "status", "--site-packages", site, "--json").json()["patches"]}
+    assert states["offload-tied"] == "pending"
+
+
+def test_a_format_patch_of_a_checkout_stays_one(home, release, tmp_path):
+    diff = tmp_path / "0001-offload-tied.patch"
+    diff.write_bytes(upstream_diff(prefix="python/", format_patch=True))
+    out = tmp_path / "0001-rebased.patch"
+    assert run("rebase", diff, "--to", "0.5.19", "-o", out).exit_code == 0
+    text = out.read_text()
+    assert text.startswith("From ") and "\nSubject: [PATCH] " in text and "\n---\n python/sglang/srt/utils/offloader.py |" in text
+    assert "\ndiff --git a/python/sglang/srt/utils/offloader.py b/python/sglang/srt/utils/offloader.py\n" in text
+    repo = checkout(release("0.5.19"), tmp_path / "repo")
+    am = git(repo, "am", out, check=False)
+    assert am.returncode == 0, am.stdout + am.stderr
+
+
+def test_from_names_the_base_where_the_index_lines_do_not(home, tmp_path):
+    """Without index lines the hunks are placed by their context alone (0.5.19: they are, as
+    git apply would); on 0.5.17 they are not, and only --from 0.5.20 gives the per-unit way."""
+    diff = tmp_path / "offload-tied.diff"
+    diff.write_bytes(re.sub(rb"\nindex [0-9a-f]+\.\.[0-9a-f]+ 100644", b"", upstream_diff()))
+    assert run("rebase", diff, "--to", "0.5.19").exit_code == 0
+    unknown = run("rebase", diff, "--to", "0.5.17", "--json")
+    assert unknown.exit_code == 1 and unknown.json()["from"] == []
+    assert unknown.json()["counts"]["transplanted"] == 0
+    assert any("--from V" in note for note in unknown.json()["notes"])
+    known = run("rebase", diff, "--to", "0.5.17", "--from", "0.5.20", "--json")
+    assert known.exit_code == 1 and known.json()["from"] == ["0.5.20"]
+    assert known.json()["counts"]["transplanted"] >= 3 and [c["unit"] for c in known.json()["conflicts"]] == ["create_offloader"]
+
+
+def test_no_wheel_for_the_release(home, tmp_path):
+    diff = tmp_path / "offload-tied.diff"
+    diff.write_bytes(upstream_diff())
+    out = tmp_path / "rebased.diff"
+    missing = run("rebase", diff, "--to", "0.5.99", "-o", out)
+    assert missing.exit_code == 3 and "cannot download SGLang 0.5.99" in missing.stderr, missing.stderr
+    assert not out.exists()
+
+
+def test_a_release_that_has_the_change_already(home, tmp_path):
+    """The diff reversed (0.5.21 -> 0.5.20) on 0.5.20 itself: every unit is there already."""
+    before, after = ((pristine(v) / OFFLOADER).read_bytes() for v in ("0.5.20", "0.5.21"))
+    diff = tmp_path / "undo.diff"
+    diff.write_bytes(git_diff({OFFLOADER: after}, {OFFLOADER: before}, header=HEADER))
+    out = tmp_path / "rebased.diff"
+    done = run("rebase", diff, "--to", "0.5.20", "-o", out)
+    assert done.exit_code == 1 and "SGLang 0.5.20 already has the change" in done.stderr, done.stderr
+    assert not out.exists()
