@@ -8,16 +8,18 @@ import pytest
 
 from testing.checkout import checkout, git, package_bytes, wheel_home
 from testing.cli import run
-from testing.releases import snapshot
+from testing.diffs import git_diff
+from testing.releases import pristine, snapshot
 
 pytestmark = pytest.mark.integration
 
 VERSION = "0.5.17"
+OFFLOADER = "sglang/srt/utils/offloader.py"
 
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", (VERSION, "0.5.21"))))
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", (VERSION, "0.5.19", "0.5.20", "0.5.21"))))
 
 
 def test_exports_apply_on_a_checkout_as_patchkit_applies(home, release, tmp_path):
@@ -48,6 +50,29 @@ def test_exports_apply_on_a_checkout_as_patchkit_applies(home, release, tmp_path
     patched = package_bytes(site)
     assert package_bytes(repo / "python") == patched
     assert package_bytes(mailed / "python") == patched
+    # Each export loads back as a diff patch with the same id: beside the built-in set, a clash.
+    clash = run("--patches", exports[0], "list")
+    assert clash.exit_code == 2 and f"patch id {pending[0]!r} is defined twice" in clash.stderr, clash.stderr
+
+
+def test_a_diff_patch_exports_and_its_export_loads_back(home, release, tmp_path):
+    """upstream's 0.5.20 -> 0.5.21 change of offloader.py as a diff patch, exported against 0.5.19."""
+    before, after = ((pristine(v) / OFFLOADER).read_bytes() for v in ("0.5.20", "0.5.21"))
+    diff = tmp_path / "offload-tied.diff"
+    diff.write_bytes(git_diff({OFFLOADER: before}, {OFFLOADER: after}, header="Patchkit-Id: offload-tied\n\n"))
+    exported = tmp_path / "out" / "0001-offload-tied.patch"
+    exported.parent.mkdir()
+    result = run("--patches", diff, "export", "offload-tied", "--release", "0.5.19", "-o", exported)
+    assert result.exit_code == 0, result.stderr
+    site = release("0.5.19")
+    repo = checkout(site, tmp_path / "repo")
+    checked = git(repo, "apply", "--check", exported, check=False)
+    assert checked.returncode == 0, checked.stderr
+    git(repo, "apply", exported)
+    loaded = {p["id"]: p["state"] for p in run("--patches", exported, "status", "--site-packages", site, "--json").json()["patches"]}
+    assert loaded["offload-tied"] == "pending"
+    assert run("--patches", exported, "apply", "--only", "offload-tied", "--site-packages", site).exit_code == 0
+    assert package_bytes(site)[OFFLOADER] == package_bytes(repo / "python")[OFFLOADER]
 
 
 def test_export_to_stdout_matches_the_file(home, tmp_path):
