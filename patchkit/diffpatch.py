@@ -92,10 +92,8 @@ def _find(lines: list[bytes], want: list[bytes], expected: int, earliest: int, b
     git's find_pos), never before `earliest`; pinned to the start / end of the file where git
     pins it (a hunk at line 1, a hunk without trailing context)."""
     last = len(lines) - len(want)
-    if beginning:
-        candidates: list[int] = [0] if earliest == 0 else []
-    elif end:
-        candidates = [last]
+    if beginning or end:  # both may hold (a one-line file's hunk): every pin must
+        candidates = [at for at in ((0,) if beginning else (last,)) if not (beginning and end) or at == 0 == last]
     else:
         expected = min(max(expected, earliest), max(last, earliest))
         candidates = [expected]
@@ -335,6 +333,19 @@ class DiffPatch(Patch):
 
     def is_fixed_upstream(self, path: str, tree: Any) -> bool:
         return self.resolution(path, tree.bytes).upstream
+
+    @classmethod
+    def made_for(cls) -> list[Any]:
+        """The cached releases whose files have the diff's pre-image hashes (release_blobs.Match)."""
+        from patchkit import release_blobs
+
+        return release_blobs.made_for(cls.DIFF)
+
+    @classmethod
+    def verdict_inputs(cls) -> list[str]:
+        """What a verdict depends on beyond the target files: which cached release holds each
+        file's pre-image (a per-unit verdict needs it; caching the wheel changes the verdict)."""
+        return [f"made-for={','.join(str(m) for m in cls.made_for())}"]
 
     def notes(self, path: str, tree: Any) -> list[str]:
         """What a status detail says about this file: units already upstream, moved units."""

@@ -101,3 +101,10 @@ def pre_image(file: FileDiff) -> bytes | None:
         if blob is not None and blob[0].startswith(file.old_blob):
             return blob[1]
     return None
+
+
+def made_for_text(matches: list[dict]) -> str:
+    """Where a diff patch was made, in words (list and matrix)."""
+    if not matches:
+        return "made for: no cached release has its pre-image files (index hashes); judged by its context lines"
+    return "made for " + ", ".join(f"{m['version']} ({m['matched']}/{m['total']} files)" for m in matches)

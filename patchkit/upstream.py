@@ -267,12 +267,16 @@ def matrix(sources: Iterable[Source], cache=None) -> dict:
         cache.save()
     rows = []
     for patch in patches:
-        rows.append({
+        row = {
             "id": patch.ID,
             "states": {source.version: verdicts[source.version][patch.ID].state for source in judged},
             "upstream": list(patch.UPSTREAM),
             "drop_when": patch.DROP_WHEN,
-        })
+        }
+        made_for = getattr(patch, "made_for", None)  # a diff patch: the release(s) its index hashes name
+        if made_for is not None:
+            row["made_for"] = [match.to_dict() for match in made_for()]
+        rows.append(row)
     failed = [{"id": patch.ID, "version": source.version, "detail": verdicts[source.version][patch.ID].detail}
               for patch in patches for source in judged if verdicts[source.version][patch.ID].state == FAILED]
     return {"versions": [source.version for source in judged], "patches": rows, "failed": failed}

@@ -71,6 +71,9 @@ class VerdictCache:
     @staticmethod
     def key(patch, source) -> str:
         parts = [__version__, _code_digest(), patch.ID, identity.digest(patch.ID)]
+        inputs = getattr(patch, "verdict_inputs", None)  # a diff patch: where its pre-image is
+        if inputs is not None:
+            parts += inputs()
         present = False
         for rel in (*patch.TARGETS, *patch.REQUIRES):
             data = source.read(rel)

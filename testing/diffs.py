@@ -37,9 +37,9 @@ def repo_of(folder: Path, files: dict[str, bytes | None]) -> Path:
 
 
 def git_diff(before: dict[str, bytes | None], after: dict[str, bytes | None], prefix: str = "",
-             header: str = "", format_patch: bool = False) -> bytes:
+             header: str = "", format_patch: bool = False, context: int | None = None) -> bytes:
     """`git diff` (or `git format-patch` with `header` as its message) from `before` to `after`,
-    paths under `prefix` (e.g. "python/" for an SGLang checkout)."""
+    paths under `prefix` (e.g. "python/" for an SGLang checkout), `context` lines of context."""
     with tempfile.TemporaryDirectory() as tmp:
         repo = repo_of(Path(tmp), {prefix + rel: data for rel, data in before.items()})
         _write(repo, {prefix + rel: data for rel, data in after.items()})
@@ -47,7 +47,8 @@ def git_diff(before: dict[str, bytes | None], after: dict[str, bytes | None], pr
         if format_patch:
             git(repo, "commit", "-q", "-m", header or "change")
             return git(repo, "format-patch", "-1", "--stdout", "HEAD").stdout
-        return header.encode() + git(repo, "diff", "--cached", "--full-index" if False else "--no-color").stdout
+        lines = [] if context is None else [f"-U{context}"]
+        return header.encode() + git(repo, "diff", "--cached", "--no-color", *lines).stdout
 
 
 def git_apply(files: dict[str, bytes | None], diff: bytes, *args: str) -> tuple[int, dict[str, bytes | None], str]:
@@ -58,3 +59,4 @@ def git_apply(files: dict[str, bytes | None], diff: bytes, *args: str) -> tuple[
         done = git(repo, "apply", *args, "-", input=diff, check=False)
         out = {rel: (repo / rel).read_bytes() if (repo / rel).exists() else None for rel in files}
         return done.returncode, out, done.stderr.decode("utf-8", "replace")
+

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
-from patchkit import output, registry
+from typing import Any
+
+from patchkit import output, registry, release_blobs
 from patchkit.constants import EXIT_OK
 
 
 def list_patches(as_json: bool) -> int:
     patches = registry.load_all()
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "id": p.ID,
             "origin": registry.origin(p.ID),
@@ -18,6 +20,11 @@ def list_patches(as_json: bool) -> int:
         }
         for p in patches
     ]
+    for row, p in zip(rows, patches):
+        made_for = getattr(p, "made_for", None)  # a diff patch: the release(s) its index hashes name
+        if made_for is not None:
+            row["made_for"] = [match.to_dict() for match in made_for()]
+            row["notes"] = list(getattr(p, "NOTES", ()))
     if as_json:
         output.as_json({"patches": rows})
         return EXIT_OK
@@ -28,4 +35,8 @@ def list_patches(as_json: bool) -> int:
             output.line(f"    upstream: {ref}")
         if row["drop_when"]:
             output.line(f"    {row['drop_when']}")
+        if "made_for" in row:
+            output.line(f"    {release_blobs.made_for_text(row['made_for'])}")
+            for note in row["notes"]:
+                output.line(f"    note: {note}")
     return EXIT_OK

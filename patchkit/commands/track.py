@@ -3,7 +3,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from patchkit import output, releases, upstream
+from patchkit import output, release_blobs, releases, upstream
 from patchkit import versions as version_strings
 from patchkit.commands.locate import release_source
 from patchkit.constants import EXIT_OK, EXIT_PLAN
@@ -69,6 +69,9 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
         output.line(f"{'patch':<{width}}  " + "  ".join(f"{v:<14}" for v in table["versions"]))
         for row in table["patches"]:
             output.line(f"{row['id']:<{width}}  " + "  ".join(f"{row['states'][v]:<14}" for v in table["versions"]))
+    for row in table["patches"]:
+        if "made_for" in row:
+            output.line(f"{row['id']}: {release_blobs.made_for_text(row['made_for'])}")
     return code
 
 

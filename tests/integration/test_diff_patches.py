@@ -75,3 +75,177 @@ def test_a_folder_of_diffs_loads_beside_modules_and_a_bad_id_exits_2(tmp_path, r
     listed = run("--patches", folder, "list", "--json").json()["patches"]
     assert "fix-a" in {p["id"] for p in listed}
     assert run("--patches", folder / "nope.py", "list").exit_code == 2
+
+
+def offloader_fix_only() -> bytes:
+    """0.5.21's offloader.py without the other change that release made to it (dp_rank and dp_size
+    read from get_parallel() instead of passed in): upstream's tied-parameters fix alone."""
+    fixed = (pristine("0.5.21") / OFFLOADER).read_bytes()
+    for new, old in (
+        (b"def create_offloader():", b"def create_offloader(dp_rank: int):"),
+        (b"            mode=get_exec().offload.offload_mode,\n        )",
+         b"            mode=get_exec().offload.offload_mode,\n            dp_rank=dp_rank,\n"
+         b"            dp_size=get_parallel().dp_size,\n        )"),
+        (b"        mode: str,\n    ):\n        parallel = get_parallel()\n        dp_rank, dp_size = parallel.dp_rank, parallel.dp_size\n",
+         b"        mode: str,\n        dp_rank: int,\n        dp_size: int,\n    ):\n"),
+    ):
+        assert fixed.count(new) == 1
+        fixed = fixed.replace(new, old)
+    return fixed
+
+
+@pytest.fixture
+def cached_wheels(patchkit_home):
+    """The test cache's wheels as this test's wheel cache: the diff's pre-image is found there by its blob hash."""
+    from testing.releases import HOME
+
+    (patchkit_home / "wheels").symlink_to(HOME / "wheels")
+
+
+def states_with(patch, site) -> dict[str, dict]:
+    result = run("--patches", patch, "status", "--site-packages", site, "--json")
+    assert result.exit_code == 0, result.stderr
+    return {p["id"]: p for p in result.json()["patches"]}
+
+
+# Upstream's whole 0.5.20 -> 0.5.21 change on each release (seen, with git apply --check beside it):
+# 0.5.14-0.5.18 name the function create_offloader_from_server_args (0.5.19 renamed it): the diff's
+# change of create_offloader has no unit to go to; 0.5.22 and 0.5.23 changed OffloaderV2.__init__
+# (and 0.5.23 _get_resident_parameter_ids) in the diff's lines.
+WHOLE_CHANGE = {
+    **{f"0.5.{v}": ("failed", "create_offloader") for v in range(14, 19)},
+    "0.5.19": ("pending", ""), "0.5.20": ("pending", ""), "0.5.21": ("upstream-fixed", ""),
+    "0.5.22": ("failed", "OffloaderV2.__init__"), "0.5.23": ("failed", "OffloaderV2.__init__"),
+}
+
+
+def test_upstreams_whole_change_per_release(tmp_path, release, offloader_patch, cached_wheels):
+    for version, (state, unit) in WHOLE_CHANGE.items():
+        site = release(version, extra=(OFFLOADER,))
+        found = states_with(offloader_patch, site)[ID]
+        assert found["state"] == state, (version, found)
+        if unit:
+            assert f"{OFFLOADER}:{unit} " in found["detail"], (version, found)
+        code, _, _ = git_apply({OFFLOADER: (site / OFFLOADER).read_bytes()}, offloader_patch.read_bytes(), "--check")
+        assert (code == 0) == (version in ("0.5.19", "0.5.20")), version
+
+
+def test_the_fix_alone_backports_per_unit_and_reverts_byte_exact(tmp_path, release, cached_wheels):
+    patch = tmp_path / "offloader-fix.patch"
+    patch.write_bytes(git_diff({OFFLOADER: (pristine("0.5.20") / OFFLOADER).read_bytes()}, {OFFLOADER: offloader_fix_only()}))
+    for version in ("0.5.14", "0.5.17", "0.5.19", "0.5.21", "0.5.23"):
+        site = release(version, extra=(OFFLOADER,))
+        before = snapshot(site)
+        found = states_with(patch, site)["offloader-fix"]
+        if version == "0.5.21":
+            assert found["state"] == "upstream-fixed", found
+            continue
+        if version == "0.5.23":  # upstream rewrote _get_resident_parameter_ids after adding it
+            assert found["state"] == "failed" and f"{OFFLOADER}:_get_resident_parameter_ids" in found["detail"], found
+            continue
+        assert found["state"] == "pending", (version, found)
+        result = run("--patches", patch, "apply", "--site-packages", site, "--only", "offloader-fix")
+        assert result.exit_code == 0, (version, result.stderr)
+        patched = (site / OFFLOADER).read_bytes()
+        compile(patched, OFFLOADER, "exec")
+        assert b"def _get_resident_parameter_ids(module: torch.nn.Module):" in patched
+        assert states_with(patch, site)["offloader-fix"]["state"] == "applied"
+        assert run("--patches", patch, "revert", "--site-packages", site).exit_code == 0
+        assert snapshot(site) == before, version
+
+
+# Real changes 0.5.16 -> 0.5.17 of three files, as a diff made against 0.5.16, taken back to 0.5.15
+# (where `git apply --check` refuses every one of them: upstream changed lines around them).
+MULTI = ("sglang/srt/mem_cache/allocator/swa.py", "sglang/srt/layers/moe/moe_runner/runner.py",
+         "sglang/srt/speculative/spec_info.py")
+
+
+def test_a_multi_file_diff_of_real_functions_goes_back_a_release_per_unit(tmp_path, release, cached_wheels):
+    from patchkit import diffpatch, unidiff
+
+    text = git_diff({rel: (pristine("0.5.16") / rel).read_bytes() for rel in MULTI},
+                    {rel: (pristine("0.5.17") / rel).read_bytes() for rel in MULTI}, prefix="python/")
+    patch = tmp_path / "multi.patch"
+    patch.write_bytes(text)
+    site = release("0.5.15", extra=MULTI)
+    old = {rel: (site / rel).read_bytes() for rel in MULTI}
+    for rel in MULTI:
+        code, _, _ = git_apply({rel: old[rel]}, text.replace(b"python/", b""), "--check", "--include", rel)
+        assert code != 0, rel
+    resolution = diffpatch.resolve(unidiff.parse(text, "multi.patch"), lambda rel: old.get(rel))
+    counts = resolution.counts()
+    assert counts["conflict"] == 0 and counts["transplanted"] >= 5 and counts["merged"] >= 1, counts
+    assert {f.how for f in resolution.files} == {diffpatch.PER_UNIT}
+    before = snapshot(site)
+    assert states_with(patch, site)["multi"]["state"] == "pending"
+    result = run("--patches", patch, "apply", "--site-packages", site, "--only", "multi")
+    assert result.exit_code == 0, result.stderr
+    for f in resolution.files:
+        assert (site / f.rel).read_bytes() == f.after
+        compile(f.after, f.rel, "exec")  # type: ignore[arg-type]
+    assert states_with(patch, site)["multi"]["state"] == "applied"
+    assert run("--patches", patch, "revert", "--site-packages", site).exit_code == 0
+    assert snapshot(site) == before
+
+
+def test_conflicting_units_are_named_and_written_with_markers_when_asked(release, cached_wheels):
+    from patchkit import diffpatch, unidiff
+
+    site = release("0.5.22", extra=(OFFLOADER,))
+    current = (site / OFFLOADER).read_bytes()
+    resolution = diffpatch.resolve(unidiff.parse(offloader_diff(), "o.patch"), lambda rel: current, markers=True)
+    assert [u.unit for u in resolution.conflicts] == ["OffloaderV2.__init__"]
+    marked = resolution.files[0].after
+    assert marked is not None and marked.count(b"<<<<<<< release\n") == 1 and marked.count(b">>>>>>> patch\n") == 1
+    plain = diffpatch.resolve(unidiff.parse(offloader_diff(), "o.patch"), lambda rel: current)
+    assert b"<<<<<<<" not in (plain.files[0].after or b"")
+
+
+def test_two_stacked_diffs_on_one_file(tmp_path, release):
+    rel = "sglang/srt/speculative/spec_info.py"
+    old, new = (pristine("0.5.16") / rel).read_bytes(), (pristine("0.5.17") / rel).read_bytes()
+    whole = git_diff({rel: old}, {rel: new})
+    head, first = whole.split(b"\n@@ ", 1)[0], b"@@ " + whole.split(b"\n@@ ", 2)[1] + b"\n"
+    assert whole.count(b"\n@@ ") == 2
+    code, mid, err = git_apply({rel: old}, head + b"\n" + first)
+    assert code == 0, err
+    folder = tmp_path / "stack"
+    folder.mkdir()
+    (folder / "0001-first.patch").write_bytes(head + b"\n" + first)
+    (folder / "0002-second.patch").write_bytes(b"Patchkit-After: first\n" + git_diff({rel: mid[rel]}, {rel: new}))
+    site = release("0.5.16", extra=(rel,))
+    before = snapshot(site)
+    assert {k: v["state"] for k, v in states_with(folder, site).items() if k in ("first", "second")} == {
+        "first": "pending", "second": "pending"}
+    result = run("--patches", folder, "apply", "--site-packages", site, "--only", "first", "--only", "second")
+    assert result.exit_code == 0, result.stderr
+    assert (site / rel).read_bytes() == new
+    assert run("--patches", folder, "revert", "--site-packages", site, "--only", "first").exit_code == 0
+    code, expected, err = git_apply({rel: old}, git_diff({rel: mid[rel]}, {rel: new}))
+    assert code == 0, err
+    assert (site / rel).read_bytes() == expected[rel]  # the second alone, as git apply puts it on the release
+    assert run("--patches", folder, "revert", "--site-packages", site).exit_code == 0
+    assert snapshot(site) == before
+
+
+def test_list_and_matrix_name_the_release_a_diff_was_made_for(tmp_path, offloader_patch, cached_wheels):
+    listed = run("--patches", offloader_patch, "list", "--json").json()["patches"]
+    row = next(p for p in listed if p["id"] == ID)
+    # offloader.py of 0.5.20 is the pre-image; no other release has those bytes
+    assert row["made_for"] == [{"version": "0.5.20", "matched": 1, "total": 1}]
+    assert "made for 0.5.20 (1/1 files)" in run("--patches", offloader_patch, "list").stdout
+    result = run("--patches", offloader_patch, "matrix", "--from", "0.5.19", "--to", "0.5.21")
+    assert result.exit_code == 0, result.stderr
+    assert f"{ID}: made for 0.5.20 (1/1 files)" in result.stdout
+    table = run("--patches", offloader_patch, "matrix", "--from", "0.5.19", "--to", "0.5.21", "--json").json()
+    row = next(p for p in table["patches"] if p["id"] == ID)
+    assert row["states"] == {"0.5.19": "applies", "0.5.20": "applies", "0.5.21": "upstream-fixed"}
+    assert row["made_for"] == [{"version": "0.5.20", "matched": 1, "total": 1}]
+    # without hashes (plain diff -u): no release named, and it still works from its context lines
+    plain = tmp_path / "plain.diff"
+    plain.write_bytes(b"".join(line for line in offloader_patch.read_bytes().splitlines(keepends=True)
+                               if not line.startswith((b"diff --git", b"index "))))
+    row = next(p for p in run("--patches", plain, "list", "--json").json()["patches"] if p["id"] == "plain")
+    assert row["made_for"] == []
+    table = run("--patches", plain, "matrix", "--from", "0.5.20", "--to", "0.5.21", "--json").json()
+    assert next(p for p in table["patches"] if p["id"] == "plain")["states"] == {"0.5.20": "applies", "0.5.21": "upstream-fixed"}
