@@ -331,8 +331,9 @@ def locked(site: Path, timeout: float = DEFAULT_LOCK_TIMEOUT,
     A run that finds the lock taken calls `on_wait` at once with who holds it, and gives up
     with LockTimeout after `timeout` seconds (0: at once). `revert` removes `.patchkit/` with
     the lock file in it; a waiter that then gets the lock on the removed file retries on the
-    new one, so two runs never hold the lock at once. On a read-only file system no run can
-    change the folder, so none is locked out: the run goes on and fails only if it must write.
+    new one, so two runs never hold the lock at once. On a read-only file system, or a folder
+    this process may not write (EACCES, EPERM) with no lock file in it, this run can change
+    nothing, so it is not locked out: it goes on and fails only if it must write.
     """
     check_state_dir(site)
     path = state_dir(site) / LOCK_FILE
@@ -347,8 +348,11 @@ def locked(site: Path, timeout: float = DEFAULT_LOCK_TIMEOUT,
             # found it there, then raises EEXIST when it is gone by the time it checks is_dir).
             continue
         except OSError as exc:
-            if exc.errno == errno.EROFS:
-                yield  # read-only: nothing can change here, and a write will fail with exit 6
+            if exc.errno == errno.EROFS or (exc.errno in (errno.EACCES, errno.EPERM) and not os.path.lexists(path)):
+                # Read-only to this process (a read-only mount, or a tree it may not write, where
+                # no lock file exists: nobody holds one): it can change nothing here, and a write
+                # fails with exit 6 (before the commit point, see patchkit.writable).
+                yield
                 return
             if exc.errno == errno.ELOOP:
                 raise UnsafeStateError(f"{path} is a symlink; patchkit refuses to use it (nothing was written)") from None

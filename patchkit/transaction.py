@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit import state as state_mod
+from patchkit import writable
 from patchkit.constants import BACKUPS_DIR, JOURNAL_FILE, JOURNAL_SCHEMA, LOCK_FILE, OVERWRITTEN_DIR, STATE_DIR
 from patchkit.errors import (
     DriftError, EnvironmentFailure, Interrupted, StateError, environment_failure, is_environment_failure,
@@ -83,6 +84,9 @@ def commit(target: Target, writes: list[FileWrite], old: State | None, new: Stat
     for write in writes:
         if target.read(write.rel) != write.before:
             raise StateError(f"{write.rel} changed while patchkit was planning; nothing was written, run the command again")
+    # Past the commit point every target is replaced; one this process cannot replace is found now.
+    writable.check([_dest(target, w.rel) for w in writes if w.after is not None],
+                   [_dest(target, w.rel) for w in writes if w.after is None])
     stamp = _fresh_stamp(site)
     kept = {rel: f"{OVERWRITTEN_DIR}/{stamp}/{rel}" for rel in sorted(lost)}
     journal = {

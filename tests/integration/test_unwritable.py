@@ -1,0 +1,127 @@
+"""A tree this process cannot write (issue 24), on real 0.5.19 trees.
+
+As another user (`setpriv` to nobody, 65534): a no-op apply on a patched tree it may not write
+exits 0 and writes nothing (no lock is needed where this user can change nothing, as on a
+read-only mount); a pristine tree it may not write, or one target folder it may not write,
+exits 6 naming the path, nothing changed. As root: an immutable target file or folder
+(`chattr +i`) is found before the commit point: exit 6 naming it, nothing changed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from testing.cli import run
+from testing.releases import REPO, copy_minimal, snapshot
+
+pytestmark = pytest.mark.integration
+
+VERSION = "0.5.19"
+NOBODY = 65534
+DRAFT = "sglang/srt/models/qwen3_5_mtp.py"  # a target file of 0.5.19
+
+
+@pytest.fixture
+def shared_tmp():
+    """A folder every user can reach (pytest's own is root's alone), removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="patchkit-unwritable-", dir="/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    subprocess.run(["chmod", "-R", "u+w", str(folder)], check=False)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def as_nobody(shared_tmp):
+    """as_nobody(*args) -> CompletedProcess of `patchkit ARGS` run as nobody (setpriv)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("switching to another user needs root and setpriv (util-linux)")
+    home = shared_tmp / "home"
+    home.mkdir()
+    home.chmod(0o777)
+    env = {**os.environ, "PATCHKIT_HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def patchkit(*args: str | Path) -> subprocess.CompletedProcess:
+        return subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                               sys.executable, "-m", "patchkit", *map(str, args)],
+                              capture_output=True, text=True, cwd="/", env=env, timeout=300)
+
+    probe = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable,
+                            "-c", "import patchkit.cli"], capture_output=True, text=True, cwd="/", env=env)
+    if probe.returncode != 0:
+        pytest.skip(f"nobody cannot run this checkout's Python: {probe.stderr.strip()[-200:]}")
+    return patchkit
+
+
+def _site(shared_tmp) -> Path:
+    return copy_minimal(VERSION, shared_tmp / "site")
+
+
+def test_a_no_op_apply_on_a_patched_tree_this_user_cannot_write_succeeds(shared_tmp, as_nobody):
+    site = _site(shared_tmp)
+    assert run("apply", "--site-packages", site).exit_code == 0  # patched as root
+    subprocess.run(["chmod", "-R", "a-w", str(site)], check=True)
+    before = snapshot(site)
+    result = as_nobody("apply", "--target", VERSION, "--site-packages", site)
+    assert result.returncode == 0, result.stderr
+    assert "nothing to do: no file changed" in result.stdout
+    assert snapshot(site) == before
+    status = as_nobody("status", "--site-packages", site)
+    assert status.returncode == 0, status.stderr
+
+
+def test_a_pristine_tree_this_user_cannot_write_is_exit_6_and_unchanged(shared_tmp, as_nobody):
+    site = _site(shared_tmp)
+    subprocess.run(["chmod", "-R", "a-w", str(site)], check=True)
+    before = snapshot(site)
+    result = as_nobody("apply", "--site-packages", site)
+    assert result.returncode == 6, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: {site}/sglang/") and "Permission denied (EACCES)" in line, line
+    assert snapshot(site) == before
+
+
+def test_one_target_folder_this_user_cannot_write_is_found_before_the_commit_point(shared_tmp, as_nobody):
+    """`.patchkit/` and every other folder are the user's: before, the journal was written and the
+    files of the other folders replaced (exit 6 with a half-finished run)."""
+    site = _site(shared_tmp)
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(site)], check=True)
+    folder = (site / DRAFT).parent
+    folder.chmod(0o555)
+    before = snapshot(site)
+    result = as_nobody("apply", "--site-packages", site)
+    assert result.returncode == 6, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert f"error: {folder}: Permission denied (EACCES); nothing was written" in line, line
+    assert snapshot(site) == before  # no journal, no backup, no file replaced
+
+
+def _immutable(path: Path) -> None:
+    proc = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"chattr +i is not supported here: {proc.stderr.strip()}")
+
+
+@pytest.mark.parametrize("which", ["file", "folder"])
+def test_an_immutable_target_is_found_before_the_commit_point(shared_tmp, which):
+    if os.geteuid() != 0:
+        pytest.skip("chattr +i needs root")
+    site = _site(shared_tmp)
+    path = site / DRAFT if which == "file" else (site / DRAFT).parent
+    _immutable(path)
+    try:
+        before = snapshot(site)
+        result = run("apply", "--site-packages", site)
+        assert result.exit_code == 6, result.stderr
+        line = result.stderr.strip().splitlines()[-1]
+        assert f"error: {path}: Operation not permitted (EPERM); nothing was written" in line, line
+        assert snapshot(site) == before
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    assert run("apply", "--site-packages", site).exit_code == 0  # the flag removed, it applies
