@@ -306,6 +306,7 @@ class DiffPatch(Patch):
     NOTES: ClassVar[tuple[str, ...]] = ()
     # Every file of the diff must be there: a diff is one change (see engine.evaluate).
     ALL_TARGETS_REQUIRED = True
+    WORKS_ON_BYTES = True  # probes and transform get the file's bytes (no libcst parse)
 
     def __init__(self) -> None:
         super().__init__()
@@ -326,13 +327,13 @@ class DiffPatch(Patch):
             self._resolved[key] = resolve_file(file, data, base)
         return self._resolved[key]
 
-    def is_applied(self, path: str, tree: Any) -> bool:
+    def is_applied(self, path: str, tree: Any) -> bool:  # `tree`: the file's bytes (WORKS_ON_BYTES)
         # A file already in the diff's patched form reads as upstream's (is_fixed_upstream):
         # only the state file says patchkit wrote it.
         return False
 
     def is_fixed_upstream(self, path: str, tree: Any) -> bool:
-        return self.resolution(path, tree.bytes).upstream
+        return self.resolution(path, tree).upstream
 
     @classmethod
     def made_for(cls) -> list[Any]:
@@ -349,7 +350,7 @@ class DiffPatch(Patch):
 
     def notes(self, path: str, tree: Any) -> list[str]:
         """What a status detail says about this file: units already upstream, moved units."""
-        found = self.resolution(path, tree.bytes)
+        found = self.resolution(path, tree)
         said = list(found.notes)
         upstream = [u.unit for u in found.units if u.outcome == UPSTREAM]
         if upstream and not found.upstream:
@@ -358,19 +359,13 @@ class DiffPatch(Patch):
         return said
 
     def transform(self, path: str, tree: Any) -> Any:
-        import libcst as cst
-
-        found = self.resolution(path, tree.bytes)
+        """The file's new bytes (the engine compiles them before anything is written)."""
+        found = self.resolution(path, tree)
         if found.conflicts:
             raise PlanError("; ".join(f"{u.file}:{u.unit} {u.detail}" for u in found.conflicts))
-        if found.after is None or found.after == found.before:
-            return tree
         for note in (*self.NOTES, *found.notes):
             self.warn(note)
-        try:
-            return cst.parse_module(found.after)
-        except cst.ParserSyntaxError as exc:
-            raise PlanError(f"{path}: the diff's result does not parse at line {exc.raw_line}: {exc.message}") from None
+        return tree if found.after is None else found.after
 
 
 def patch_class(path: Path, origin: str) -> type[DiffPatch]:

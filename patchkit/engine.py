@@ -127,6 +127,7 @@ class View:
     _skeletons: dict[tuple[str, str], "Skeleton | None"] = field(default_factory=dict)
     _scoped: dict[tuple[str, str], "cst.Module"] = field(default_factory=dict)
     _folds: dict[tuple[str, str, tuple[str, ...]], "cst.Module"] = field(default_factory=dict)
+    _byte_folds: dict[tuple[str, str, tuple[str, ...]], bytes] = field(default_factory=dict)
     _patches: dict[str, "Patch"] | None = None
 
     def read(self, rel: str) -> bytes | None:
@@ -182,7 +183,7 @@ class View:
         file is parsed)."""
         wants: dict[str, frozenset[str] | None] = {}
         for patch in self.patches.values():
-            if rel not in patch.TARGETS:
+            if rel not in patch.TARGETS or patch.WORKS_ON_BYTES:  # a diff patch reads the bytes, not a tree
                 continue
             parts = patch.PARTS.get(rel)
             if parts is None:
@@ -251,10 +252,21 @@ class View:
                 self._scoped[key] = tree
         return self._scoped[key]
 
+    def code(self, patch: "Patch", rel: str, data: bytes) -> Any:
+        """What `patch`'s probes and transform get for a file: its parsed part (`parse_scoped`),
+        or the bytes themselves for a patch that works on bytes (a diff patch: no libcst)."""
+        if patch.WORKS_ON_BYTES:
+            self._check_decodable(rel, data)
+            return data
+        return self.parse_scoped(rel, data)
+
     def render(self, rel: str, base: bytes, ids: tuple[str, ...]) -> bytes:
         """The bytes of `base` with the transforms of `ids` stacked in order (the parsed part
         regenerated, the parts left out put back)."""
         from patchkit.skeleton import SkeletonError
+
+        if any(pid in self.patches and self.patches[pid].WORKS_ON_BYTES for pid in ids):
+            return self._render_bytes(rel, base, ids)
 
         # In the file's own encoding (a PEP 263 cookie, a UTF-8 BOM): `.code` is text without the BOM.
         code = self.fold(rel, base, ids).bytes
@@ -265,6 +277,21 @@ class View:
             return part.restore(code)
         except SkeletonError as exc:
             raise PlanError(f"patches {', '.join(ids)} on {rel}: {exc}") from None
+
+    def _render_bytes(self, rel: str, base: bytes, ids: tuple[str, ...]) -> bytes:
+        """`render` for a stack holding a patch that works on bytes: each patch in turn on the
+        bytes the one before wrote (a tree patch parses them, as on a release file)."""
+        key = (rel, sha256(base), ids)
+        if key not in self._byte_folds:
+            data = self._render_bytes(rel, base, ids[:-1]) if ids[:-1] else base
+            patch = self.patches[ids[-1]]
+            if patch.WORKS_ON_BYTES:
+                self._check_decodable(rel, data)
+                data = _transform(patch, rel, data)
+            else:
+                data = self.render(rel, data, ids[-1:])
+            self._byte_folds[key] = data
+        return self._byte_folds[key]
 
     def fold(self, rel: str, base: bytes, ids: tuple[str, ...]) -> "cst.Module":
         """The parsed part of `base` (see `skeleton`) with the transforms of `ids` stacked in order."""
@@ -305,7 +332,7 @@ def _part(part: str) -> tuple[str, str | None]:
     return name, member or None
 
 
-def _transform(patch: "Patch", rel: str, tree: "cst.Module") -> "cst.Module":
+def _transform(patch: "Patch", rel: str, tree: Any) -> Any:
     from patchkit.patch import SkipPatch
 
     from patchkit.errors import PatchkitError
@@ -441,7 +468,7 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     details: list[str] = []
     notes: list[str] = []
     for rel in present:
-        tree = view.parse_scoped(rel, read(rel))  # type: ignore[arg-type]
+        tree = view.code(patch, rel, read(rel))  # type: ignore[arg-type]
         try:
             notes += _guarded(patch, "notes", rel, lambda: patch.notes(rel, tree))
             if _guarded(patch, "is_applied probe", rel, lambda: patch.is_applied(rel, tree)):
@@ -450,7 +477,10 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
                 verdicts[rel] = UPSTREAM_FIXED
             else:
                 try:
-                    view.fold(rel, read(rel), (pid,))  # type: ignore[arg-type]
+                    if patch.WORKS_ON_BYTES:
+                        view.render(rel, read(rel), (pid,))  # type: ignore[arg-type]
+                    else:
+                        view.fold(rel, read(rel), (pid,))  # type: ignore[arg-type]
                     verdicts[rel] = PENDING
                 except SkipPatch as exc:
                     verdicts[rel] = NOT_APPLICABLE

@@ -181,6 +181,9 @@ class Patch(m.MatcherDecoratableTransformer):
     # True when the patch is one change over all its TARGETS (a diff patch): a target missing
     # while others are there makes it `failed`, not a patch of the files that are left.
     ALL_TARGETS_REQUIRED: ClassVar[bool] = False
+    # True for a patch whose probes and transform work on a file's bytes, not on a libcst tree
+    # (a diff patch): the engine hands them the bytes and `transform` returns the new bytes.
+    WORKS_ON_BYTES: ClassVar[bool] = False
     # Classes the patch needs; when its target files are gone, `track` looks for these in
     # other files to report the patch as `moved` (naming the new file).
     ANCHOR_SYMBOLS: ClassVar[tuple[str, ...]] = ()
