@@ -58,7 +58,7 @@ def _tree_files(target: Target) -> list[str]:
 def changed_files(target: Target, wheel: Callable[[], WheelLike]) -> tuple[list[str], int]:
     """(the package files whose bytes are not the release's, sorted; how many release files
     are missing from the tree). `wheel` gives the release's wheel, asked for only without RECORD."""
-    record = dist_record.release_hashes(target.site)
+    record = dist_record.release_hashes(target.site, target.version)
     present = _tree_files(target)
     changed: list[str] = []
     if record is not None:

@@ -31,7 +31,7 @@ def release_bytes(target: Any, patch: Any, read: Callable[[str], bytes | None], 
     diff = getattr(patch, "DIFF", None)
     if diff is None or not isinstance(target, Target) or not diff.files:
         return None
-    hashes = dist_record.release_hashes(target.site)
+    hashes = dist_record.release_hashes(target.site, target.version)
     if hashes is None:
         return None
     found: dict[str, bytes] = {}
