@@ -177,11 +177,14 @@ def resolve_mamba_strategy(release: ReleaseCode, launch: Launch, model: ModelFac
     """(strategy, disable_overlap_schedule) after `_handle_mamba_radix_cache` (server_args.py; from
     0.5.19 the mamba-radix-cache override in arg_groups/overrides.py): `auto` becomes extra_buffer
     when overlap or paging is wanted and the architecture supports it with the triton linear-attention
-    backend, else no_buffer with the overlap scheduler turned off."""
-    strategy = str(launch.get("mamba_radix_cache_strategy", "auto"))
+    backend, else no_buffer with the overlap scheduler turned off. 0.5.10-0.5.13 read
+    `--mamba-scheduler-strategy` and turn `auto` into no_buffer whatever the launch."""
+    strategy = str(launch.get(release.mamba_strategy_dest, "auto"))
     disable_overlap = bool(launch.get("disable_overlap_schedule", False))
     if launch.get("disable_radix_cache", False) or strategy != "auto":
         return strategy, disable_overlap
+    if release.mamba_auto_always_no_buffer:
+        return "no_buffer", disable_overlap
     page = _int(launch.get("page_size"), 1) or 1
     supports = model.is_hybrid_gdn and str(launch.get("linear_attn_backend", "triton")) == "triton"
     if (not disable_overlap or page > 1) and supports:

@@ -239,6 +239,37 @@ class ReleaseCode:
         tree = self.tree("srt/parser/reasoning_parser.py")
         return _string_keys(tree, "DetectorMap") if tree else set()
 
+    @cached_property
+    def mamba_strategy_dest(self) -> str:
+        """The field the mamba radix-cache strategy lands in: `mamba_radix_cache_strategy` (0.5.14 on,
+        where `--mamba-scheduler-strategy` is a deprecated alias of it), `mamba_scheduler_strategy`
+        before (0.5.10-0.5.13, its only spelling)."""
+        dests = self.flags.dests()
+        return "mamba_radix_cache_strategy" if "mamba_radix_cache_strategy" in dests else "mamba_scheduler_strategy"
+
+    def _argument_trees(self) -> list[ast.Module]:
+        rels = ["srt/server_args.py"] + sorted(
+            p.relative_to(self.package_dir).as_posix() for p in (self.package_dir / "srt" / "arg_groups").glob("*.py"))
+        return [tree for tree in (self.tree(rel) for rel in rels) if tree is not None]
+
+    @cached_property
+    def mamba_auto_always_no_buffer(self) -> bool:
+        """The strategy's `auto` always becomes no_buffer (0.5.10-0.5.13: `if ... == "auto":
+        self.mamba_scheduler_strategy = "no_buffer"`), rather than extra_buffer where overlap or
+        paging is wanted and the architecture supports it (0.5.14 on)."""
+        branches = [b for tree in self._argument_trees() for b in _strategy_auto_branches(tree)]
+        if not branches:
+            return False
+        return all("extra_buffer" not in _string_constants(b) and "no_buffer" in _string_constants(b)
+                   for b in branches)
+
+    @cached_property
+    def no_buffer_asserts_overlap(self) -> bool:
+        """An explicit no_buffer with the overlap scheduler on asserts at startup ("no_buffer do not
+        support overlap schedule", 0.5.14 on); earlier releases turn overlap off themselves."""
+        return any(any("no_buffer do not support overlap" in text for text in _string_constants(tree))
+                   for tree in self._argument_trees())
+
     def defines_class(self, folder: str, name: str) -> bool:
         """Whether a module under `sglang/<folder>` defines class `name` (e.g. a model architecture)."""
         needle = f"class {name}".encode()
@@ -273,6 +304,22 @@ class ReleaseCode:
         """`env(name)` when it is a number (an `EnvInt`/`EnvFloat` and a readable value), else None."""
         value = self.env(name, environ)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _strategy_auto_branches(tree: ast.AST) -> list[ast.If]:
+    """`if self.mamba_*_strategy == "auto":` blocks (the strategy's own resolution)."""
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.comparators) == 1
+                and isinstance(node.test.left, ast.Attribute) and node.test.left.attr.endswith("_strategy")
+                and node.test.left.attr.startswith("mamba_")
+                and isinstance(node.test.comparators[0], ast.Constant) and node.test.comparators[0].value == "auto"):
+            found.append(node)
+    return found
+
+
+def _string_constants(node: ast.AST) -> set[str]:
+    return {sub.value for sub in ast.walk(node) if isinstance(sub, ast.Constant) and isinstance(sub.value, str)}
 
 
 def read(version: str, package_dir: Path) -> ReleaseCode:

@@ -244,7 +244,8 @@ def feature_missing(ctx: Context) -> Iterator[Finding]:
 def no_buffer_overlap(ctx: Context) -> Iterator[Finding]:
     if not ctx.hybrid or ctx.launch.get("disable_radix_cache", False):
         return
-    if ctx.launch.get("mamba_radix_cache_strategy") == "no_buffer" and ctx.launch.is_set("mamba_radix_cache_strategy") \
+    dest = ctx.release.mamba_strategy_dest
+    if ctx.launch.get(dest) == "no_buffer" and ctx.launch.is_set(dest) and ctx.release.no_buffer_asserts_overlap \
             and not ctx.launch.get("disable_overlap_schedule", False):
         yield Finding("no-buffer-overlap", "error",
                       "the no_buffer mamba strategy without --disable-overlap-schedule asserts at startup "

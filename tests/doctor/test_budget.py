@@ -207,3 +207,27 @@ def test_default_mem_fraction_estimate(tmp_path):
     # small vision tower gives the 1.05 cap, times the 0.95 base.
     assert b.mem_fraction_source == "estimate"
     assert b.mem_fraction_static == pytest.approx(0.836 * 0.95 * 1.05)
+
+
+OLD_STRATEGY_RELEASES = ["0.5.10", "0.5.11", "0.5.12", "0.5.13"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", [*OLD_STRATEGY_RELEASES, "0.5.14", "0.5.19", "0.5.23"])
+def test_mamba_strategy_flag_and_auto_as_each_release_resolves_it(version, tmp_path):
+    """0.5.10-0.5.13 take only --mamba-scheduler-strategy and turn `auto` into no_buffer whatever
+    the launch (`if self.mamba_scheduler_strategy == "auto": ... = "no_buffer"` in __post_init__):
+    3 slots per request (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO). From 0.5.14 `auto` with the
+    overlap scheduler on becomes extra_buffer: 3 + MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP 2 = 5."""
+    model = str(model_folder(tmp_path / "m"))
+    argv = ["--model-path", model, "--mem-fraction-static", "0.88", "--max-running-requests", "8"]
+    auto = run(version, argv)
+    assert auto.budget.slots_per_request == (3 if version in OLD_STRATEGY_RELEASES else 5)
+    flag = "--mamba-radix-cache-strategy" if version == "0.5.23" else "--mamba-scheduler-strategy"  # gone in 0.5.20
+    extra = run(version, [*argv, flag, "extra_buffer"])
+    assert not [f for f in extra.findings if f.rule in ("flag-unknown", "flag-removed")]
+    assert extra.budget.slots_per_request == 5  # 3 + 2 (overlap on) in every release
+    no_buffer = run(version, [*argv, flag, "no_buffer"])
+    assert no_buffer.budget.slots_per_request == 3
+    # Only 0.5.14 on assert "no_buffer do not support overlap schedule"; before, SGLang turns overlap off.
+    assert ("no-buffer-overlap" in {f.rule for f in no_buffer.findings}) == (version not in OLD_STRATEGY_RELEASES)
