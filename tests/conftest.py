@@ -1,14 +1,41 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from testing.releases import copy_minimal, copy_release
+from testing.releases import CACHE, copy_minimal, copy_release
 
 # Tests on real releases, the behaviour venv or a GPU are `slow`: `pytest -m "not slow"` is the
 # inner loop (the unit tests of the core and the before/after tests of every patch).
 _SLOW_MARKS = ("integration", "behaviour", "gpu", "faults")
+
+
+# What the tests and every child they start (pip, SGLang, torch, git) would otherwise write under
+# the real home (~/.cache/pip/wheels, ~/.cache/sglang/inductor, ...): a home of the session's own,
+# and the caches worth keeping between runs in the tests' cache folder.
+_CACHE_DIRS = {"XDG_CACHE_HOME": "xdg-cache", "PIP_CACHE_DIR": "pip", "TORCHINDUCTOR_CACHE_DIR": "inductor",
+               "TRITON_CACHE_DIR": "triton", "SGLANG_CACHE_DIR": "sglang"}
+_SESSION_HOME: list[str] = []
+
+
+def pytest_configure(config):
+    real = Path(os.path.expanduser("~"))
+    home = tempfile.mkdtemp(prefix="patchkit-test-home-")
+    _SESSION_HOME.append(home)
+    os.environ["HOME"] = home
+    if "PYENV_ROOT" not in os.environ and (real / ".pyenv").is_dir():
+        os.environ["PYENV_ROOT"] = str(real / ".pyenv")  # pyenv's shims on PATH find it through $HOME
+    for name, folder in _CACHE_DIRS.items():
+        os.environ[name] = str(CACHE / folder)
+
+
+def pytest_unconfigure(config):
+    for home in _SESSION_HOME:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
