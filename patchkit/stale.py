@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ from patchkit import state as state_mod
 from patchkit.constants import JOURNAL_FILE, LOCK_FILE, STATE_FILE
 from patchkit.errors import DriftError
 from patchkit.state import State
-from patchkit.target import Target
+from patchkit.target import SITE, Target
 from patchkit.util import sha256
 
 
@@ -49,13 +50,35 @@ def discard(target: Target, recorded: State) -> list[str]:
 
 def refuse_patched(target: Target, ours: list[str], recorded_version: str) -> None:
     """Exit 4 when a file of a record for another release still holds patchkit's bytes: that
-    record's backups are the only pristine copy, and its files would pass for the new release's."""
+    record's backups are the only pristine copy, and its files would pass for the new release's.
+    --force cannot help: the backups are the old release's bytes (restoring them mixes two
+    releases) and the patched bytes are not the new one's (taking them as pristine makes the
+    patch permanent). Only the files themselves can be put right."""
     if ours:
         raise DriftError(
             f"{ours[0]} still holds what patchkit wrote for SGLang {recorded_version}, but "
-            f"{target.version} is installed; reinstall SGLang {target.version} "
-            f"(pip install --force-reinstall --no-deps sglang=={target.version}), then run again"
+            f"{target.version} is installed; nothing was written (--force cannot choose between the two "
+            f"releases' bytes). {restore_advice(target, ours)}, then run again"
         )
+
+
+def restore_advice(target: Target, files: list[str]) -> str:
+    """How to put the release's own bytes back into `files`, for the way this SGLang is installed."""
+    if target.checkout is not None:
+        paths = " ".join(os.path.relpath(target.site / rel, target.checkout) for rel in files)
+        return f"Restore them from git: `git -C {target.checkout} checkout -- {paths}`"
+    if target.kind == SITE:
+        from patchkit.verify import interpreter_for
+
+        python = interpreter_for(target.site)
+        if python is not None:  # a virtual environment's site-packages
+            return (f"Reinstall SGLang {target.version}: `{python} -m pip install --force-reinstall --no-deps "
+                    f"sglang=={target.version}`")
+        return (f"Reinstall SGLang {target.version} there: `pip install --force-reinstall --no-deps --upgrade "
+                f"--target {target.site} sglang=={target.version}`")
+    # A source tree (an sdist, an editable install) outside git: pip would not rewrite these files.
+    return (f"Restore {', '.join(files)} in {target.site} from SGLang {target.version}'s source "
+            f"(unpack its sdist again, or check the tree out again)")
 
 
 def remove(folder: Path) -> None:

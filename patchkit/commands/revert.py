@@ -1,22 +1,30 @@
 from __future__ import annotations
 
-from patchkit import engine, output, stale, transaction
+from patchkit import engine, output, registry, stale, transaction
 from patchkit import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.clean import clean_leftovers
 from patchkit.commands.locate import locate
-from patchkit.errors import NotFoundError
+from patchkit.errors import NotFoundError, TargetError
 from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK
 
 
 def revert(site_packages: str | None, version: str | None, only: tuple[str, ...], force: bool, as_json: bool,
            source: str | None = None, python: str | None = None, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> int:
+    if only:
+        registry.select(registry.patch_ids(), only)  # an unknown id is exit 2, whatever the tree holds
     try:
         target = locate(site_packages, None, version, source=source, python=python)
     except NotFoundError as exc:
         left = stale.orphans(list(exc.searched))  # SGLang uninstalled: its `.patchkit/` goes too
         if not left:
             raise
+        if only:
+            # One patch cannot be taken out of a release that is gone; removing the whole record
+            # is a full revert's (or clean's) job, never a side effect of --only.
+            raise TargetError(f"{exc}; patchkit state is left behind in {left[0].describe()}: nothing to revert "
+                              f"for {', '.join(only)} there and nothing was removed (`patchkit revert` without "
+                              "--only, or `patchkit clean`, removes it)") from None
         return clean_leftovers(left, as_json, lock_timeout)
     with report.interruptible() as progress:  # also while the report is printed
         return _revert(target, only, force, as_json, lock_timeout, progress)

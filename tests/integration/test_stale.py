@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -68,11 +69,37 @@ def test_stale_record_with_patchkit_bytes_still_in_place_is_refused(release):
     (info / "METADATA").unlink()
     (info / "METADATA").write_text(meta)
     before = snapshot(site)
-    for command in ("apply", "revert", "clean"):
-        result = run(command, "--site-packages", site)
+    # --force too: the backups are 0.5.14's bytes, the files patchkit's; neither is 0.5.15's own.
+    for command in (("apply",), ("revert",), ("clean",), ("apply", "--force"), ("revert", "--force")):
+        result = run(*command, "--site-packages", site)
         assert result.exit_code == 4, (command, result.stderr)
         assert "still holds what patchkit wrote for SGLang 0.5.14" in result.stderr
+        assert "--force cannot choose between the two releases' bytes" in result.stderr
+        # A plain folder (no venv owns it): pip must be told where.
+        assert (f"`pip install --force-reinstall --no-deps --upgrade --target {site} sglang==0.5.15`"
+                in result.stderr), result.stderr
     assert snapshot(site) == before
+
+
+def test_stale_record_in_a_git_checkout_names_the_git_command_that_restores_it(release):
+    """pip would not rewrite a checkout's files: the advice is the git command, and it works."""
+    site = release("0.5.14")
+    git = ["git", "-C", str(site), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "release"], check=True)
+    assert run("apply", "--source", site).exit_code == 0
+    info = site / "sglang-0.5.14.dist-info"
+    (info / "METADATA").write_text((info / "METADATA").read_text().replace("Version: 0.5.14", "Version: 0.5.14.post1"))
+    refused = run("apply", "--source", site)
+    assert refused.exit_code == 4, refused.stderr
+    assert "pip install" not in refused.stderr
+    command = refused.stderr.split("Restore them from git: `")[1].split("`")[0]
+    assert command.startswith(f"git -C {site} checkout -- sglang/"), command
+    subprocess.run(shlex.split(command), check=True)
+    applied = run("apply", "--source", site)
+    assert applied.exit_code == 0, applied.stderr
+    assert "discarded the stale record of SGLang 0.5.14" in applied.stderr
 
 
 def test_uninstalled_release_leaves_state_that_clean_removes(release):
@@ -89,6 +116,19 @@ def test_uninstalled_release_leaves_state_that_clean_removes(release):
     assert not (site / ".patchkit").exists()
     again = run("clean", "--site-packages", site)
     assert again.exit_code == 0 and again.stdout == "nothing to clean\n"
+
+
+def test_revert_only_on_an_orphaned_state_removes_nothing(release):
+    site = release("0.5.14")
+    assert run("apply", "--site-packages", site).exit_code == 0
+    uninstall(site)
+    before = snapshot(site)
+    known = run("revert", "--site-packages", site, "--only", "mtp-layer-detection")
+    assert known.exit_code == 3, known.stderr
+    assert "nothing to revert for mtp-layer-detection there and nothing was removed" in known.stderr
+    unknown = run("revert", "--site-packages", site, "--only", "no-such-patch")
+    assert unknown.exit_code == 2 and "unknown patch id 'no-such-patch'" in unknown.stderr
+    assert snapshot(site) == before and (site / ".patchkit" / "state.json").is_file()
 
 
 def test_revert_removes_an_orphaned_state_too(release):

@@ -269,15 +269,17 @@ CASES = [
     # stale, but the files still hold what patchkit wrote for the old release
     Case("stale-in-place", ("status",), 0, recorded=ALL, after=APPLIED, says="stale state"),
     Case("stale-in-place", ("apply",), 4, REFUSED, ALL, "still holds what patchkit wrote for SGLang 0.9.0"),
-    Case("stale-in-place", ("apply", "--force"), 4, REFUSED, ALL, "still holds what patchkit wrote"),
+    Case("stale-in-place", ("apply", "--force"), 4, REFUSED, ALL, "--force cannot choose between the two releases"),
     Case("stale-in-place", ("revert",), 4, REFUSED, ALL, "still holds what patchkit wrote"),
+    Case("stale-in-place", ("revert", "--force"), 4, REFUSED, ALL, "--force cannot choose between the two releases"),
     Case("stale-in-place", ("clean",), 4, REFUSED, ALL, "still holds what patchkit wrote"),
     # orphaned: SGLang uninstalled, .patchkit/ left behind
     Case("orphaned", ("status",), 3, REFUSED, ALL, "(left by SGLang 0.9.0): `patchkit clean --site-packages"),
     Case("orphaned", ("apply",), 3, REFUSED, ALL, "(left by SGLang 0.9.0)"),
     Case("orphaned", ("apply", "--force"), 3, REFUSED, ALL, "(left by SGLang 0.9.0)"),
     Case("orphaned", ("revert",), 0, (), None, "(left by SGLang 0.9.0)"),
-    Case("orphaned", ("revert", "--only", FIX), 0, (), None, "(left by SGLang 0.9.0)"),
+    Case("orphaned", ("revert", "--only", FIX), 3, REFUSED, ALL, "(left by SGLang 0.9.0): nothing to revert for syn-fix"),
+    Case("orphaned", ("revert", "--only", "no-such-patch"), 2, REFUSED, ALL, "unknown patch id 'no-such-patch'"),
     Case("orphaned", ("clean",), 0, (), None, "removed "),
     # an unfinished run (its journal) and nobody running
     Case("pending-journal", ("status",), 0, after={**FRESH, STACK_A: "pending"}, says="an interrupted patchkit run is pending"),
