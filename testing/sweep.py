@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from patchkit import engine, error_handler
+from patchkit import engine, error_handler, registry
 from patchkit.commands.apply import apply as apply_command
 from patchkit.commands.clean import clean as clean_command
 from patchkit.commands.revert import revert as revert_command
@@ -195,6 +195,9 @@ class Scenario:
     command: tuple[str, ...]  # patchkit arguments; the tree is appended as --site-packages
     prepare: Callable[[Path], None]  # fresh minimal tree -> start tree (in-process)
     force: bool = False  # the next apply needs --force (the start tree has an outside edit)
+    patches: tuple[str, ...] = ()  # patch files or folders loaded with --patches (a diff patch)
+    extra: tuple[str, ...] = ()  # release files the tree holds besides the built-in patches' targets
+    only: tuple[str, ...] = ()  # the patches the reference (and each next) apply applies; () all
 
 
 @dataclass
@@ -309,11 +312,13 @@ class Sweep:
             strace_options(self.strace, kind)  # StraceError now, before any trial, if it delivers nothing
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="patchkit-sweep-", dir=scratch_root(self.workdir)))
+        if self.scenario.patches:
+            registry.use_folders(list(self.scenario.patches))  # in-process runs; the child gets --patches
         seed = self.workdir / "seed"
-        copy_minimal(self.version, seed / "fresh")
+        copy_minimal(self.version, seed / "fresh", self.scenario.extra)
         self.pristine = tree(seed / "fresh")
         shutil.copytree(seed / "fresh", seed / "applied", symlinks=True)
-        assert do_apply(seed / "applied")[0] == 0
+        assert do_apply(seed / "applied", only=self.scenario.only)[0] == 0
         self.applied = tree(seed / "applied")
         shutil.copytree(seed / "fresh", seed / "start", symlinks=True)
         self.scenario.prepare(seed / "start")
@@ -326,6 +331,7 @@ class Sweep:
         code, err = command_in_process(self.scenario.command, seed / "end")
         assert code == 0, err
         self.end = tree(seed / "end")
+        assert self.end != self.start, "the command changes nothing here: its trials would prove nothing"
         self.end_states = states(seed / "end")
         self.renders = self.workdir / "renders.pickle"
         self.renders.write_bytes(pickle.dumps(dict(_RENDERED)))
@@ -364,7 +370,8 @@ class Sweep:
                      "-e", f"inject={syscall}:{fault}:when={n}"]
         else:
             argv += ["-e", f"trace={','.join(SYSCALLS)}"]
-        return argv + ["--", sys.executable, "-c", _BOOT, *self.scenario.command, "--site-packages", str(site)]
+        loads = [arg for path in self.scenario.patches for arg in ("--patches", path)]
+        return argv + ["--", sys.executable, "-c", _BOOT, *loads, *self.scenario.command, "--site-packages", str(site)]
 
     def completes(self, syscall: str, n: int) -> bool:
         """Whether the `n`-th `syscall` comes after the last one of an uninterrupted run."""
@@ -556,7 +563,7 @@ class Sweep:
                 problems.append(f"status {got} on the end tree")
         except Exception as exc:  # noqa: BLE001 - any failure of status is a finding
             problems.append(f"status failed: {exc!r}")
-        code, err = do_apply(site, force=self.scenario.force)
+        code, err = do_apply(site, force=self.scenario.force, only=self.scenario.only)
         if code != 0 or _plain(tree(site)) != _plain(self.applied):
             problems.append(f"next apply: exit {code} {err.strip()[-200:]}")
         code, err = do_revert(site)

@@ -79,18 +79,45 @@ def strace():
         pytest.skip("strace is not installed (.ci/run installs it with apt-get; it could not be installed here)")
 
 
-# Which runs to sweep: "VERSION:SCENARIO,..." (default: every scenario on both releases, as
-# .ci/run does).
+# A diff patch loaded with --patches: upstream's own 0.5.20 -> 0.5.21 change of offloader.py (made
+# here by git from the two real releases), applied alone on 0.5.20.
+OFFLOADER = "sglang/srt/utils/offloader.py"
+DIFF_ID = "offloader-tied"
+DIFF_RUN = "0.5.20:diff-apply"
+
+# Which runs to sweep: "VERSION:SCENARIO,..." (default: every scenario on both releases and the
+# diff patch's run, as .ci/run does).
 _WANTED = {w.strip() for w in os.environ.get("PATCHKIT_FAULT_RUNS", "").split(",") if w.strip()}
 RUNS = [pytest.param(version, scenario, id=f"{version}-{scenario.name}")
         for version in ("0.5.14", "0.5.19") for scenario in SCENARIOS
         if not _WANTED or f"{version}:{scenario.name}" in _WANTED]
-_UNKNOWN = _WANTED - {f"{v}:{s.name}" for v in ("0.5.14", "0.5.19") for s in SCENARIOS}
+_UNKNOWN = _WANTED - {f"{v}:{s.name}" for v in ("0.5.14", "0.5.19") for s in SCENARIOS} - {DIFF_RUN}
 assert not _UNKNOWN, f"PATCHKIT_FAULT_RUNS names runs that do not exist: {sorted(_UNKNOWN)}"
+
+
+def diff_scenario(folder) -> Scenario:
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    path = folder / f"0001-{DIFF_ID}.patch"
+    path.write_bytes(git_diff({OFFLOADER: (pristine("0.5.20") / OFFLOADER).read_bytes()},
+                              {OFFLOADER: (pristine("0.5.21") / OFFLOADER).read_bytes()},
+                              header="Subject: [PATCH] Offloader: keep tied parameters\n\n---\n"))
+    return Scenario("diff-apply", ("apply", "--only", DIFF_ID), fresh, patches=(str(path),), extra=(OFFLOADER,),
+                    only=(DIFF_ID,))
 
 
 @pytest.mark.parametrize(("version", "scenario"), RUNS)
 def test_fault_sweep(version, scenario, tmp_path, monkeypatch):
+    sweep_run(version, scenario, tmp_path, monkeypatch)
+
+
+@pytest.mark.skipif(bool(_WANTED) and DIFF_RUN not in _WANTED, reason="PATCHKIT_FAULT_RUNS leaves it out")
+def test_fault_sweep_with_a_diff_patch(tmp_path, monkeypatch):
+    sweep_run("0.5.20", diff_scenario(tmp_path), tmp_path, monkeypatch)
+
+
+def sweep_run(version, scenario, tmp_path, monkeypatch):
     install_render_cache(monkeypatch)
     sweep = Sweep(version, scenario, tmp_path / "sweep")
     try:
