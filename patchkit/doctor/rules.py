@@ -404,13 +404,21 @@ def _patch_triggers(ctx: Context) -> list[tuple[str, str, str]]:
     m = ctx.model
     hits: list[tuple[str, str, str]] = []
     qwen35 = m is not None and m.arch.startswith("Qwen3_5") and m.text.get("mtp_num_hidden_layers") is not None
-    if m is not None and ctx.algo in EAGLE_FAMILY and qwen35 and ctx.launch.get("speculative_draft_model_path"):
-        layers = int(m.text.get("num_hidden_layers") or 0)
+    # The draft checkpoint SGLang loads: the one named, else the target's (its MTP head). Only a
+    # Qwen3.5/3.8 checkpoint becomes the Qwen3_5ForCausalLMMTP draft (ModelConfig's draft rewrite)
+    # whose depth is misread and whose vocab tensors are allocated; an external EAGLE-3 drafter
+    # (LlamaForCausalLMEagle3, its own num_hidden_layers) takes neither path.
+    source = ctx.draft if ctx.launch.get("speculative_draft_model_path") else m
+    mtp_draft = (ctx.algo in EAGLE_FAMILY and source is not None and source.arch.startswith("Qwen3_5")
+                 and source.text.get("mtp_num_hidden_layers") is not None)
+    if mtp_draft and source is not None and ctx.launch.get("speculative_draft_model_path") \
+            and source.text.get("num_nextn_predict_layers") is None:
+        layers = int(source.text.get("num_hidden_layers") or 0)
         full = ctx.budget.full_attention_layers or 1
         hits.append(("mtp-layer-detection", "warning",
                      f"the MTP draft is counted as {layers} layers, the KV cell is scaled by 1 + {layers}/{full} "
                      f"= {1 + layers / full:g}x"))
-    if ctx.algo in EAGLE_FAMILY and qwen35:
+    if mtp_draft:
         hits.append(("draft-lmhead-placeholder", "warning",
                      "the MTP draft allocates its own vocab-sized embedding and lm_head before the KV pool is sized"))
     if ctx.algo in EAGLE_FAMILY and qwen35 and not ctx.launch.get("speculative_draft_model_path"):

@@ -298,3 +298,29 @@ def test_patch_needed_cpu_offload_tied_params(model):
     assert not _needed(run("0.5.20", argv, states={"cpu-offload-tied-params": "applied"}), "cpu-offload-tied-params")
     # 0.5.21 fixed it upstream: a pristine 0.5.21 reports no such patch as pending.
     assert not _needed(run("0.5.21", argv), "cpu-offload-tied-params")
+
+
+EAGLE3_DRAFT = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 5120, "vocab_size": 248320}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", ["0.5.15", "0.5.17"])
+def test_mtp_patch_triggers_only_for_the_mtp_draft(version, model, tmp_path):
+    """mtp-layer-detection and draft-lmhead-placeholder concern the Qwen3_5ForCausalLMMTP draft that
+    ModelConfig makes of a Qwen3.5/3.8 checkpoint; an external EAGLE-3 drafter (its own
+    LlamaForCausalLMEagle3 config, 1 layer) runs neither path. Patch states are the release's real
+    `patchkit status` (both pending on pristine 0.5.15 and 0.5.17)."""
+    mtp = run(version, spec(model, "--max-running-requests", "8"))
+    assert {"mtp-layer-detection", "draft-lmhead-placeholder"} <= set(_needed_ids(mtp))
+    drafter = str(model_folder(tmp_path / "eagle3", config=EAGLE3_DRAFT, total_size=GIB, mtp=False))
+    eagle3 = run(version, base(model, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", drafter,
+                               "--max-running-requests", "8"))
+    assert not {"mtp-layer-detection", "draft-lmhead-placeholder"} & set(_needed_ids(eagle3))
+    assert eagle3.budget.draft_layers == 1
+    assert eagle3.budget.kv_bytes_per_token == int(65536 * (1 + 1 / 16))  # one draft layer over 16 full-attention
+
+
+def _needed_ids(report):
+    return [f.fix.removeprefix("patchkit apply --only ") for f in report.findings
+            if f.rule == "patch-needed" and f.fix.startswith("patchkit apply --only ")]
