@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 from typing import Callable
@@ -9,7 +10,7 @@ from typing import Callable
 import click
 
 from patchkit import __version__, error_handler
-from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_CODES_HELP
+from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_CODES_HELP, MAX_LOCK_TIMEOUT
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -84,8 +85,24 @@ target_option = click.option(
     "--target", "version", metavar="VERSION", help="The SGLang version expected; a mismatch exits 3 and changes nothing."
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+class _Seconds(click.ParamType):
+    """A finite number of seconds from 0 to MAX_LOCK_TIMEOUT: `nan` passes a plain FloatRange
+    (no comparison with it is true) and `inf`/`1e309` would wait for ever."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if not (math.isfinite(seconds) and 0 <= seconds <= MAX_LOCK_TIMEOUT):
+            self.fail(f"{value!r} is not a number of seconds from 0 to {MAX_LOCK_TIMEOUT:g}", param, ctx)
+        return seconds
+
+
 lock_timeout_option = click.option(
-    "--lock-timeout", "lock_timeout", type=click.FloatRange(min=0), default=DEFAULT_LOCK_TIMEOUT, show_default=True,
+    "--lock-timeout", "lock_timeout", type=_Seconds(), default=DEFAULT_LOCK_TIMEOUT, show_default=True,
     metavar="SECONDS", help="How long to wait for another patchkit run on the same folder (0: fail at once); "
                             "then exit 5.",
 )

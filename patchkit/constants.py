@@ -19,6 +19,7 @@ JOURNAL_SCHEMA = 2
 
 # Seconds a run waits for another run's lock on the same folder before it gives up (exit 5).
 DEFAULT_LOCK_TIMEOUT = 60.0
+MAX_LOCK_TIMEOUT = 86400.0  # a day: beyond it a wait is a mistake (and nan/inf wait for ever)
 MANIFEST_SCHEMA = 1
 
 # Where patchkit caches downloaded wheels and writes crash logs (default ~/.cache/patchkit).

@@ -20,8 +20,10 @@ from packaging.version import InvalidVersion, Version
 from patchkit import versions
 from patchkit.constants import MANIFEST_SCHEMA, PACKAGE
 from patchkit.errors import TargetError
+from patchkit.util import read_regular
 
 MANIFESTS_PACKAGE = "patchkit.manifests"
+MANIFEST_LIMIT = 64 * 1024 * 1024  # a manifest is kilobytes
 VERDICTS = ("applies", "upstream-fixed", "not-applicable")
 
 
@@ -79,6 +81,8 @@ def _check_path(path: object, where: str) -> str:
 def parse(raw: str, where: str) -> Manifest:
     try:
         data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise TargetError(f"{where}: corrupt manifest (not a JSON object)")
         if data.get("schema") != MANIFEST_SCHEMA:
             raise TargetError(f"{where}: unsupported manifest schema {data.get('schema')!r}")
         files = {_check_path(path, where): str(sha) for path, sha in data["files"].items()}
@@ -96,7 +100,7 @@ def parse(raw: str, where: str) -> Manifest:
         if "" in digests.values():
             raise TargetError(f"{where}: patch_sha256 holds a null digest")
         return Manifest(version=str(data["sglang"]), patches=patches, files=files, patch_sha256=digests)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise TargetError(f"{where}: corrupt manifest ({exc.__class__.__name__}: {exc})") from None
 
 
@@ -130,7 +134,9 @@ def find(version: str) -> Manifest | None:
     for name in available():
         if Version(name) == wanted:
             entry = resources.files(MANIFESTS_PACKAGE) / f"{name}.json"
-            return parse(entry.read_text(encoding="utf-8"), f"manifests/{name}.json")
+            # Read without blocking where it is a file (a FIFO there is refused, exit 6).
+            raw = read_regular(entry, MANIFEST_LIMIT) if isinstance(entry, Path) else entry.read_bytes()
+            return parse(raw.decode("utf-8"), f"manifests/{name}.json")
     return None
 
 

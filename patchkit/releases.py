@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import time
 import zipfile
+import zlib
 from pathlib import Path
+from typing import Iterator
 
 from packaging.version import InvalidVersion, Version
 
@@ -43,6 +47,33 @@ def wheel_version(wheel: Path) -> Version | None:
         return None
 
 
+CACHE_LOCK = ".lock"
+CACHE_LOCK_TIMEOUT = 1800.0  # a download of a release over a slow link; past it, another run is stuck
+
+
+@contextlib.contextmanager
+def cache_locked(folder: Path, what: str) -> Iterator[None]:
+    """Serialize the runs that fill one cache folder (flock on `folder/.lock`): two runs on a cold
+    cache would otherwise download into, or rename, the same files under each other. Bounded: a
+    holder stuck longer than CACHE_LOCK_TIMEOUT makes the waiter give up (exit 3, naming it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / CACHE_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    try:
+        deadline = time.monotonic() + CACHE_LOCK_TIMEOUT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise FetchError(f"another patchkit run has held {folder / CACHE_LOCK} for "
+                                     f"{CACHE_LOCK_TIMEOUT:.0f} s while making {what}; gave up") from None
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)  # drops the lock; the file stays (removing it would race with a waiter)
+
+
 def _cached_wheel(version: str) -> Path | None:
     # Matched as versions, not as text: `0.5.17.0` and `v0.5.17` are the wheel of 0.5.17.
     wanted = Version(version)
@@ -67,7 +98,11 @@ def download(version: str) -> Path:
     cached = _cached_wheel(version)
     if cached is not None:
         return cached
-    wheel_cache().mkdir(parents=True, exist_ok=True)
+    with cache_locked(wheel_cache(), f"the wheel of SGLang {version}"):
+        return _cached_wheel(version) or _download(version)  # another run may have fetched it meanwhile
+
+
+def _download(version: str) -> Path:
     argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
             "--only-binary=:all:", "-d", str(wheel_cache()), f"{PACKAGE}=={version}"]
     what = f"cannot download SGLang {version} from the package index"
@@ -110,12 +145,16 @@ def pristine_tree(version: str) -> Path:
         if _spelled(folder.name) == Version(version) and (folder / PACKAGE / "__init__.py").is_file():
             return folder
     folder = releases / published(version)
-    if not (folder / PACKAGE / "__init__.py").is_file():
-        staging = folder.with_name(folder.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        install(download(version), staging)
-        shutil.rmtree(folder, ignore_errors=True)
-        staging.rename(folder)
+    if (folder / PACKAGE / "__init__.py").is_file():
+        return folder
+    wheel = download(version)
+    with cache_locked(releases, f"the pristine tree of SGLang {version}"):
+        if not (folder / PACKAGE / "__init__.py").is_file():  # not made by another run meanwhile
+            staging = folder.with_name(folder.name + ".partial")
+            shutil.rmtree(staging, ignore_errors=True)
+            install(wheel, staging)
+            shutil.rmtree(folder, ignore_errors=True)
+            staging.rename(folder)
     return folder
 
 
@@ -144,7 +183,7 @@ class WheelSource:
         self.version = str(wheel_version(self.wheel))  # as the release spells itself (0.5.17.0 -> 0.5.17)
         try:
             self._zip = zipfile.ZipFile(self.wheel)
-        except (OSError, zipfile.BadZipFile) as exc:
+        except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as exc:
             raise FetchError(f"cannot read {self.wheel}: {exc}; remove it to download it again") from None
         self._entries = {info.filename: info for info in self._zip.infolist() if not info.is_dir()}
 
@@ -154,7 +193,14 @@ class WheelSource:
 
     def read(self, rel: str) -> bytes | None:
         info = self._entries.get(rel)
-        return None if info is None else self._zip.read(info)
+        if info is None:
+            return None
+        try:
+            return self._zip.read(info)
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+            # A damaged cached download: refused, naming it, never judged from half its bytes.
+            raise FetchError(f"{self.wheel}: its member {rel} is corrupt ({exc}); remove the wheel so that it is "
+                             "downloaded again") from None
 
     def python_files(self) -> list[str]:
         return sorted(name for name in self._entries if name.startswith(PACKAGE + "/") and name.endswith(".py"))

@@ -11,6 +11,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import stat
@@ -21,13 +22,14 @@ from typing import Callable, Iterator
 
 from patchkit import __version__
 from patchkit.constants import (
-    BACKUPS_DIR, DEFAULT_LOCK_TIMEOUT, JOURNAL_FILE, LOCK_FILE, OVERWRITTEN_DIR, PACKAGE, PENDING_DIR, STATE_DIR,
+    BACKUPS_DIR, DEFAULT_LOCK_TIMEOUT, JOURNAL_FILE, LOCK_FILE, MAX_LOCK_TIMEOUT, OVERWRITTEN_DIR, PACKAGE, PENDING_DIR, STATE_DIR,
     STATE_FILE, STATE_SCHEMA, STATE_SCHEMAS_READ,
 )
 
 READABLE_SCHEMAS = STATE_SCHEMAS_READ  # schema 1 files (no patch digests) are still read
 from patchkit.errors import (
-    EnvironmentFailure, LockTimeout, StateError, UnsafeStateError, environment_failure, is_environment_failure,
+    EnvironmentFailure, LockTimeout, StateError, UnsafeStateError, UsageError, environment_failure,
+    is_environment_failure,
 )
 from patchkit.registry import is_patch_id
 from patchkit.util import atomic_write, sha256
@@ -219,9 +221,10 @@ def _raise(exc: OSError) -> None:
 
 
 def read_private(path: Path) -> bytes | None:
-    """A file under `.patchkit/`, opened without following a symlink; None when absent."""
+    """A file under `.patchkit/`, opened without following a symlink and without blocking (a
+    FIFO put there is refused, not waited on); None when absent."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -234,6 +237,7 @@ def read_private(path: Path) -> bytes | None:
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         raise UnsafeStateError(f"{path} is not a plain file; patchkit refuses to read it (nothing was written)")
+    os.set_blocking(fd, True)
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
 
@@ -254,7 +258,7 @@ def load(site: Path) -> State | None:
         return None
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to be a state file
         raise StateError(f"{path} is corrupt (not JSON); nothing was written (restore it, or reinstall SGLang "
                          f"and remove {state_dir(site)})") from None
     state = State.from_dict(data, str(path))
@@ -335,6 +339,8 @@ def locked(site: Path, timeout: float = DEFAULT_LOCK_TIMEOUT,
     this process may not write (EACCES, EPERM) with no lock file in it, this run can change
     nothing, so it is not locked out: it goes on and fails only if it must write.
     """
+    if not (math.isfinite(timeout) and 0 <= timeout <= MAX_LOCK_TIMEOUT):
+        raise UsageError(f"--lock-timeout {timeout:g}: expected a number of seconds from 0 to {MAX_LOCK_TIMEOUT:g}")
     check_state_dir(site)
     path = state_dir(site) / LOCK_FILE
     started = time.monotonic()
@@ -342,10 +348,16 @@ def locked(site: Path, timeout: float = DEFAULT_LOCK_TIMEOUT,
     while True:
         try:
             path.parent.mkdir(exist_ok=True)
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        except (FileNotFoundError, FileExistsError):
+            # O_NONBLOCK: a FIFO put there in a race is opened at once (and refused below), not waited on.
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except (FileNotFoundError, FileExistsError) as exc:
             # A finishing run removed `.patchkit/` between the two calls, or inside mkdir (which
             # found it there, then raises EEXIST when it is gone by the time it checks is_dir).
+            # The folder itself gone is no race to wait out; neither is one past the timeout.
+            if not site.is_dir():
+                raise environment_failure(FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(site))) from None
+            if time.monotonic() - started > timeout + 1:
+                raise environment_failure(exc) from None
             continue
         except OSError as exc:
             if exc.errno == errno.EROFS or (exc.errno in (errno.EACCES, errno.EPERM) and not os.path.lexists(path)):
@@ -357,6 +369,9 @@ def locked(site: Path, timeout: float = DEFAULT_LOCK_TIMEOUT,
             if exc.errno == errno.ELOOP:
                 raise UnsafeStateError(f"{path} is a symlink; patchkit refuses to use it (nothing was written)") from None
             raise environment_failure(exc) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise UnsafeStateError(f"{path} is not a plain file; patchkit refuses to use it (nothing was written)")
         try:
             while True:
                 try:

@@ -19,6 +19,7 @@ from pathlib import Path
 from patchkit import versions
 from patchkit.constants import PACKAGE
 from patchkit.errors import NotFoundError, TargetError, UsageError, environment_failure, is_environment_failure, undecodable
+from patchkit.util import read_regular
 
 SITE, EDITABLE, SOURCE = "site-packages", "editable", "source"
 
@@ -54,7 +55,7 @@ class Target:
 
     def read(self, rel: str) -> bytes | None:
         try:
-            return self.path(rel).read_bytes()
+            return read_regular(self.path(rel))
         except FileNotFoundError:
             return None
 
@@ -74,7 +75,7 @@ def _metadata_version(path: Path) -> str | None:
     from email.parser import HeaderParser  # imported on use: start-up time matters for `status`
 
     try:
-        metadata = HeaderParser().parsestr(path.read_text(encoding="utf-8"))
+        metadata = HeaderParser().parsestr(read_regular(path).decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise undecodable(path, exc) from None
     except OSError as exc:
@@ -97,14 +98,14 @@ def _record_matches(info: Path, site: Path) -> bool:
     import hashlib
 
     try:
-        rows = list(csv.reader((info / "RECORD").read_text(encoding="utf-8").splitlines()))
-    except OSError:
+        rows = list(csv.reader(read_regular(info / "RECORD").decode("utf-8").splitlines()))
+    except (OSError, UnicodeDecodeError):
         return False
     checked = False
     for row in rows:
         if len(row) >= 2 and row[0] in (f"{PACKAGE}/_version.py", f"{PACKAGE}/version.py") and row[1].startswith("sha256="):
             try:
-                data = (site / row[0]).read_bytes()
+                data = read_regular(site / row[0])
             except OSError:
                 return False
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
@@ -141,7 +142,7 @@ def _version_from_source(site: Path) -> str | None:
         import tomllib
 
         try:
-            project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+            project = tomllib.loads(read_regular(pyproject).decode("utf-8")).get("project", {})
         except (OSError, ValueError) as exc:
             raise TargetError(f"cannot read {pyproject}: {exc}") from None
         if isinstance(project.get("version"), str):
@@ -151,7 +152,7 @@ def _version_from_source(site: Path) -> str | None:
         import ast
 
         try:
-            module = ast.parse(generated.read_bytes())
+            module = ast.parse(read_regular(generated))
         except (OSError, SyntaxError) as exc:
             raise TargetError(f"cannot read {generated}: {exc}") from None
         for node in module.body:
@@ -184,7 +185,7 @@ def _ignored_by_git(worktree: Path, path: Path) -> bool:
 def _editable_location(info: Path) -> Path | None:
     """The project folder of an editable install, from its `direct_url.json` (PEP 610)."""
     try:
-        data = json.loads((info / "direct_url.json").read_text(encoding="utf-8"))
+        data = json.loads(read_regular(info / "direct_url.json"))
     except (OSError, ValueError):
         return None
     if not (isinstance(data, dict) and isinstance(data.get("dir_info"), dict) and data["dir_info"].get("editable")):

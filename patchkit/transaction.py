@@ -159,7 +159,7 @@ def _parse_journal(raw: bytes, where: Path) -> dict:
     try:
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise inv("not JSON") from None
         state_mod.keys_of(data, "the journal", {"schema", "sglang_version", "state", "files", "kept"})
         state_mod.need(data["schema"] == JOURNAL_SCHEMA, f"schema {data['schema']!r} is not {JOURNAL_SCHEMA}")

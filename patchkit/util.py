@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
-from patchkit.errors import PatchkitError
+from patchkit.errors import EnvironmentFailure, PatchkitError
 
 
 def sha256(data: bytes) -> str:
@@ -20,9 +22,45 @@ def sha256(data: bytes) -> str:
 
 def sha256_file(path: Path) -> str | None:
     try:
-        return sha256(path.read_bytes())
+        return sha256(read_regular(path))
     except FileNotFoundError:
         return None
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket"}
+
+
+class TooLarge(EnvironmentFailure):
+    """A file larger than its reader's bound (a config or cache file, not a multi-GB blob)."""
+
+
+def read_regular(path: Path, limit: int | None = None, flags: int = 0) -> bytes:
+    """The bytes of a regular file, read without ever blocking: opened with O_NONBLOCK (a FIFO
+    opens at once instead of waiting for a writer), then anything but a regular file is refused
+    (EnvironmentFailure, exit 6, naming it; a folder stays IsADirectoryError). With `limit`, a
+    larger file is refused before it is read (TooLarge). FileNotFoundError passes through."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | flags)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            raise EnvironmentFailure(f"{path}: not a regular file ({kind}); patchkit refuses to read it")
+        if limit is not None and info.st_size > limit:
+            raise TooLarge(f"{path}: {info.st_size:,} bytes, more than the {limit:,} patchkit reads from such a "
+                           "file; refused")
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:  # it grew while being read
+                raise TooLarge(f"{path}: more than the {limit:,} bytes patchkit reads from such a file; refused")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _named(exc: OSError, path: Path) -> OSError:

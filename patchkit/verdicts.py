@@ -12,9 +12,25 @@ import json
 from pathlib import Path
 
 from patchkit import __version__, identity, manifest, registry
-from patchkit.util import atomic_write, sha256
+from patchkit.errors import PatchkitError
+from patchkit.util import atomic_write, read_regular, sha256
 
 CACHE_FILE = "verdicts.json"
+CACHE_LIMIT = 64 * 1024 * 1024  # a few hundred bytes per verdict: far more than any real cache
+# The states `upstream.judge` stores (its vocabulary, spelled out: this module must not import it).
+STATES = frozenset({"applies", "upstream-fixed", "moved", "broken", "not-applicable", "applied"})
+_KEY_CHARS = frozenset("0123456789abcdef")
+
+
+def valid_entry(key: object, verdict: object) -> bool:
+    """Whether a cache entry has the shape `put` writes: a sha256 key and {state, file, detail}
+    with a known state. Anything else was not written by patchkit (or is damaged): never shown."""
+    return (isinstance(key, str) and len(key) == 64 and set(key) <= _KEY_CHARS
+            and isinstance(verdict, dict) and set(verdict) == {"state", "file", "detail"}
+            and verdict["state"] in STATES
+            and (verdict["file"] is None or (isinstance(verdict["file"], str) and verdict["file"].startswith("sglang/")
+                                             and "\n" not in verdict["file"]))
+            and isinstance(verdict["detail"], str))
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,12 +77,15 @@ def from_manifest(source) -> dict[str, str]:
 class VerdictCache:
     def __init__(self, home: Path) -> None:
         self.path = home / CACHE_FILE
+        self._entries: dict[str, dict] = {}
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            self._entries: dict[str, dict] = data if isinstance(data, dict) else {}
-        except (OSError, ValueError):
-            self._entries = {}  # absent or unreadable: it is only a cache
-        self._dirty = False
+            data = json.loads(read_regular(self.path, CACHE_LIMIT))
+        except (OSError, ValueError, RecursionError, PatchkitError):
+            data = {}  # absent, unreadable, not a regular file, too large or deep: it is only a cache
+        # Entries of another shape are dropped (and rebuilt): a cache never decides what is shown.
+        if isinstance(data, dict):
+            self._entries = {k: v for k, v in data.items() if valid_entry(k, v)}
+        self._dirty = isinstance(data, dict) and len(self._entries) != len(data)
 
     @staticmethod
     def key(patch, source) -> str:
@@ -85,7 +104,7 @@ class VerdictCache:
         return sha256("\n".join(parts).encode())
 
     def get(self, key: str) -> dict | None:
-        return self._entries.get(key)
+        return self._entries.get(key)  # every entry was validated on load
 
     def put(self, key: str, verdict: dict) -> None:
         self._entries[key] = verdict

@@ -7,7 +7,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from patchkit import builder as builders
-from patchkit import dockerfile, image_reference, output
+from patchkit import dockerfile, image_reference, output, versions
 from patchkit.constants import EXIT_OK
 from patchkit.errors import UsageError
 from patchkit.util import atomic_write
@@ -18,9 +18,11 @@ CA_NAME = "patchkit-ca-certificates.crt"  # the --ca-cert file's name in the bui
 def normal_version(version: str) -> str:
     """`v0.5.19` (the image tag's spelling) -> `0.5.19`; what is not a version is a usage error."""
     try:
+        if len(version) > versions.MAX_LENGTH:
+            raise InvalidVersion(version)
         return str(Version(version))
-    except InvalidVersion:
-        raise UsageError(f"--target {version}: not a version (expected e.g. 0.5.17 or v0.5.17)") from None
+    except (InvalidVersion, ValueError):
+        raise UsageError(f"--target {version[:40]}: not a version (expected e.g. 0.5.17 or v0.5.17)") from None
 
 
 def _file(option: str, value: str | None) -> Path | None:

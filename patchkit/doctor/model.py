@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit.errors import UsageError
+from patchkit.errors import EnvironmentFailure, UsageError
+from patchkit.util import TooLarge, read_regular
 
 # Bytes per element of the safetensors dtypes.
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
                "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1, "F4": 1}
 _MAX_HEADER = 100 * 1024 * 1024
+MAX_JSON = 64 * 1024 * 1024  # config.json and the index are kilobytes; a bigger one is not a model config
+# The largest number of bytes a model (or one tensor) is believed to have: a petabyte. Past it a
+# size is a corrupt or hostile file (`1e400` reads as Infinity), not weights to budget for.
+MAX_BYTES = 10**15
+MAX_DIMENSION = 2**40  # a config's geometry number or a tensor dimension past this is not a model
 
 # The config.json numbers the budget reads: each, when present and not null, must be a whole number
 # at least this large (a typo there would otherwise surface as a crash or a silent nonsense budget).
@@ -74,33 +82,52 @@ class ModelFacts:
 
 def _load_json(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, MAX_JSON).decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{path} does not exist") from None
+    except TooLarge as exc:
+        raise UsageError(f"{exc}: not a model config") from None
+    except EnvironmentFailure:
+        raise  # not a regular file (a FIFO): exit 6, naming it
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except RecursionError:
+        raise UsageError(f"{path} is not a model config (JSON nested too deep)") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path} does not hold a JSON object")
     return data
 
 
 def safetensors_header(path: Path) -> dict:
-    """The JSON header of a .safetensors file (8-byte little-endian length, then JSON)."""
+    """The JSON header of a .safetensors file (8-byte little-endian length, then JSON). Opened
+    without blocking: a FIFO is refused."""
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise EnvironmentFailure(f"{path}: not a regular file; patchkit refuses to read it")
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as handle:
             raw = handle.read(8)
             if len(raw) != 8:
                 raise UsageError(f"{path} is not a safetensors file (shorter than its header length)")
             (length,) = struct.unpack("<Q", raw)
-            if length > _MAX_HEADER:
+            if length > min(_MAX_HEADER, info.st_size - 8):
                 raise UsageError(f"{path} is not a safetensors file (header length {length})")
             header = json.loads(handle.read(length).decode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise UsageError(f"{path} is not a safetensors file (its header is not JSON)") from None
+    except RecursionError:
+        raise UsageError(f"{path} is not a safetensors file (its header is nested too deep)") from None
+    finally:
+        os.close(fd)
     if not isinstance(header, dict):
         raise UsageError(f"{path} is not a safetensors file")
     return header
@@ -111,15 +138,23 @@ def _whole(value: object) -> bool:
 
 
 def _tensor_bytes(info: dict, where: Path) -> int:
+    """A tensor's bytes: from its data_offsets, else its shape. (Not checked against the file's
+    size: a folder of header-only copies is how a model is checked without its weights.)"""
     offsets = info.get("data_offsets")
     if isinstance(offsets, list) and len(offsets) == 2 and all(_whole(o) for o in offsets):
+        if not 0 <= offsets[0] <= offsets[1] <= MAX_BYTES:
+            raise UsageError(f"{where} is not a safetensors file (data_offsets {json.dumps(offsets)[:80]} are not "
+                             f"two increasing offsets from 0 to {MAX_BYTES:.0e})")
         return offsets[1] - offsets[0]
     shape = info.get("shape") or []
-    if not isinstance(shape, list) or not all(_whole(dim) and dim >= 0 for dim in shape):
+    if not isinstance(shape, list) or not all(_whole(dim) and 0 <= dim <= MAX_DIMENSION for dim in shape):
         raise UsageError(f"{where} is not a safetensors file (a tensor's shape is not a list of sizes)")
     count = 1
     for dim in shape:
         count *= dim
+        if count > MAX_BYTES:
+            raise UsageError(f"{where} is not a safetensors file (a tensor's shape holds more than {MAX_BYTES:.0e} "
+                             "elements)")
     return count * DTYPE_BYTES.get(str(info.get("dtype")), 2)
 
 
@@ -132,8 +167,8 @@ def check_config(config: dict, text: dict, where: Path) -> None:
         raise UsageError(f"{where} has no num_hidden_layers: not a model config SGLang can load")
     for key, least in GEOMETRY_KEYS.items():
         value = text.get(key)
-        if value is not None and not (_whole(value) and value >= least):
-            raise UsageError(f"{where}: {key} must be a whole number >= {least}, got {json.dumps(value)}")
+        if value is not None and not (_whole(value) and least <= value <= MAX_DIMENSION):
+            raise UsageError(f"{where}: {key} must be a whole number >= {least}, got {json.dumps(value)[:40]}")
     present = [key for key in GDN_KEYS if text.get(key) is not None]
     if present and len(present) != len(GDN_KEYS):
         missing = ", ".join(key for key in GDN_KEYS if key not in present)
@@ -173,7 +208,11 @@ def load(folder: str | Path, flag: str = "--model-path") -> ModelFacts:
             raise UsageError(f"{index}: metadata and weight_map must be JSON objects")
         total = metadata.get("total_size")
         facts.tensor_names = sorted(weight_map)
-        if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
+        if total is not None and not (isinstance(total, (int, float)) and not isinstance(total, bool)
+                                      and 0 <= total <= MAX_BYTES):
+            raise UsageError(f"{index}: metadata.total_size must be a number of bytes from 0 to {MAX_BYTES:.0e}, got "
+                             f"{json.dumps(total)[:40]}")
+        if total:
             facts.weights_bytes, facts.weights_source = int(total), "index"
     if headers:
         if not facts.tensor_names:
