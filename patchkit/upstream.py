@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import Collection, Iterable, Protocol
 
 from packaging.version import InvalidVersion, Version
 
@@ -92,11 +92,13 @@ class Verdict:
 
 
 def judge(source: Source, view: engine.View | None = None, cache=None,
-          settled: dict[str, str] | None = None) -> dict[str, Verdict]:
+          settled: dict[str, str] | None = None, ids: Collection[str] | None = None) -> dict[str, Verdict]:
     """Each patch's verdict on a source (from `settled`, {id: state} already known without
-    parsing, or from `cache`, a VerdictCache, when it has it)."""
+    parsing, or from `cache`, a VerdictCache, when it has it); only the patches `ids` when given."""
     verdicts = {}
     for patch in registry.load_all():
+        if ids is not None and patch.ID not in ids:
+            continue
         if settled and patch.ID in settled:
             verdicts[patch.ID] = Verdict(settled[patch.ID], None, "")
             continue
@@ -259,10 +261,17 @@ def matrix(sources: Iterable[Source], cache=None) -> dict:
     patches = registry.load_all()
     verdicts = {}
     judged: list[Source] = []
+    # Diff patches are judged once every release is there: off the release it was made for, a
+    # diff needs that release's files (its pre-image, found by hash among the cached wheels),
+    # which may come later in the range.
+    diffs = {patch.ID for patch in patches if patch.WORKS_ON_BYTES}
+    others = {patch.ID for patch in patches} - diffs
     for source in sources:
         settled = verdict_sources.from_manifest(source)
-        verdicts[source.version] = judge(source, cache=cache, settled=settled)
+        verdicts[source.version] = judge(source, cache=cache, settled=settled, ids=others)
         judged.append(source)
+    for source in judged if diffs else ():
+        verdicts[source.version].update(judge(source, cache=cache, ids=diffs))
     if cache is not None:
         cache.save()
     rows = []

@@ -16,7 +16,7 @@ def git(repo: Path, *args: str, input: bytes | None = None, check: bool = True) 
                           capture_output=True, env=_ENV, check=check)
 
 
-def _write(repo: Path, files: dict[str, bytes | None]) -> None:
+def write_files(repo: Path, files: dict[str, bytes | None]) -> None:
     for rel, data in files.items():
         path = repo / rel
         if data is None:
@@ -30,7 +30,7 @@ def repo_of(folder: Path, files: dict[str, bytes | None]) -> Path:
     """A git repository in `folder` with `files` committed."""
     folder.mkdir(parents=True, exist_ok=True)
     git(folder, "init", "-q")
-    _write(folder, files)
+    write_files(folder, files)
     git(folder, "add", "-A")
     git(folder, "commit", "-q", "--allow-empty", "-m", "base")
     return folder
@@ -42,7 +42,7 @@ def git_diff(before: dict[str, bytes | None], after: dict[str, bytes | None], pr
     paths under `prefix` (e.g. "python/" for an SGLang checkout), `context` lines of context."""
     with tempfile.TemporaryDirectory() as tmp:
         repo = repo_of(Path(tmp), {prefix + rel: data for rel, data in before.items()})
-        _write(repo, {prefix + rel: data for rel, data in after.items()})
+        write_files(repo, {prefix + rel: data for rel, data in after.items()})
         git(repo, "add", "-A")
         if format_patch:
             git(repo, "commit", "-q", "-m", header or "change")
