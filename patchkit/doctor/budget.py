@@ -23,7 +23,9 @@ class Budget:
     """The figures `--json` reports under "budget" (bytes unless named otherwise)."""
 
     tp_size: int = 1
-    attn_dp_size: int = 1
+    attn_dp_size: int = 1  # attention data-parallel groups inside the TP group
+    dp_replicas: int = 1  # data-parallel copies of the model, tp x pp GPUs each
+    gpus_needed: int = 1  # dp_replicas x tp x pp
     free_at_load_gib: float | None = None
     mem_fraction_static: float | None = None
     mem_fraction_source: str = "flag"  # "flag" or "estimate" (the release's default, approximated)
@@ -241,14 +243,31 @@ def draft_layer_count(model: ModelFacts, draft: ModelFacts | None, mtp_read_righ
     return int(source.text.get("num_hidden_layers") or 0) or None
 
 
+def data_parallel(release: ReleaseCode, launch: Launch) -> tuple[int, int]:
+    """(replicas, attention-DP size). The data-parallel controller starts `dp_size` schedulers and
+    gives each tp x pp GPUs (`launch_dp_schedulers`: base_gpu_id += tp_size x pp_size), unless
+    attention DP runs: then the DP groups live inside one TP group of tp x pp GPUs. Before 0.5.22
+    `--enable-dp-attention` makes `--dp-size` the attention-DP size; from 0.5.22 that is
+    `--attn-dp-size`, and `_handle_deprecated_dp_attention` turns `--dp-size N --enable-dp-attention`
+    into `--attn-dp-size N --dp-size 1`."""
+    dp = _int(launch.get("dp_size"), 1) or 1
+    dp_attention = bool(launch.get("enable_dp_attention", False))
+    if "attn_dp_size" in release.flags.dests():
+        attn = _int(launch.get("attn_dp_size"), 1) or 1
+        if dp_attention and attn == 1:
+            return 1, dp
+        return dp, attn
+    return (1, dp) if dp_attention else (dp, 1)
+
+
 def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: ModelFacts | None, gpu: GpuFacts,
             environ: dict, patch_states: dict[str, str]) -> Budget:
     b = Budget()
     tp = _int(launch.get("tp_size"), 1) or 1
     pp = _int(launch.get("pp_size"), 1) or 1
-    dp = (_int(launch.get("dp_size"), 1) or 1) if launch.get("enable_dp_attention", False) else 1
+    replicas, dp = data_parallel(release, launch)
     attn_tp = max(1, tp // dp)
-    b.tp_size, b.attn_dp_size = tp, dp
+    b.tp_size, b.attn_dp_size, b.dp_replicas, b.gpus_needed = tp, dp, replicas, replicas * tp * pp
     algo, topk, draft_tokens = speculative(launch)
     b.speculative_algorithm, b.draft_tokens = algo, draft_tokens
 

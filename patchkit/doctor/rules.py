@@ -68,9 +68,12 @@ def mamba_slots_cap(ctx: Context) -> Iterator[Finding]:
     asked = b.requested_max_running_requests
     if asked is None or b.max_running_source == "estimate" or b.state_cap_requests >= asked // b.attn_dp_size:
         return
-    needed = asked * b.slots_per_request
+    # Per GPU: each attention-DP rank serves asked // dp requests from its own pool (state_slots is
+    # per rank); --max-mamba-cache-size is divided by the DP size, so the fix names dp x that.
+    needed = asked // b.attn_dp_size * b.slots_per_request
     extra_bytes = max(0, needed - (b.state_slots or 0)) * b.state_slot_bytes
     cost = ""
+    per_rank = f", {asked} over {b.attn_dp_size} attention-DP ranks" if b.attn_dp_size > 1 else ""
     if b.kv_bytes_per_token:
         lost = extra_bytes // b.kv_bytes_per_token
         cost = f", costing about {lost:,} KV tokens ({gib(extra_bytes)})"
@@ -78,9 +81,9 @@ def mamba_slots_cap(ctx: Context) -> Iterator[Finding]:
             cost += ", more than the whole KV pool: lower --max-running-requests instead"
     yield Finding("mamba-slots-cap", "warning",
                   f"concurrency is capped at {b.state_cap_requests} = floor({b.state_slots} state slots / "
-                  f"{b.slots_per_request} per request), below the {asked} asked ({b.max_running_source}); "
-                  f"{needed} slots would lift it{cost}",
-                  f"{ctx.flag('max_mamba_cache_size', '--max-mamba-cache-size')} {needed}")
+                  f"{b.slots_per_request} per request), below the {asked // b.attn_dp_size} asked "
+                  f"({b.max_running_source}{per_rank}); {needed} slots per GPU would lift it{cost}",
+                  f"{ctx.flag('max_mamba_cache_size', '--max-mamba-cache-size')} {needed * b.attn_dp_size}")
 
 
 def mamba_slots_zero(ctx: Context) -> Iterator[Finding]:
@@ -474,11 +477,19 @@ def budget_negative(ctx: Context) -> Iterator[Finding]:
 
 def gpu_count(ctx: Context) -> Iterator[Finding]:
     pp = ctx.launch.int_value("pp_size") or 1
-    needed = ctx.budget.tp_size * pp
-    if ctx.gpu.count is not None and needed > ctx.gpu.count:
-        yield Finding("gpu-count", "error",
-                      f"TP {ctx.budget.tp_size} x PP {pp} needs {needed} GPUs, this machine has {ctx.gpu.count}",
-                      f"{ctx.flag('tp_size', '--tp-size')} {max(1, ctx.gpu.count // pp)}")
+    b = ctx.budget
+    needed = b.gpus_needed
+    if ctx.gpu.count is None or needed <= ctx.gpu.count:
+        return
+    shape = f"TP {b.tp_size} x PP {pp}"
+    if b.dp_replicas > 1:
+        shape = f"DP {b.dp_replicas} x {shape} (each data-parallel replica gets its own TP x PP GPUs)"
+        fix = f"{ctx.flag('dp_size', '--dp-size')} {max(1, ctx.gpu.count // (b.tp_size * pp))}"
+        if ctx.gpu.count < b.tp_size * pp:
+            fix = f"{ctx.flag('dp_size', '--dp-size')} 1 {ctx.flag('tp_size', '--tp-size')} {max(1, ctx.gpu.count // pp)}"
+    else:
+        fix = f"{ctx.flag('tp_size', '--tp-size')} {max(1, ctx.gpu.count // pp)}"
+    yield Finding("gpu-count", "error", f"{shape} needs {needed} GPUs, this machine has {ctx.gpu.count}", fix)
 
 
 RULES: dict[str, Rule] = {

@@ -324,3 +324,36 @@ def test_mtp_patch_triggers_only_for_the_mtp_draft(version, model, tmp_path):
 def _needed_ids(report):
     return [f.fix.removeprefix("patchkit apply --only ") for f in report.findings
             if f.rule == "patch-needed" and f.fix.startswith("patchkit apply --only ")]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", ["0.5.12", "0.5.19", "0.5.23"])
+def test_gpu_count_counts_data_parallel_replicas(version, model):
+    """`launch_dp_schedulers` gives every DP replica its own tp x pp GPUs (base_gpu_id += tp_size x
+    pp_size); with attention DP the DP groups share one TP group (0.5.22 on: --attn-dp-size, and
+    --dp-size N --enable-dp-attention is turned into --attn-dp-size N --dp-size 1)."""
+    f = fires(version, base(model, "--dp-size", "2"), "gpu-count", gpus=1)
+    assert "needs 2 GPUs" in f.message and f.fix in ("--dp-size 1", "--data-parallel-size 1")  # 0.5.12: its first name
+    assert "needs 8 GPUs" in fires(version, base(model, "--dp-size", "2", "--tp-size", "2", "--pp-size", "2"),
+                                   "gpu-count", gpus=4).message
+    silent(version, base(model, "--dp-size", "2", "--tp-size", "2", "--enable-dp-attention"), "gpu-count", gpus=2)
+    if version == "0.5.23":
+        silent(version, base(model, "--attn-dp-size", "2", "--tp-size", "2"), "gpu-count", gpus=2)
+        assert "needs 4 GPUs" in fires(version, base(model, "--attn-dp-size", "2", "--dp-size", "2", "--tp-size", "2"),
+                                       "gpu-count", gpus=2).message
+
+
+@pytest.mark.integration
+def test_mamba_slots_cap_costs_per_gpu_under_attention_dp(model):
+    """TP 2 x attention-DP 2, 48 requests: each rank serves 24 from its own state pool of attention-TP
+    1 slots (146.81 MiB fp32, test_worked_check_state_per_slot), so lifting the cap costs
+    (24 x 5 - slots) slots per GPU, and --max-mamba-cache-size (divided by the DP size in
+    `_handle_max_mamba_cache`) must be twice that."""
+    argv = spec(model, "--tp-size", "2", "--dp-size", "2", "--enable-dp-attention", "--max-running-requests", "48")
+    report = run("0.5.19", argv, gpus=2, gpu_memory=32.0, gpu_free=31.0)
+    f = finding(report, "mamba-slots-cap")
+    b = report.budget
+    assert b.attn_dp_size == 2 and b.slots_per_request == 5 and round(b.state_slot_bytes / (1 << 20), 2) == 146.81
+    per_gpu = (24 * 5 - b.state_slots) * b.state_slot_bytes
+    assert f"({per_gpu / GIB:.2f} GiB)" in f.message and "120 slots per GPU" in f.message
+    assert f.fix == "--max-mamba-cache-size 240"
