@@ -288,7 +288,12 @@ def save(site: Path, state: State) -> None:
 def read_backup(site: Path, rel: str, expected: str | None = None) -> bytes:
     """The backed-up pristine bytes of `rel`, checked against the recorded sha256 when given."""
     path = backup_path(site, rel)
-    data = read_private(path)
+    try:
+        data = read_private(path)
+    except IsADirectoryError:
+        raise EnvironmentFailure(f"{path}: a folder where the backup of {rel} should be (EISDIR); nothing was "
+                                 f"written or removed. Put the backup file back, or reinstall SGLang to get the "
+                                 f"pristine file, then remove {state_dir(site)}") from None
     if data is None:
         raise StateError(f"backup of {rel} is missing ({path}); nothing was written. Reinstall SGLang to get the "
                          f"pristine file, then remove {state_dir(site)}")

@@ -313,7 +313,9 @@ def _prune_backups(target: Target, state: State | None, check: bool) -> None:
                                  "nothing was deleted. Reinstall SGLang and remove "
                                  f"{state_mod.state_dir(site)}, or restore {rel} from it")
             path.unlink()
-        elif path.is_dir() and not any(path.iterdir()):
+        elif path.is_dir() and rel not in referenced and not any(path.iterdir()):
+            # (A folder where a recorded backup should be is left for the read to refuse, exit 6:
+            # removing it would make "nothing was written" untrue and the loss silent.)
             path.rmdir()
     _remove_empty(root)
 

@@ -137,3 +137,17 @@ def test_unexpected_error_names_the_log(release, monkeypatch, patchkit_home):
 
 def test_usage_error_exit_code():
     assert run("apply", "--no-such-flag").exit_code == 2
+
+
+def test_a_backup_replaced_by_an_empty_folder_is_refused_and_kept(release):
+    """It was deleted (by the cleanup of the run's recovery) while the message said nothing was written."""
+    site = release("0.5.17")
+    assert run("apply", "--site-packages", site).exit_code == 0
+    backup = site / ".patchkit" / "backups" / MODEL_CONFIG
+    backup.unlink()
+    backup.mkdir()
+    before = snapshot(site)
+    for command in (("revert",), ("revert", "--force"), ("revert", "--only", "mtp-layer-detection"), ("diff",)):
+        assert_refused(run(*command, "--site-packages", site), 6,
+                       f"{backup}: a folder where the backup of {MODEL_CONFIG} should be (EISDIR); nothing was written")
+        assert backup.is_dir() and snapshot(site) == before, command
