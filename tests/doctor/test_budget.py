@@ -37,6 +37,7 @@ def test_worked_check_state_per_slot(qwen38):
     assert round((conv4 + ssm4) / MIB, 2) == 36.70
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_worked_check_fp8_kv_per_token(tmp_path):
     # 16 full-attention layers x 4 KV heads x 256 x 2 (K, V) x 1 byte = 32 KiB per token at TP1.
     report = run("0.5.20", ["--model-path", str(model_folder(tmp_path / "m")), "--kv-cache-dtype", "fp8_e4m3",
@@ -56,6 +57,7 @@ def _launch(folder):
     return ["--model-path", str(folder), "--speculative-draft-model-path", str(folder), *SPEC_LAUNCH]
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_budget_0_5_15_by_hand(tmp_path):
     """0.5.15: ModelRunnerKVCacheMixin in model_executor/model_runner_kv_cache_mixin.py."""
     folder = model_folder(tmp_path / "m")
@@ -89,6 +91,7 @@ def test_budget_0_5_15_by_hand(tmp_path):
     assert b.max_request_tokens == min(131072 - 1, tokens - 1)
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_budget_0_5_20_by_hand(tmp_path):
     """0.5.20: KVCacheConfigurator in mem_cache/kv_cache_configurator.py (padding slot, multimodal reserve)."""
     folder = model_folder(tmp_path / "m")
@@ -116,6 +119,7 @@ def test_budget_0_5_20_by_hand(tmp_path):
     assert b.effective_max_running_requests == min(16, tokens // 2, slots // 5) == 12
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_explicit_cache_size_and_radix_off_paths(tmp_path):
     folder = model_folder(tmp_path / "m")
     base = ["--model-path", str(folder), "--mem-fraction-static", "0.88"]
@@ -130,6 +134,7 @@ def test_explicit_cache_size_and_radix_off_paths(tmp_path):
     assert round(b.state_slot_bytes / MIB, 2) == 74.81
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_skip_decode_lock_lowers_the_ratio_where_the_release_reads_it(tmp_path):
     folder = model_folder(tmp_path / "m")
     argv = ["--model-path", str(folder), "--mem-fraction-static", "0.88"]
@@ -138,6 +143,7 @@ def test_skip_decode_lock_lowers_the_ratio_where_the_release_reads_it(tmp_path):
     assert run("0.5.15", argv, environ=env).budget.slots_per_request == 5  # 0.5.15 does not read it
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_dense_model_and_tp(tmp_path):
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
               "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
@@ -159,6 +165,7 @@ def _ring(record_len):
     return per_layer * 48
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_replayssm_budget_by_hand(tmp_path):
     folder = model_folder(tmp_path / "m")
     argv = ["--model-path", str(folder), "--speculative-draft-model-path", str(folder), "--mem-fraction-static",
@@ -181,6 +188,7 @@ def test_replayssm_budget_by_hand(tmp_path):
     assert b.state_pool_bytes == (b.state_slots + 1) * (PER_SLOT + _ring(4))
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_environment_on_the_pasted_line(tmp_path):
     folder = str(model_folder(tmp_path / "m"))
     report = run("0.5.20", ["SGLANG_MAMBA_SSM_DTYPE=bfloat16", "python3", "-m", "sglang.launch_server",
@@ -189,6 +197,7 @@ def test_environment_on_the_pasted_line(tmp_path):
     assert "flag-unknown" not in {f.rule for f in report.findings}
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_aiter_scales_the_fraction(tmp_path):
     folder = str(model_folder(tmp_path / "m"))
     argv = ["--model-path", folder, "--mem-fraction-static", "0.88", "--attention-backend", "aiter"]
@@ -198,6 +207,7 @@ def test_aiter_scales_the_fraction(tmp_path):
     assert run("0.5.20", argv, environ=honored).budget.mem_fraction_static == 0.88
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_default_mem_fraction_estimate(tmp_path):
     folder = str(model_folder(tmp_path / "m"))
     b = run("0.5.20", ["--model-path", folder]).budget

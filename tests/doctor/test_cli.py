@@ -33,6 +33,7 @@ def shared_home(monkeypatch):
     monkeypatch.setenv("PATCHKIT_HOME", str(releases.HOME))
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_json_report_and_exit_0(model, shared_home):
     releases.pristine("0.5.20")
     result = run("doctor", "--version", "0.5.20", *GPU, "--json", "--", "--model-path", model,
@@ -47,6 +48,7 @@ def test_json_report_and_exit_0(model, shared_home):
     assert not [f for f in data["findings"] if f["level"] == "error"]
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_text_report_and_exit_1_on_an_error(model):
     site = releases.pristine("0.5.20")
     result = run("doctor", "--site-packages", site, *GPU, "--", "--model-path", model,
@@ -57,6 +59,7 @@ def test_text_report_and_exit_1_on_an_error(model):
     assert "fix: --mamba-radix-cache-strategy" in result.stdout
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 @pytest.mark.parametrize("args, message", [
     (("--",), "no --model-path"),
     (("--", "--model-path", "/does/not/exist"), "/does/not/exist does not exist"),
@@ -77,6 +80,7 @@ def test_version_and_site_packages_are_exclusive(model):
     assert result.exit_code == 2 and "mutually exclusive" in result.stderr
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_unreadable_config_is_one_error_line(tmp_path):
     folder = tmp_path / "broken"
     folder.mkdir()
@@ -85,6 +89,7 @@ def test_unreadable_config_is_one_error_line(tmp_path):
     assert result.exit_code == 2 and "is not valid JSON" in result.stderr
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_a_release_without_a_patch_set_is_still_checked(model, tmp_path):
     # A copy of 0.5.20 relabelled 0.5.99: patchkit has no manifest for it, doctor still runs.
     site = tmp_path / "site"
@@ -132,6 +137,7 @@ def test_doctor_usage_errors_with_json(args, message):
     assert_json_error(run("doctor", *args), 2, message)
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_bad_launch_values_are_findings_not_crashes(model):
     site = releases.pristine("0.5.20")
     result = run("doctor", "--site-packages", site, *GPU, "--json", "--", "--model-path", model,
@@ -142,6 +148,7 @@ def test_bad_launch_values_are_findings_not_crashes(model):
                       "--mem-fraction-static 1.5: must be a fraction of the GPU memory, above 0 and at most 1"]
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 @pytest.mark.parametrize("config", ['{"num_hidden_layers": "abc"}', '{"architectures": "Llama"}', '[1]'])
 def test_malformed_config_exits_2_with_json_too(tmp_path, config):
     folder = tmp_path / "broken"
@@ -152,6 +159,7 @@ def test_malformed_config_exits_2_with_json_too(tmp_path, config):
     assert_json_error(result, 2, "config.json")
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_safetensors_without_an_index(tmp_path):
     folder = model_folder(tmp_path / "m", total_size=None)  # one header-only shard, no index
     result = run("doctor", "--site-packages", releases.pristine("0.5.20"), *GPU, "--json", "--",
@@ -161,6 +169,7 @@ def test_safetensors_without_an_index(tmp_path):
     assert result.json()["budget"]["kv_tokens"] > 0
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_draft_hub_id_is_a_note_and_a_missing_local_draft_an_error(model):
     site = releases.pristine("0.5.20")
     argv = ("doctor", "--site-packages", site, *GPU, "--json", "--", "--model-path", model, "--mem-fraction-static",
@@ -181,6 +190,7 @@ def test_version_banana_is_a_usage_error(model):
     assert_json_error(run("doctor", "--version", "banana", "--json", "--", "--model-path", model), 2, "is not a version")
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_a_release_without_the_sizing_code_says_so(model, tmp_path):
     # 0.5.20's code with the sizing modules taken out stands for a release before 0.5.14.
     import shutil

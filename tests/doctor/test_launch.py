@@ -43,6 +43,7 @@ def test_thirty_real_flags_parse_on_every_release(version):
     assert launch.get("mamba_radix_cache_strategy") == "extra_buffer"
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_removed_flags_are_deprecated_aliases_before_and_gone_in_0_5_20():
     before = flag_table(pristine("0.5.19") / "sglang")
     after = flag_table(pristine("0.5.20") / "sglang")
@@ -52,12 +53,14 @@ def test_removed_flags_are_deprecated_aliases_before_and_gone_in_0_5_20():
         assert after.get(new.partition("=")[0]) is not None, new
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_replayssm_flag_renamed():
     assert flag_table(pristine("0.5.15") / "sglang").get("--enable-gdn-replayssm-spec") is None
     assert flag_table(pristine("0.5.16") / "sglang").get("--enable-gdn-replayssm-spec").deprecated_for is None
     assert flag_table(pristine("0.5.17") / "sglang").get("--enable-linear-replayssm-spec") is not None
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_parse_shapes():
     table = flag_table(pristine("0.5.20") / "sglang")
     launch = parse(["--model", "/m", "--mem-fraction-static=0.8", "--no-such-flag", "x", "y", "--tp", "4",
@@ -81,6 +84,7 @@ def test_a_pasted_command_line():
     assert split_command(["env", "X=1", "sglang", "serve", "--tp", "2"]) == ({"X": "1"}, ["--tp", "2"])
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_choices_are_checked():
     table = flag_table(pristine("0.5.20") / "sglang")
     assert "fp8_e4m3" in table.get("--kv-cache-dtype").choices
@@ -90,6 +94,7 @@ def test_choices_are_checked():
     assert launch.bad_values == []
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_repeated_flags_last_wins_and_booleans():
     table = flag_table(pristine("0.5.20") / "sglang")
     launch = parse(["--tp-size", "2", "--tp-size=4", "--disable-radix-cache", "--disable-radix-cache"], table)
@@ -101,6 +106,7 @@ def test_repeated_flags_last_wins_and_booleans():
     assert launch.get("disable_radix_cache") is False
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 @pytest.mark.parametrize("argv, why", [
     (["--tp-size", "0"], "must be at least 1"),
     (["--tp-size=-1"], "must be at least 1"),

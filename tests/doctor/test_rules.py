@@ -7,6 +7,9 @@ import pytest
 from patchkit.doctor.rules import RULES
 from testing.doctor import GIB, model_folder, rules, run
 
+# Every rule is judged on real releases (testing.doctor.run reads one): the slow tier.
+pytestmark = pytest.mark.integration
+
 APPLIED = {pid: "applied" for pid in ("mtp-layer-detection", "draft-lmhead-placeholder", "mamba-slot-graceful",
                                       "symm-mem-kill-switch", "autoround-packed-mapping", "eagle3-capture-hook")}
 

@@ -1,0 +1,98 @@
+"""`patchkit doctor` in the offline fast tier: a synthetic release the test writes (a small
+`sglang/srt/server_args.py` registering a few flags by hand, as SGLang does for its aliases), so
+the launch parsing, the flag findings and the bad-input exits run without a download. The same
+behaviour on the real releases is the slow tier (tests/doctor/test_cli.py, test_launch.py)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from testing.cli import run
+from testing.doctor import model_folder
+
+GPU = ("--gpus", "1", "--gpu-memory", "80", "--gpu-free", "79", "--sm", "9.0")
+
+SERVER_ARGS = '''
+import argparse
+import dataclasses
+
+
+@dataclasses.dataclass
+class ServerArgs:
+    model_path: str = None
+    tp_size: int = 1
+    mem_fraction_static: float = None
+    kv_cache_dtype: str = "auto"
+    disable_radix_cache: bool = False
+
+    @staticmethod
+    def add_cli_args(parser: argparse.ArgumentParser):
+        parser.add_argument("--model-path", type=str, required=True)
+        parser.add_argument("--tensor-parallel-size", "--tp-size", type=int, dest="tp_size", default=ServerArgs.tp_size)
+        parser.add_argument("--mem-fraction-static", type=float, default=ServerArgs.mem_fraction_static)
+        parser.add_argument("--kv-cache-dtype", type=str, choices=["auto", "fp8_e4m3", "fp8_e5m2"],
+                            default=ServerArgs.kv_cache_dtype)
+        parser.add_argument("--disable-radix-cache", action="store_true")
+'''
+
+
+@pytest.fixture
+def site(tmp_path) -> Path:
+    """A release patchkit has no manifest for (0.5.99): sglang/, its version and a dist-info."""
+    root = tmp_path / "site"
+    (root / "sglang" / "srt").mkdir(parents=True)
+    (root / "sglang" / "srt" / "server_args.py").write_text(textwrap.dedent(SERVER_ARGS))
+    (root / "sglang" / "version.py").write_text('__version__ = "0.5.99"\n')
+    (root / "sglang" / "__init__.py").write_text("from sglang.version import __version__\n")
+    info = root / "sglang-0.5.99.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.99\n")
+    (info / "RECORD").write_text("")
+    return root
+
+
+@pytest.fixture
+def model(tmp_path) -> str:
+    return str(model_folder(tmp_path / "qwen3.8-27b"))
+
+
+def findings(site: Path, *launch: str) -> dict[str, list[str]]:
+    result = run("doctor", "--site-packages", site, *GPU, "--json", "--", *launch)
+    assert result.exit_code in (0, 1), result.stdout + result.stderr
+    found: dict[str, list[str]] = {}
+    for finding in result.json()["findings"]:
+        found.setdefault(finding["rule"], []).append(finding["message"])
+    return found
+
+
+def test_flags_the_release_does_not_have_or_cannot_take_are_errors(site, model):
+    result = run("doctor", "--site-packages", site, *GPU, "--", "--model-path", model, "--no-such-flag",
+                 "--tp-size", "0", "--kv-cache-dtype", "fp9")
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert "--no-such-flag is not a flag of SGLang 0.5.99" in result.stdout
+    assert "--tp-size 0: must be at least 1" in result.stdout
+    assert "--kv-cache-dtype fp9: is not one of auto, fp8_e4m3, fp8_e5m2" in result.stdout
+
+
+def test_every_spelling_the_release_registers_is_a_flag(site, model):
+    found = findings(site, "--model-path", model, "--tensor-parallel-size", "1", "--kv-cache-dtype", "fp8_e4m3",
+                     "--disable-radix-cache", "--mem-fraction-static", "0.85")
+    assert "flag-unknown" not in found and "flag-value" not in found, found
+    assert "flag-unknown" in findings(site, "--model-path", model, "--enable-torch-symm-mem")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--",), "no --model-path"),
+    (("--", "--model-path", "/does/not/exist"), "/does/not/exist does not exist"),
+    (("--", "--model-path", "Qwen/Qwen3.5-27B"), "--model-path Qwen/Qwen3.5-27B is a hub id, not a local folder"),
+    (("--sm", "nine", "--", "--model-path", "."), "--sm nine"),
+    (("--gpu-memory", "-1", "--", "--model-path", "."), "must be positive"),
+])
+def test_bad_input_exits_2_with_one_line(site, args, message):
+    result = run("doctor", "--site-packages", site, *args)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1
