@@ -243,6 +243,24 @@ def draft_layer_count(model: ModelFacts, draft: ModelFacts | None, mtp_read_righ
     return int(source.text.get("num_hidden_layers") or 0) or None
 
 
+def derived_context_length(release: ReleaseCode, model: ModelFacts) -> int:
+    """`get_context_length(hf_text_config)`: the first of the release's CONTEXT_LENGTH_KEYS the
+    config has, times the rope-scaling factor (1 when `original_max_position_embeddings` is given
+    or the rope type is llama3); 2048 when none is there."""
+    rope = model.text.get("rope_scaling")
+    factor: float = 1
+    if isinstance(rope, dict) and rope:
+        raw = rope.get("factor", 1)
+        factor = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else 1
+        if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
+            factor = 1
+    for key in release.context_length_keys:
+        value = model.text.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return int(factor * value)
+    return 2048
+
+
 def data_parallel(release: ReleaseCode, launch: Launch) -> tuple[int, int]:
     """(replicas, attention-DP size). The data-parallel controller starts `dp_size` schedulers and
     gives each tp x pp GPUs (`launch_dp_schedulers`: base_gpu_id += tp_size x pp_size), unless
@@ -283,7 +301,7 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
 
     # `_handle_attention_backend_compatibility`: aiter (ROCm) with a context over 8192 scales the
     # fraction by 0.85 (from 0.5.20 not when it was explicit and SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION is set).
-    context = _int(launch.get("context_length")) or _int(model.text.get("max_position_embeddings")) or 0
+    context = _int(launch.get("context_length")) or derived_context_length(release, model)
     if b.mem_fraction_static is not None and launch.get("attention_backend") == "aiter" and context > 8192:
         honored = b.mem_fraction_source == "flag" and "SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION" in release.env_defaults \
             and str(environ.get("SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION", "")).lower() in ("1", "true")
@@ -378,7 +396,7 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     if user_limit is not None:
         tokens = min(tokens, user_limit) // page * page
     b.kv_tokens = tokens
-    b.context_length = _int(launch.get("context_length")) or _int(model.text.get("max_position_embeddings"))
+    b.context_length = _int(launch.get("context_length")) or derived_context_length(release, model)
     if b.context_length:
         b.max_request_tokens = max(0, min(b.context_length - 1, tokens - 1))
 
@@ -404,7 +422,7 @@ def _requests_only(b: Budget, release: ReleaseCode, launch: Launch, model: Model
     if requested is None and algo is not None:
         requested, b.max_running_source = release.spec_default_max_running or 48, "speculative default"
     b.requested_max_running_requests = requested
-    b.context_length = _int(launch.get("context_length")) or _int(model.text.get("max_position_embeddings"))
+    b.context_length = _int(launch.get("context_length")) or derived_context_length(release, model)
 
 
 def _hybrid_state(b: Budget, release: ReleaseCode, launch: Launch, model: ModelFacts, environ: dict, rest: float,

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from patchkit.doctor.flags import FlagTable, flag_table
 
+# Where `get_context_length` and its CONTEXT_LENGTH_KEYS live.
+CONTEXT_FILES = ("srt/utils/hf_transformers/common.py", "srt/utils/hf_transformers_utils.py")
 SIZING_FILES = (
     "srt/mem_cache/kv_cache_configurator.py",  # 0.5.16 on
     "srt/model_executor/model_runner_kv_cache_mixin.py",  # 0.5.14-0.5.15
@@ -238,6 +240,35 @@ class ReleaseCode:
     def reasoning_parsers(self) -> set[str]:
         tree = self.tree("srt/parser/reasoning_parser.py")
         return _string_keys(tree, "DetectorMap") if tree else set()
+
+    @cached_property
+    def context_length_keys(self) -> tuple[str, ...]:
+        """`CONTEXT_LENGTH_KEYS` in the order `get_context_length` tries them (the first present wins)."""
+        for rel in CONTEXT_FILES:
+            tree = self.tree(rel)
+            for node in tree.body if tree is not None else []:
+                if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CONTEXT_LENGTH_KEYS"
+                                                         for t in node.targets)
+                        and isinstance(node.value, (ast.List, ast.Tuple))):
+                    return tuple(e.value for e in node.value.elts
+                                 if isinstance(e, ast.Constant) and isinstance(e.value, str))
+        return ("max_position_embeddings",)
+
+    @cached_property
+    def longer_context_raises(self) -> bool:
+        """`ModelConfig._derive_context_length` raises on a --context-length above the model's own
+        unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set (rather than only warning)."""
+        tree = self.tree("srt/configs/model_config.py")
+        fn = _functions(tree, ("_derive_context_length",)) if tree is not None else []
+        return bool(fn) and "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in _names_in(fn[0]) \
+            and any(isinstance(node, ast.Raise) for node in ast.walk(fn[0]))
+
+    def env_flag(self, name: str, environ: dict[str, str]) -> bool:
+        """An `EnvBool` (or a plain variable read as one) as the release reads it."""
+        value = self.env(name, environ)
+        if isinstance(value, str):
+            return value.strip().lower() in ("1", "true", "yes", "on")
+        return bool(value)
 
     @cached_property
     def mamba_strategy_dest(self) -> str:

@@ -7,7 +7,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from patchkit.doctor.budget import EAGLE_FAMILY, Budget
+from patchkit.doctor.budget import EAGLE_FAMILY, Budget, derived_context_length
 from patchkit.doctor.gpu import GpuFacts
 from patchkit.doctor.launch import REMOVED_FLAGS, Launch
 from patchkit.doctor.model import ModelFacts
@@ -122,6 +122,30 @@ def kv_below_context(ctx: Context) -> Iterator[Finding]:
                   f"a single request over {b.max_request_tokens:,} tokens is rejected with HTTP 400",
                   f"{ctx.flag('context_length', '--context-length')} {max(b.kv_tokens - 1, 0)} "
                   f"(or free memory for the KV pool)")
+
+
+def context_length_over_model(ctx: Context) -> Iterator[Finding]:
+    """`ModelConfig._derive_context_length`: a --context-length above what the model's config gives
+    (`get_context_length`) raises ValueError at startup unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN
+    is set; with it, SGLang warns and serves the longer context."""
+    asked = ctx.launch.int_value("context_length")
+    if asked is None or ctx.model is None:
+        return
+    derived = derived_context_length(ctx.release, ctx.model)
+    if asked <= derived:
+        return
+    flag = ctx.flag("context_length", "--context-length")
+    if ctx.release.longer_context_raises and not ctx.release.env_flag("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", ctx.environ):
+        yield Finding("context-length-over-model", "error",
+                      f"{flag} {asked:,} is above the model's context length {derived:,} (config.json): "
+                      f"startup fails (_derive_context_length raises ValueError)",
+                      f"{flag} {derived} (or SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 if the model really "
+                      f"takes more)")
+    else:
+        yield Finding("context-length-over-model", "warning",
+                      f"{flag} {asked:,} is above the model's context length {derived:,} (config.json): SGLang "
+                      f"serves it, but outputs past {derived:,} tokens may be wrong or hit CUDA errors",
+                      f"{flag} {derived}")
 
 
 def max_total_tokens_cap_only(ctx: Context) -> Iterator[Finding]:
@@ -502,6 +526,7 @@ RULES: dict[str, Rule] = {
     "spec-max-running-default": spec_max_running_default,
     "mamba-ratio-ignored": mamba_ratio_ignored,
     "kv-below-context": kv_below_context,
+    "context-length-over-model": context_length_over_model,
     "max-total-tokens-cap-only": max_total_tokens_cap_only,
     "replayssm-spec": replayssm_spec,
     "draft-quantization-inherit": draft_quantization_inherit,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from patchkit.doctor.rules import RULES
-from testing.doctor import GIB, model_folder, rules, run
+from testing.doctor import GIB, QWEN38, model_folder, rules, run
 
 # Every rule is judged on real releases (testing.doctor.run reads one): the slow tier.
 pytestmark = pytest.mark.integration
@@ -360,3 +362,22 @@ def test_mamba_slots_cap_costs_per_gpu_under_attention_dp(model):
     per_gpu = (24 * 5 - b.state_slots) * b.state_slot_bytes
     assert f"({per_gpu / GIB:.2f} GiB)" in f.message and "120 slots per GPU" in f.message
     assert f.fix == "--max-mamba-cache-size 240"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.19", "0.5.23"])
+def test_context_length_over_model(version, tmp_path):
+    """Every release's `_derive_context_length` raises ValueError for a --context-length above
+    `get_context_length(config)` (here max_position_embeddings 40960, no rope scaling) unless
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1; then it warns and takes it."""
+    config = json.loads(QWEN38.read_text())
+    config["text_config"]["max_position_embeddings"] = 40960
+    short = str(model_folder(tmp_path / "short", config=config))
+    f = fires(version, base(short, "--context-length", "131072"), "context-length-over-model")
+    assert f.level == "error" and "40,960" in f.message and f.fix.startswith("--context-length 40960")
+    assert fires(version, base(short, "--context-length", "128Ki"), "context-length-over-model").level == "error"
+    allowed = ["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", "python", "-m", "sglang.launch_server",
+               *base(short, "--context-length", "131072")]
+    assert fires(version, allowed, "context-length-over-model").level == "warning"
+    silent(version, base(short, "--context-length", "40960"), "context-length-over-model")
+    silent(version, base(short), "context-length-over-model")
