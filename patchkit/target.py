@@ -290,8 +290,8 @@ def _from_where(found: dict, who: str) -> Target:
         if found.get("metadata"):
             raise TargetError(f"{who} has SGLang's metadata ({found['metadata']}) but imports no {PACKAGE} "
                               "package; reinstall SGLang, or pass --source DIR or --site-packages DIR")
-        raise NotFoundError(f"SGLang is not installed for {who}; pass --site-packages DIR, --source DIR, "
-                            "--python PATH or --fetch DIR", [Path(p) for p in found.get("sites", [])])
+        # The options to pass instead are the command's own: commands/locate.py adds them.
+        raise NotFoundError(f"SGLang is not installed for {who}", [Path(p) for p in found.get("sites", [])])
     site = Path(found["package"]).parent
     metadata = Path(found["metadata"]) if found.get("metadata") else None
     in_site = metadata is not None and metadata.parent.resolve() == site.resolve()

@@ -5,7 +5,7 @@ from dataclasses import replace
 from patchkit import engine, output, transaction
 from patchkit import state as state_mod
 from patchkit.commands import report
-from patchkit.commands.locate import locate
+from patchkit.commands.locate import APPLY_TARGET_OPTIONS, locate
 from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK
 from patchkit.errors import is_environment_failure
 
@@ -23,7 +23,8 @@ def apply(
     python: str | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
 ) -> int:
-    target = locate(site_packages, fetch, version, source=source, python=python, dry_run=dry_run)
+    target = locate(site_packages, fetch, version, source=source, python=python, dry_run=dry_run,
+                    options=APPLY_TARGET_OPTIONS)
     with report.interruptible() as progress:  # also while the report is printed
         try:
             return _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress)

@@ -12,6 +12,9 @@ from patchkit.doctor.gpu import Overrides, parse_sm
 from patchkit.errors import UsageError
 from patchkit.doctor.report import lines
 
+# What doctor suggests when it finds no SGLang: its own options (it has no --source or --python).
+DOCTOR_TARGET_OPTIONS = "pass --site-packages DIR, or --version V (that release from the package index)"
+
 
 def doctor(version: str | None, site_packages: str | None, overrides: Overrides, launch_args: tuple[str, ...],
            as_json: bool) -> int:
@@ -25,7 +28,7 @@ def doctor(version: str | None, site_packages: str | None, overrides: Overrides,
                          f"(free memory per GPU cannot exceed its total)")
     if overrides.sm is not None and parse_sm(overrides.sm) is None:
         raise UsageError(f"--sm {overrides.sm}: expected MAJOR.MINOR, e.g. 8.9")
-    target = release_target(version) if version else locate(site_packages)
+    target = release_target(version) if version else locate(site_packages, options=DOCTOR_TARGET_OPTIONS)
     report = diagnose(target, list(launch_args), overrides)
     if as_json:
         output.as_json(report.to_dict())

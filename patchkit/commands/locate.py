@@ -24,6 +24,11 @@ def release_source(version: str) -> releases.WheelSource:
     return releases.WheelSource(versions.normalise(version))
 
 
+# What a command that finds no SGLang suggests: the targeting options it has (only apply fetches).
+TARGET_OPTIONS = "pass --site-packages DIR, --source DIR or --python PATH"
+APPLY_TARGET_OPTIONS = TARGET_OPTIONS + " (or --target V --fetch DIR to install that release there first)"
+
+
 def locate(
     site_packages: str | None,
     fetch: str | None = None,
@@ -32,6 +37,7 @@ def locate(
     python: str | None = None,
     quiet: bool = False,
     dry_run: bool = False,
+    options: str = TARGET_OPTIONS,
 ) -> Target:
     for flag, value in (("--site-packages", site_packages), ("--fetch", fetch), ("--source", source), ("--python", python)):
         if value is not None and not value.strip():
@@ -63,7 +69,9 @@ def locate(
         except NotFoundError as exc:
             left = stale.orphans(list(exc.searched))
             if not left:
-                raise
+                if site_packages or source or python:
+                    raise
+                raise NotFoundError(f"{exc}; {options}", exc.searched) from None
             flag = (f" --site-packages {site_packages}" if site_packages else f" --source {source}" if source
                     else f" --python {python}" if python else "")
             raise NotFoundError(f"{exc}; patchkit state is left behind in {left[0].describe()}: "

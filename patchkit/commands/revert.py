@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from patchkit import engine, output, registry, stale, transaction
 from patchkit import state as state_mod
 from patchkit.commands import report
@@ -30,6 +33,13 @@ def revert(site_packages: str | None, version: str | None, only: tuple[str, ...]
         return _revert(target, only, force, as_json, lock_timeout, progress)
 
 
+def _kept_copies(target) -> list[str]:
+    """The files under .patchkit/overwritten/, as paths relative to the package folder's parent."""
+    folder = state_mod.overwritten_dir(target.site)
+    return sorted((Path(top) / name).relative_to(target.site).as_posix()
+                  for top, _, names in os.walk(folder) for name in names)  # symlinks are not followed
+
+
 def _revert(target, only, force, as_json, lock_timeout, progress: report.Progress) -> int:
     kept: tuple[str, ...] = ()
     with state_mod.locked(target.site, lock_timeout, output.warn):
@@ -39,6 +49,8 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
         plan = engine.plan_revert(target, only, force)
         # A full revert also drops the copies earlier `--force` runs kept.
         dropped = not only and plan.new_state is None and state_mod.overwritten_dir(target.site).exists()
+        # Named before they go: a revert that only drops those copies must say so.
+        removed = _kept_copies(target) if dropped else []
         if plan.changes_files or plan.old_state != plan.new_state or dropped:
             kept = transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state, plan.lost)
         progress.done = f"{len(plan.writes)} file(s) restored"
@@ -50,6 +62,7 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
             "reverted": list(plan.acted),
             "files": [w.rel for w in plan.writes],
             "overwritten": report.overwritten(plan.lost, kept),
+            "removed_kept_copies": removed,
             "warnings": warnings,
         })
         return EXIT_OK
@@ -58,6 +71,9 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
     if not plan.acted:
         output.line("nothing to revert: patchkit has changed nothing here" if plan.old_state is None or not only else
                     f"nothing to revert: {', '.join(only)} not applied here (`patchkit status` lists what is)")
+    if removed:
+        output.line(f"removed the {len(removed)} copy(ies) of outside edits that earlier --force runs kept: "
+                    + ", ".join(removed))
     for pid in plan.acted:
         output.line(f"  reverted        {pid}")
     report.kept(target.site, plan.lost, kept)

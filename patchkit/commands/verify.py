@@ -8,6 +8,7 @@ from patchkit import output
 from patchkit import verify as verify_mod
 from patchkit.commands import report as render
 from patchkit.commands.locate import locate
+from patchkit import engine
 from patchkit.constants import EXIT_OK, EXIT_PLAN
 from patchkit.target import SITE, Target, interpreter
 
@@ -39,11 +40,29 @@ def verify(site_packages: str | None, python: str | None, strict: bool, as_json:
     render.header(target)
     for check in report.checks:
         output.line(f"  {check.result:<8} {check.name}" + (f"  ({check.detail})" if check.detail else ""))
+    where = _targeting(site_packages, source, python)
     for s in pending:
         result = "failed" if strict else "pending"
-        output.line(f"  {result:<8} patch {s.id} is {s.state}: this release needs it (run `patchkit apply`)")
+        output.line(f"  {result:<8} patch {s.id} is {s.state}: this release needs it ({next_step(s, where)})")
     output.line(summary)
     return EXIT_OK if ok else EXIT_PLAN
+
+
+def _targeting(site_packages: str | None, source: str | None, python: str | None) -> str:
+    """The options that name this SGLang again in the command a line suggests."""
+    named = (("--site-packages", site_packages), ("--source", source), ("--python", python))
+    return "".join(f" {flag} {value}" for flag, value in named if value)
+
+
+def next_step(status: engine.PatchStatus, where: str = "") -> str:
+    """The command that puts a patch this release needs in place, for the state it is in: `apply`
+    refuses a drifted file (exit 4) without --force, and cannot plan a failed patch."""
+    if status.state == engine.DRIFTED:
+        return (f"`patchkit diff{where}` shows the outside change; `patchkit apply{where} --force` overwrites it, "
+                "keeping a copy")
+    if status.state == engine.FAILED:
+        return f"`patchkit status{where}` says why; `patchkit apply{where} --skip {status.id}` applies the others"
+    return f"run `patchkit apply{where}`"
 
 
 def _interpreter(target: Target, site_packages: str | None, python: str | None) -> str:
