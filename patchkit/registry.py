@@ -141,7 +141,8 @@ def _module_index() -> dict[str, tuple[str, PatchSet]]:
             found = [] if patch_set.only else [
                 (info.name.replace("_", "-"), info.name)
                 for info in sorted(pkgutil.iter_modules([str(patch_set.folder)]), key=lambda i: i.name)
-                if not info.name.startswith("_")]
+                # A patch is one module; a subpackage (the set's tests/, which `patchkit new` makes) is not one.
+                if not info.name.startswith("_") and not info.ispkg]
             for pid, name in found:
                 if not is_patch_id(pid):
                     raise UsageError(

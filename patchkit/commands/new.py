@@ -49,22 +49,50 @@ def new(pid: str, target: str, cls: str, method: str, out: str | None, tests: st
     }
     files = {folder / f"{module}.py": _render("patch.py.txt", values),
              test_folder / f"test_{module}.py": _render("test_patch.py.txt", values)}
+    if out is not None:
+        if not package.isidentifier():
+            raise UsageError(f"--out {out}: the folder's name is the package its test imports ({package!r} is not a "
+                             "Python name, e.g. my_patches); nothing written")
+        # What a package of patches needs so that `pytest DIR/tests/test_ID.py` imports it from
+        # anywhere: DIR/__init__.py, and tests/__init__.py (pytest then puts DIR's parent on the path).
+        for package_folder in (folder, test_folder) if test_folder == folder / "tests" else (folder,):
+            files.setdefault(package_folder / "__init__.py", b"")
     for path in files:
-        if path.exists():
+        if path.exists() and not (path.name == "__init__.py" and path.is_file()):
             raise UsageError(f"{path} exists already; nothing written")
-        if not path.parent.is_dir():
-            raise UsageError(f"{path.parent} is not a folder; nothing written")
-    for path, data in files.items():
-        atomic_write(path, data)
+    missing = _folders_to_make(files)
+    written = [path for path in files if not path.exists()]  # an __init__.py already there stays
+    for path in missing:
+        path.mkdir()
+    for path in written:
+        atomic_write(path, files[path])
     test = test_folder / f"test_{module}.py"
-    following = f"fill in the TODOs, run `pytest {test}`, then docs/AUTHORING.md step 3"
+    runner = f"pytest {test}" if out is None or test_folder == folder / "tests" else f"PYTHONPATH={folder.resolve().parent} pytest {test}"
+    following = f"fill in the TODOs, run `{runner}`, then docs/AUTHORING.md step 3"
     if as_json:
         output.as_json({"id": pid, "module": str(folder / f"{module}.py"), "test": str(test), "next": following})
         return EXIT_OK
-    for path in files:
+    for path in missing:
+        output.line(f"created {path}/")
+    for path in written:
         output.line(f"wrote {path}")
     output.line(f"next: {following}")
     return EXIT_OK
+
+
+def _folders_to_make(files: dict[Path, bytes]) -> list[Path]:
+    """The folders the files need that do not exist yet, parents first; each one's parent must
+    exist or be made here too (nothing is made deeper than the folder --out or --tests names)."""
+    missing: list[Path] = []
+    for parent in sorted({path.parent for path in files}, key=lambda p: len(p.parts)):
+        if parent.is_dir():
+            continue
+        if parent.exists() or parent.is_symlink():
+            raise UsageError(f"{parent} is not a folder; nothing written")
+        if not parent.parent.is_dir() and parent.parent not in missing:
+            raise UsageError(f"{parent}: its parent folder {parent.parent} does not exist; nothing written")
+        missing.append(parent)
+    return missing
 
 
 def module_package(folder: Path) -> str:
