@@ -155,25 +155,29 @@ def _units(data: bytes, rel: str, what: str) -> list[units_mod.Unit]:
         raise PlanError(f"{rel}: {what} cannot be parsed: {getattr(exc, 'msg', exc)}") from None
 
 
-def resolve_file(file: FileDiff, target: bytes | None, base: bytes | None, markers: bool = False) -> FileResolution:
-    """One file of a diff on `target` (see the module docstring); `base` is the diff's pre-image
-    of the file when known (else only the git-apply way works)."""
+def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes | None], markers: bool = False,
+                 count: bool = True) -> FileResolution:
+    """One file of a diff on `target` (see the module docstring); `base()` gives the diff's
+    pre-image of the file when known (else only the git-apply way works), asked only when the
+    hunks do not apply as they are. `count`: name the units an exact apply changes (for reports;
+    the engine does not need them)."""
     rel = file.path
     if target is None:
         return FileResolution(rel, ABSENT, None, None)
     exact = apply_hunks(target, file.hunks)
     if exact is not None:
-        return FileResolution(rel, EXACT, target, exact, _changed_units(rel, target, exact, TRANSPLANTED))
+        return FileResolution(rel, EXACT, target, exact, _changed_units(rel, target, exact, TRANSPLANTED) if count else ())
     if apply_hunks(target, file.hunks, reverse=True) is not None:
         return FileResolution(rel, REVERSED, target, target, ())
-    if base is None:
+    pre_image = base()
+    if pre_image is None:
         return FileResolution(rel, PER_UNIT, target, target, _unplaced(file, target),
                               (f"{rel}: the diff's pre-image (index {file.old_blob or 'none'}) is not a file of a "
                                "cached release, so its hunks can only be placed by their context lines",))
-    patched = apply_hunks(base, file.hunks)
+    patched = apply_hunks(pre_image, file.hunks)
     if patched is None:
         raise PlanError(f"{rel}: the diff does not apply to its own pre-image (index {file.old_blob}): a damaged diff")
-    return _per_unit(rel, base, patched, target, markers)
+    return _per_unit(rel, pre_image, patched, target, markers)
 
 
 def _changed_units(rel: str, before: bytes, after: bytes, outcome: str) -> tuple[UnitOutcome, ...]:
@@ -278,21 +282,19 @@ def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: b
     from patchkit import release_blobs
 
     find_base = pre_image or release_blobs.pre_image
-    files = []
-    for file in diff.files:
-        target = read(file.path)
-        base = None
-        if target is not None and file.old_blob and git_blob_sha1(target).startswith(file.old_blob):
-            base = target
-        files.append(resolve_file(file, target, base if base is not None else _lazy(find_base, file, target), markers))
+    files = [resolve_file(file, target, _base(file, target, find_base), markers)
+             for file in diff.files for target in (read(file.path),)]
     return Resolution(tuple(files), diff.notes)
 
 
-def _lazy(find_base: Callable[[FileDiff], bytes | None], file: FileDiff, target: bytes | None) -> bytes | None:
-    """The pre-image, looked up only when the hunks do not apply as they are (a cheap check first)."""
-    if target is None or apply_hunks(target, file.hunks) is not None or apply_hunks(target, file.hunks, reverse=True) is not None:
-        return None
-    return find_base(file)
+def _base(file: FileDiff, target: bytes | None, find: Callable[[FileDiff], bytes | None]) -> Callable[[], bytes | None]:
+    """The pre-image of a file: the target itself when it has the index line's hash, else `find`'s."""
+    def base() -> bytes | None:
+        if target is not None and file.old_blob and git_blob_sha1(target).startswith(file.old_blob):
+            return target
+        return find(file)
+
+    return base
 
 
 # --- the Patch class -----------------------------------------------------------------------------
@@ -318,13 +320,10 @@ class DiffPatch(Patch):
     def resolution(self, path: str, data: bytes) -> FileResolution:
         key = (path, data)
         if key not in self._resolved:
-            file = self._file(path)
-            base = data if file.old_blob and git_blob_sha1(data).startswith(file.old_blob) else None
-            if base is None:
-                from patchkit import release_blobs
+            from patchkit import release_blobs
 
-                base = _lazy(release_blobs.pre_image, file, data)
-            self._resolved[key] = resolve_file(file, data, base)
+            self._resolved[key] = resolve_file(self._file(path), data, _base(self._file(path), data, release_blobs.pre_image),
+                                               count=False)
         return self._resolved[key]
 
     def is_applied(self, path: str, tree: Any) -> bool:  # `tree`: the file's bytes (WORKS_ON_BYTES)

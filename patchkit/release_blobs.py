@@ -6,8 +6,10 @@ release(s) whose files match, and give the pre-image's bytes for a per-unit merg
 
 from __future__ import annotations
 
-import functools
+import json
+import os
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,32 +46,66 @@ def cached_wheels() -> dict[str, Path]:
     return dict(sorted(found.items(), key=lambda item: Version(item[0])))
 
 
-@functools.lru_cache(maxsize=64)
-def _zip(wheel: Path, mtime: float) -> zipfile.ZipFile | None:
+def _zip(wheel: Path) -> zipfile.ZipFile | None:
     try:
-        return zipfile.ZipFile(wheel)
-    except (OSError, zipfile.BadZipFile):
+        return releases.open_wheel(wheel)
+    except (OSError, zipfile.BadZipFile, zlib.error, EOFError):
         return None
 
 
-@functools.lru_cache(maxsize=4096)
-def _blob_of(wheel: Path, mtime: float, rel: str) -> tuple[str, bytes] | None:
-    archive = _zip(wheel, mtime)
+def _index_file(wheel: Path) -> Path:
+    return releases.home() / "blobs" / (wheel.name + ".json")
+
+
+_indexes: dict[Path, tuple[str, dict[str, str | None]]] = {}  # wheel -> (stamp, {file: blob hash or None})
+
+
+def _blobs(wheel: Path, rels: list[str]) -> dict[str, str | None]:
+    """{file: git blob hash, None when the wheel lacks it} for `rels`, from the home's blobs/
+    index of that wheel (a few ms), adding the files it does not hold yet: those are read from
+    the zip (opening one and reading its directory costs ~0.1 s a wheel), once per wheel and file."""
+    try:
+        info = wheel.stat()
+    except OSError:
+        return {}
+    stamp = f"{info.st_size}:{info.st_mtime_ns}"
+    path = _index_file(wheel)
+    if _indexes.get(wheel, ("",))[0] != stamp:
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            known = saved["blobs"] if saved.get("wheel") == stamp and isinstance(saved.get("blobs"), dict) else {}
+        except (OSError, ValueError, KeyError):
+            known = {}
+        _indexes[wheel] = (stamp, known)
+    known = _indexes[wheel][1]
+    missing = [rel for rel in rels if rel not in known]
+    if missing:
+        archive = _zip(wheel)
+        if archive is None:
+            return {}
+        for rel in missing:
+            try:
+                known[rel] = git_blob_sha1(archive.read(rel))
+            except KeyError:
+                known[rel] = None
+        try:  # a cache: a home that cannot be written only costs the next run the same work
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.{os.getpid()}")
+            partial.write_text(json.dumps({"wheel": stamp, "blobs": known}), encoding="utf-8")
+            os.replace(partial, path)
+        except OSError:
+            pass
+    return {rel: known[rel] for rel in rels}
+
+
+def _read(wheel: Path, rel: str) -> bytes | None:
+    archive = _zip(wheel)
     if archive is None:
         return None
     try:
-        data = archive.read(rel)
+        return archive.read(rel)
     except KeyError:
         return None
-    return git_blob_sha1(data), data
-
-
-def _release_file(wheel: Path, rel: str) -> tuple[str, bytes] | None:
-    try:
-        mtime = wheel.stat().st_mtime
-    except OSError:
-        return None
-    return _blob_of(wheel, mtime, rel)
 
 
 def made_for(diff: DiffPatchFile) -> list[Match]:
@@ -80,10 +116,11 @@ def made_for(diff: DiffPatchFile) -> list[Match]:
         return []
     found = []
     for version, wheel in cached_wheels().items():
+        blobs = _blobs(wheel, [f.old_path for f in hashed])  # type: ignore[misc]
         matched = 0
         for f in hashed:
-            blob = _release_file(wheel, f.old_path)  # type: ignore[arg-type]
-            if blob is not None and blob[0].startswith(f.old_blob):  # type: ignore[arg-type]
+            blob = blobs.get(f.old_path)  # type: ignore[arg-type]
+            if blob is not None and blob.startswith(f.old_blob):  # type: ignore[arg-type]
                 matched += 1
         if matched:
             found.append(Match(version, matched, len(hashed)))
@@ -97,9 +134,11 @@ def pre_image(file: FileDiff) -> bytes | None:
     if not (file.old_blob and file.old_path):
         return None
     for wheel in reversed(cached_wheels().values()):
-        blob = _release_file(wheel, file.old_path)
-        if blob is not None and blob[0].startswith(file.old_blob):
-            return blob[1]
+        blob = _blobs(wheel, [file.old_path]).get(file.old_path)
+        if blob is not None and blob.startswith(file.old_blob):
+            data = _read(wheel, file.old_path)
+            if data is not None and git_blob_sha1(data) == blob:
+                return data
     return None
 
 
