@@ -338,7 +338,8 @@ _image_options = [
                  help="The SGLang version in the base image (0.5.17, or the tag's spelling v0.5.17)."),
     click.option("--python", "python", default="python3", show_default=True, metavar="PATH",
                  help="The image's Python that serves SGLang (patchkit gets a venv of its own beside it)."),
-    click.option("--wheel", metavar="FILE", help="Install patchkit from this local wheel (default: the package index)."),
+    click.option("--wheel", metavar="FILE", help="Install patchkit from this wheel (default: one built from the checkout patchkit runs "
+                 "from). The build context also carries every --patches / entry-point patch set."),
     click.option("--ca-cert", "ca_cert", metavar="FILE",
                  help="Extra CA certificates (PEM) for pip inside the build, e.g. a corporate proxy's."),
     click.option("--allow-skipped", is_flag=True, help="A base without SGLang's dependencies: let verify skip the "

@@ -18,14 +18,17 @@ import json
 import re
 from dataclasses import dataclass
 
+from packaging.version import Version
+
 from patchkit import __version__, identity, image_reference, manifest, registry
+from patchkit.image_context import PATCHES_DIR as _SETS_DIR
 from patchkit.errors import UsageError
 
 HOME = "/opt/patchkit"  # everything patchkit adds to the image lives here
 VENV = f"{HOME}/venv"
 WHEEL_DIR = f"{HOME}/dist"
+PATCHES = f"{HOME}/patches"  # the patch sets beside the built-in one, as the build context holds them
 CA_CERT = f"{HOME}/ca-certificates.crt"
-DISTRIBUTION = "sglang-patchkit"  # patchkit's name on the package index
 LABEL_PREFIX = "io.patchkit"
 
 
@@ -34,15 +37,18 @@ class ImageSpec:
     base: str  # e.g. lmsysorg/sglang:v0.5.17
     version: str  # the SGLang release inside the base image, a normal version (0.5.17)
     python: str = "python3"  # the interpreter in the image that serves SGLang
-    wheel: str | None = None  # file name of a local patchkit wheel in the build context
+    wheel: str | None = None  # file name of patchkit's wheel in the build context (required to render)
     ca_cert: str | None = None  # file name, in the build context, of extra CA certificates for pip
     allow_skipped: bool = False  # a base without SGLang's dependencies: import checks cannot run
+    # Context paths (image_context.PATCHES_DIR/N[/FILE]) of the patch sets beside the built-in one.
+    patch_sets: tuple[str, ...] = ()
 
 
 # One word of a path: no whitespace, quote, `$`, backslash or other shell or Dockerfile syntax.
 _WORD = r"[A-Za-z0-9_+][A-Za-z0-9_.+-]*"
 _INTERPRETER = re.compile(rf"{_WORD}|(?:/{_WORD})+", re.ASCII)  # `python3` or `/opt/conda/bin/python`
 _FILE_NAME = re.compile(_WORD, re.ASCII)
+_CONTEXT_PATH = re.compile(rf"{_WORD}(?:/{_WORD})*", re.ASCII)
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.+!]*", re.ASCII)  # a normal version's alphabet
 _LABEL_KEY = re.compile(r"[a-z0-9][a-z0-9.-]*", re.ASCII)
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9_.,:@/+=\[\] -]*", re.ASCII)  # nothing a LABEL would expand or end on
@@ -63,6 +69,9 @@ def check(spec: ImageSpec) -> None:
         if name is not None and not _FILE_NAME.fullmatch(name):
             raise UsageError(f"{option} {name!r}: the file name must be a plain name (letters, digits, . _ + -) "
                              "to be copied into the build context")
+    for where in spec.patch_sets:
+        if not (_CONTEXT_PATH.fullmatch(where) and where.split("/", 1)[0] == _SETS_DIR and ".." not in where):
+            raise UsageError(f"patch set {where!r}: not a path patchkit writes into a build context")
 
 
 def patch_digest(cls: "type[Patch]") -> str:
@@ -71,9 +80,14 @@ def patch_digest(cls: "type[Patch]") -> str:
 
 
 def patch_labels(version: str) -> dict[str, str]:
-    """{patch id: sha256 of the patch's source} for the patches this release needs."""
+    """{patch id: sha256 of the patch's source} for the patches the image applies: the built-in
+    ones this release's manifest needs, and every patch of the other sets loaded now whose range
+    holds the release (they travel in the build context, byte for byte)."""
     needed = {pid for pid, entry in manifest.load(version).patches.items() if entry.verdict == "applies"}
-    return {cls.ID: patch_digest(cls) for cls in registry.load_all() if cls.ID in needed}
+    wanted = Version(version)
+    return {cls.ID: patch_digest(cls) for cls in registry.load_all()
+            if (cls.ID in needed if registry.origin(cls.ID) == registry.BUILT_IN
+                else cls.specifier().contains(wanted, prereleases=True))}
 
 
 def labels(spec: ImageSpec) -> dict[str, str]:
@@ -94,11 +108,16 @@ def render(spec: ImageSpec) -> str:
     python = spec.python
     patchkit = f"{VENV}/bin/patchkit"
     copies, pip_options = [], ["--no-cache-dir", "--disable-pip-version-check"]
-    if spec.wheel:
-        copies.append(f"COPY {spec.wheel} {WHEEL_DIR}/{spec.wheel}")
-        requirement = f"{WHEEL_DIR}/{spec.wheel}"
-    else:
-        requirement = f"{DISTRIBUTION}=={__version__}"
+    if not spec.wheel:
+        raise UsageError("an image installs the running patchkit from its wheel in the build context: no wheel given")
+    copies.append(f"COPY {spec.wheel} {WHEEL_DIR}/{spec.wheel}")
+    requirement = f"{WHEEL_DIR}/{spec.wheel}"
+    if spec.patch_sets:
+        # Every patch set of this run, as loaded here: `patchkit` in the image (the build's apply and
+        # verify, and any later status) loads the same ones through $PATCHKIT_PATCHES.
+        copies.append(f"COPY {_SETS_DIR} {PATCHES}")
+        in_image = [f"{PATCHES}/{where.split('/', 1)[1]}" for where in spec.patch_sets]
+        copies.append(f"ENV {registry.ENV_PATCHES}={':'.join(in_image)}")
     if spec.ca_cert:
         copies.append(f"COPY {spec.ca_cert} {CA_CERT}")
         pip_options.append(f"--cert {CA_CERT}")

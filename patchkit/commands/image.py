@@ -7,7 +7,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from patchkit import builder as builders
-from patchkit import dockerfile, image_reference, output, versions
+from patchkit import dockerfile, image_context, image_reference, output, versions
 from patchkit.constants import EXIT_OK
 from patchkit.errors import UsageError
 from patchkit.util import atomic_write
@@ -34,13 +34,19 @@ def _file(option: str, value: str | None) -> Path | None:
     return path
 
 
-def _spec(base: str, version: str, python: str, wheel: Path | None, ca_cert: Path | None,
+def _spec(base: str, version: str, python: str, context: image_context.Context, ca_cert: Path | None,
           allow_skipped: bool) -> dockerfile.ImageSpec:
-    spec = dockerfile.ImageSpec(base=base, version=normal_version(version), python=python,
-                                wheel=wheel.name if wheel else None, ca_cert=CA_NAME if ca_cert else None,
-                                allow_skipped=allow_skipped)
+    spec = dockerfile.ImageSpec(base=base, version=normal_version(version), python=python, wheel=context.wheel,
+                                ca_cert=CA_NAME if ca_cert else None, allow_skipped=allow_skipped,
+                                patch_sets=context.patch_sets)
     dockerfile.check(spec)
     return spec
+
+
+def _write_context(context: image_context.Context, ca_path: Path | None, folder: Path) -> None:
+    image_context.write(context, folder)
+    if ca_path:
+        shutil.copyfile(ca_path, folder / CA_NAME)
 
 
 def _reference(option: str, value: str) -> None:
@@ -52,21 +58,28 @@ def _reference(option: str, value: str) -> None:
 def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None,
                      python: str = "python3", ca_cert: str | None = None, allow_skipped: bool = False,
                      as_json: bool = False) -> int:
+    """With `-o FILE`, FILE's folder becomes the build context: patchkit's wheel and the patch sets
+    are written beside the Dockerfile (which is written last). On stdout, the text alone, and
+    what its context must hold."""
     wheel_path, ca_path = _file("--wheel", wheel), _file("--ca-cert", ca_cert)
-    spec = _spec(base, version, python, wheel_path, ca_path, allow_skipped)
+    context = image_context.plan(wheel_path)
+    spec = _spec(base, version, python, context, ca_path, allow_skipped)
     text = dockerfile.render(spec)
-    needs = [p.name if p is wheel_path else f"{p} as {CA_NAME}" for p in (wheel_path, ca_path) if p]
+    needs = [*context.names(), *([f"{ca_path} as {CA_NAME}"] if ca_path else [])]
     if out:
+        folder = Path(out).resolve().parent
+        if not folder.is_dir():
+            raise UsageError(f"-o {out}: no folder {folder}")
+        _write_context(context, ca_path, folder)
         atomic_write(Path(out), text.encode(), 0o644)
     if as_json:
         output.as_json({"sglang": spec.version, "path": out, "dockerfile": text, "labels": dockerfile.labels(spec),
-                        "context_needs": needs})
+                        "context_needs": needs, "context_written": bool(out)})
     elif out:
-        output.line(f"wrote {out}")
-        if needs:
-            output.line(f"the build context must hold {' and '.join(needs)}")
+        output.line(f"wrote {out} and its build context beside it: {', '.join(needs)}")
     else:
         output.text(text)
+        output.progress(f"the build context must hold {' and '.join(needs)} (`-o FILE` writes them beside FILE)")
     return EXIT_OK
 
 
@@ -77,20 +90,18 @@ def build(base: str, version: str, wheel: str | None, tag: str, builder: str | N
     if push:
         _reference("--push", push)
     wheel_path, ca_path = _file("--wheel", wheel), _file("--ca-cert", ca_cert)
-    spec = _spec(base, version, python, wheel_path, ca_path, allow_skipped)
+    context = image_context.plan(wheel_path)
+    spec = _spec(base, version, python, context, ca_path, allow_skipped)
     text = dockerfile.render(spec)  # before looking for a builder: an unknown release fails fast
+    patches = dockerfile.patch_labels(spec.version)
     chosen, tried = builders.choose(builder or builders.AUTO)
     skipped = "; ".join(f"{p.name}: {p.detail}" for p in tried if not p.answers)
     say = output.progress if as_json else output.line  # with --json, stdout is the result alone
     say(f"building {tag} with {chosen}" + (f" (skipped {skipped})" if skipped else ""))
-    with tempfile.TemporaryDirectory(prefix="patchkit-image-") as context:
-        Path(context, "Dockerfile").write_text(text)
-        if wheel_path:
-            shutil.copyfile(wheel_path, Path(context, wheel_path.name))
-        if ca_path:
-            shutil.copyfile(ca_path, Path(context, CA_NAME))
-        builders.build(chosen, Path(context), tag, output.progress)
-    patches = dockerfile.patch_labels(spec.version)
+    with tempfile.TemporaryDirectory(prefix="patchkit-image-") as folder:
+        _write_context(context, ca_path, Path(folder))
+        Path(folder, "Dockerfile").write_text(text)
+        builders.build(chosen, Path(folder), tag, output.progress)
     say(f"built {tag} with {chosen}: SGLang {spec.version}, {len(patches)} patches applied and verified")
     digest = builders.push(chosen, tag, push, output.progress) if push else None
     if push:

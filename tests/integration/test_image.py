@@ -31,9 +31,13 @@ def test_instructions_and_labels():
     steps = [(s["instruction"], s["value"]) for s in parsed(result.stdout) if s["instruction"] != "COMMENT"]
     assert steps[0] == ("FROM", "lmsysorg/sglang:v0.5.17")  # the base first: patch changes never re-pull it
     runs = [value for instruction, value in steps if instruction == "RUN"]
+    # The running patchkit itself, from its wheel in the build context (it is on no package index).
+    assert steps[1] == ("COPY", "sglang_patchkit-0.1.0-py3-none-any.whl "
+                                "/opt/patchkit/dist/sglang_patchkit-0.1.0-py3-none-any.whl")
     assert runs[0] == ("python3 -m venv --without-pip /opt/patchkit/venv"
                        "  && python3 -m pip --python /opt/patchkit/venv/bin/python install --no-cache-dir"
-                       " --disable-pip-version-check sglang-patchkit==0.1.0")
+                       " --disable-pip-version-check /opt/patchkit/dist/sglang_patchkit-0.1.0-py3-none-any.whl")
+    assert "the build context must hold sglang_patchkit-0.1.0-py3-none-any.whl" in result.stderr
     assert "patchkit apply" in runs[1] and "--target 0.5.17" in runs[1]
     assert runs[1] == ("/opt/patchkit/venv/bin/patchkit apply --python python3 --target 0.5.17"
                        "  && /opt/patchkit/venv/bin/patchkit verify --python python3 --strict")
@@ -219,3 +223,35 @@ def test_valid_references_and_interpreters_are_accepted():
             result = run("image", "dockerfile", "--base", base, "--target", "0.5.17", "--python", python)
             assert result.exit_code == 0, (base, python, result.stderr)
             assert f"FROM {base}\n" in result.stdout
+
+
+def test_the_context_carries_patchkit_and_every_patch_set(tmp_path):
+    """`--patches DIR` and a diff-file set travel into the build context byte for byte, the image
+    loads them (ENV) and its labels name each of their patches with its digest."""
+    from patchkit import identity, registry
+    from tests.integration.test_external_patch_sets import write_patch
+
+    folder = tmp_path / "team-patches"
+    module = write_patch(folder, "team-flag")
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "junk.pyc").write_bytes(b"x")
+    out = tmp_path / "ctx" / "Dockerfile"
+    out.parent.mkdir()
+    result = run("--patches", folder, "image", "dockerfile", "--base", "b", "--target", "0.5.17", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    context = out.parent
+    assert (context / "patchkit-patches/1" / module.name).read_bytes() == module.read_bytes()
+    assert not (context / "patchkit-patches/1/__pycache__").exists()
+    wheel = context / "sglang_patchkit-0.1.0-py3-none-any.whl"
+    import zipfile
+    with zipfile.ZipFile(wheel) as built:  # the running patchkit, built from this checkout
+        assert built.read("patchkit/image_context.py") == (REPO / "patchkit/image_context.py").read_bytes()
+    steps = [(s["instruction"], s["value"]) for s in parsed(out.read_text()) if s["instruction"] != "COMMENT"]
+    assert ("COPY", "patchkit-patches /opt/patchkit/patches") in steps
+    assert ("ENV", "PATCHKIT_PATCHES=/opt/patchkit/patches/1") in steps
+    labels = DockerfileParser(fileobj=__import__("io").BytesIO(out.read_text().encode())).labels
+    registry.use_folders([str(folder)])
+    digest = identity.digest("team-flag")
+    assert labels["io.patchkit.patch.team-flag"] == f"sha256:{digest}"
+    assert f"team-flag@sha256:{digest}" in labels["io.patchkit.patches"]
+    assert "wrote" in result.stdout and "patchkit-patches/" in result.stdout

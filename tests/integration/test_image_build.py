@@ -287,3 +287,47 @@ def test_official_layout_image_is_patched_where_python_imports_sglang(podman, of
     assert imported_files(podman, tag, sorted(reference)) == reference
     labels = {k: v for k, v in podman.labels(tag).items() if not k.startswith("io.buildah.")}
     assert labels == dockerfile.labels(dockerfile.ImageSpec(base=official, version=VERSION))
+
+
+def test_a_refused_value_never_reaches_the_builder(podman, plain):
+    """The injections of issue 18.2 against a real podman: refused (exit 2) before any build."""
+    before = podman("images", "-q", "--no-trunc").stdout.split()
+    for option, value in (("--base", f"{plain}\nFROM {plain}\nRUN echo INJECTED; id -u"),
+                          ("--python", f"python3\nFROM {plain}\nRUN touch /pwned #")):
+        args = {"--base": plain, option: value}
+        result = patchkit_image(podman, "build", *[a for kv in args.items() for a in kv], "--target", VERSION,
+                                "-t", f"{PREFIX}/injected:latest", "--builder", "podman")
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stdout == "" and result.stderr.count("\n") == 1 and option in result.stderr
+    assert podman("image", "exists", f"{PREFIX}/injected:latest", check=False).returncode != 0
+    assert podman("images", "-q", "--no-trunc").stdout.split() == before
+
+
+def test_an_image_built_with_patches_dir_carries_and_applies_that_patch(podman, plain, scratch):
+    """No --wheel: the running patchkit (its wheel built from this checkout) and the --patches set
+    go into the context; the image applies the outside patch with the built-in ones, its status
+    shows it, its labels name it with its digest."""
+    from patchkit import identity, registry
+    from tests.integration.test_external_patch_sets import VERSION_FILE, write_patch
+
+    folder = scratch / "team-patches"
+    module = write_patch(folder, "team-flag")
+    tag = f"{PREFIX}/sglang-plain:v{VERSION}-team"
+    result = subprocess.run([sys.executable, "-m", "patchkit", "--patches", folder, "image", "build", "--base", plain,
+                             "--target", VERSION, "-t", tag, "--builder", "podman"], env=podman.env,
+                            capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stderr[-4000:]
+    count = len(dockerfile.patch_labels(VERSION)) + 1
+    assert f"built {tag} with podman: SGLang {VERSION}, {count} patches applied and verified" in result.stdout
+    status = json.loads(podman.run(tag, PATCHKIT, "status", "--python", "python3", "--json").stdout)
+    states = {p["id"]: p["state"] for p in status["patches"]}
+    assert states == {**dict.fromkeys(dockerfile.patch_labels(VERSION), "applied"), "team-flag": "applied"}
+    flag = podman.run(tag, "python3", "-c", "import sglang.version as v; print(v.PATCHKIT_EXTERNAL_EXAMPLE)")
+    assert flag.stdout.strip() == "True"
+    carried = podman.run(tag, "cat", f"{dockerfile.PATCHES}/1/{module.name}").stdout
+    assert carried == module.read_text()
+    registry.use_folders([str(folder)])
+    labels = podman.labels(tag)
+    assert labels["io.patchkit.patch.team-flag"] == f"sha256:{identity.digest('team-flag')}"
+    assert f"team-flag@sha256:{identity.digest('team-flag')}" in labels["io.patchkit.patches"]
+    assert VERSION_FILE == "sglang/version.py"
