@@ -74,7 +74,9 @@ def plan(wheel: Path | None) -> Context:
 def write(context: Context, folder: Path) -> None:
     """Put the wheel and the patch sets into `folder` (the build context)."""
     if context.wheel_source is not None:
-        shutil.copyfile(context.wheel_source, folder / context.wheel)
+        dest = folder / context.wheel
+        if not (dest.exists() and dest.samefile(context.wheel_source)):  # `-o` beside the wheel given
+            shutil.copyfile(context.wheel_source, dest)
     else:
         assert context.checkout is not None
         _build_wheel(context.checkout, folder / context.wheel)

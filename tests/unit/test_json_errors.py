@@ -65,16 +65,18 @@ def test_image_dockerfile_json(tmp_path):
     printed = run("image", "dockerfile", "--base", "lmsysorg/sglang:v0.5.17", "--target", "v0.5.17", "--json")
     assert printed.exit_code == 0, printed.stderr
     data = printed.json()
-    spec = dockerfile.ImageSpec(base="lmsysorg/sglang:v0.5.17", version="0.5.17")
+    from patchkit.image_context import WHEEL_NAME
+
+    spec = dockerfile.ImageSpec(base="lmsysorg/sglang:v0.5.17", version="0.5.17", wheel=WHEEL_NAME)
     assert data == {"sglang": "0.5.17", "path": None, "dockerfile": dockerfile.render(spec),
-                    "labels": dockerfile.labels(spec), "context_needs": []}
+                    "labels": dockerfile.labels(spec), "context_needs": [WHEEL_NAME], "context_written": False}
     wheel = tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl"
     wheel.write_bytes(b"")
     out = tmp_path / "Dockerfile"
     written = run("image", "dockerfile", "--base", "b", "--target", "0.5.17", "--wheel", wheel, "-o", out, "--json")
     assert written.exit_code == 0, written.stderr
     assert written.json()["path"] == str(out) and out.read_text() == written.json()["dockerfile"]
-    assert written.json()["context_needs"] == [wheel.name]
+    assert written.json()["context_needs"] == [wheel.name] and written.json()["context_written"]
 
 
 def test_image_build_json(monkeypatch):
