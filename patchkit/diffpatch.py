@@ -375,7 +375,9 @@ def patch_class(path: Path, origin: str) -> type[DiffPatch]:
         raise PlanError(f"cannot read {path}: {exc.strerror}") from None
     diff = parse(data, str(path))
     if not diff.files:
-        raise PlanError(f"{path} ({origin}): no file of the sglang package in it")
+        # Only files outside the package, or only mode changes (the parser's notes say which).
+        left_out = f" ({len(diff.outside)} file(s) outside it left out)" if diff.outside else ""
+        raise PlanError(f"{path}: no change to a file of the sglang package in it{left_out}")
     targets = tuple(dict.fromkeys(f.path for f in diff.files))
     attrs: dict[str, Any] = {
         "ID": diff.id, "TITLE": diff.title, "RATIONALE": diff.rationale, "UPSTREAM": diff.upstream,

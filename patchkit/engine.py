@@ -634,6 +634,8 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
         assignment[rel] = registry.stack(assignment[rel], classes)  # the declared stacking order
     applied_before = list(view.state.patches) if view.state else []
     applied = [pid for pid in ids if pid in applied_before or pid in {s.id for s in to_apply}]
+    # A recorded patch that is not loaded here (its diff file gone, its set not passed) stays recorded.
+    applied += [pid for pid in applied_before if pid not in ids]
     # Only the files of the patches applied now are rendered; every other record stays as it is
     # (a file of a patch not selected is never rewritten, drifted or not).
     touched = {rel for rel, pids in assignment.items() if any(s.id in pids for s in to_apply)}

@@ -250,7 +250,10 @@ def stack(ids: list[str], classes: dict[str, type[Patch]]) -> list[str]:
     pending = sorted(ids)
     ordered: list[str] = []
     while pending:
-        ready = [pid for pid in pending if not any(dep in pending for dep in classes[pid].STACK_AFTER)]
+        # A patch the state records that is not loaded here declares nothing (rendering a file
+        # it shares is refused by the engine, naming it).
+        ready = [pid for pid in pending
+                 if not any(dep in pending for dep in getattr(classes.get(pid), "STACK_AFTER", ()))]
         if not ready:
             raise PatchkitError(f"patches {', '.join(pending)} declare a cycle in STACK_AFTER")
         ordered.append(ready[0])

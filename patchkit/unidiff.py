@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
 from patchkit.errors import UsageError
 
 PACKAGE_DIR = "sglang/"
@@ -135,10 +137,16 @@ def _header(lines: list[bytes], name: str) -> Header:
     if not is_patch_id(pid):
         raise UsageError(f"{name}: {pid!r} is not a valid patch id ({PATCH_ID_RULE}); set `Patchkit-Id:` in its "
                          "header or rename the file")
+    applies_to = (trailers.get("patchkit-applies-to") or [""])[-1]
+    try:
+        SpecifierSet(applies_to)
+    except InvalidSpecifier:
+        raise UsageError(f"{name}: `Patchkit-Applies-To: {applies_to}` is not a PEP 440 version specifier "
+                         f"({applies_to!r}; e.g. '>=0.5.14,<0.5.21')") from None
     title = (trailers.get("patchkit-title") or [subject or pid])[-1]
     rationale = "\n".join(trailers.get("patchkit-rationale") or []) or body or title
     return Header(id=pid, title=title, rationale=rationale, upstream=tuple(trailers.get("patchkit-upstream", ())),
-                  applies_to=(trailers.get("patchkit-applies-to") or [""])[-1],
+                  applies_to=applies_to,
                   after=tuple(a for value in trailers.get("patchkit-after", ()) for a in value.replace(",", " ").split()))
 
 
@@ -234,8 +242,12 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
                     meta["deleted"] = "1"
                 elif line.startswith(("rename from ", "copy from ")):
                     meta["from"] = line.split(" ", 2)[2]
+                    if line.startswith("copy"):
+                        meta["copy"] = "1"
                 elif line.startswith(("rename to ", "copy to ")):
                     meta["to"] = line.split(" ", 2)[2]
+                elif line.startswith(("GIT binary patch", "Binary files ")):
+                    meta["binary"] = "1"
                 i += 1
         old: str | None
         new: str | None
@@ -256,6 +268,12 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
         if old_rel is None and new_rel is None:
             outside.append(new or old or "?")
             continue
+        _refuse_unsupported(name, old_rel if old is not None else None, new_rel if new is not None else None, meta)
+        if meta.get("old_mode") != meta.get("new_mode"):
+            notes.append(f"{name}: mode change of {old_rel or new_rel} ({meta.get('old_mode')} -> "
+                         f"{meta.get('new_mode')}) left out (patchkit changes a file's bytes, not its mode)")
+        if not hunks:
+            continue  # nothing but the mode changes
         if prefix is None:
             prefix = side + (old_dir or new_dir)
         files.append(FileDiff(
@@ -270,6 +288,25 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
     return DiffPatchFile(name=name, id=header.id, title=header.title, rationale=header.rationale,
                          upstream=header.upstream, applies_to=header.applies_to, after=header.after,
                          prefix=prefix or "", files=tuple(files), outside=tuple(outside), notes=tuple(notes))
+
+
+def _refuse_unsupported(name: str, old: str | None, new: str | None, meta: dict[str, str]) -> None:
+    """A file section patchkit cannot carry out is a usage error naming it: a diff patch changes
+    the bytes of the release's own files in place (its backups, revert and per-unit resolution
+    are per existing file), so creating, deleting or renaming a file, or a binary change, would
+    otherwise be dropped or half done."""
+    why = None
+    if meta.get("binary"):
+        why = f"holds a binary change of {new or old}"
+    elif old is None or meta.get("created"):
+        why = f"creates {new}"
+    elif new is None or meta.get("deleted"):
+        why = f"deletes {old}"
+    elif old != new:
+        why = f"{'copies' if meta.get('copy') else 'renames'} {old} to {new}"
+    if why:
+        raise UsageError(f"{name}: the diff {why}, which a diff patch cannot do (it changes the release's files in "
+                         "place); apply that part with git, or leave it out of the diff")
 
 
 def _blob(value: str | None) -> str | None:

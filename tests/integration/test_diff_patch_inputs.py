@@ -1,0 +1,133 @@
+"""Diff patches as the field writes them, on real releases: the parts of a `git diff` patchkit
+cannot carry out (a created, deleted or renamed file, a binary change) are refused at load
+with one line naming the file, never silently dropped or half done; a mode change is left out
+with a note; a bad header is exit 2, not a crash; a patch the state records but that is no
+longer loaded does not crash `apply`. Every diff is made by real git from real release files."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from testing.cli import run
+from testing.diffs import git, git_apply, git_diff, repo_of
+from testing.releases import pristine, snapshot
+
+pytestmark = pytest.mark.integration
+
+OFFLOADER = "sglang/srt/utils/offloader.py"
+HF_UTILS = "sglang/srt/utils/hf_transformers_utils.py"
+
+
+def _release_file(rel: str, version: str = "0.5.20") -> bytes:
+    return (pristine(version) / rel).read_bytes()
+
+
+def _fix() -> tuple[bytes, bytes]:
+    """offloader.py of 0.5.20 and of 0.5.21 (upstream's tied-parameters fix)."""
+    return _release_file(OFFLOADER), _release_file(OFFLOADER, "0.5.21")
+
+
+def _with_mode(before: dict[str, bytes], after: dict[str, bytes], executable: str, tmp_path,
+               binary: dict[str, bytes] | None = None) -> bytes:
+    """`git diff --binary` of `before` -> `after` with `executable` made 0755 (and `binary` files added)."""
+    repo = repo_of(tmp_path / "repo", before)
+    for rel, data in {**after, **(binary or {})}.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_bytes(data)
+    os.chmod(repo / executable, 0o755)
+    git(repo, "add", "-A")
+    return git(repo, "diff", "--cached", "--binary").stdout
+
+
+def _refused(tmp_path, site, name: str, diff: bytes, *words: str) -> None:
+    path = tmp_path / f"{name}.patch"
+    path.write_bytes(diff)
+    before = snapshot(site)
+    for command in (("list",), ("status", "--site-packages", site), ("apply", "--site-packages", site)):
+        result = run("--patches", path, *command)
+        assert result.exit_code == 2, (command, result.stdout, result.stderr)
+        line = result.stderr.strip()
+        assert len(line.splitlines()) == 1 and str(path) in line, line
+        for word in words:
+            assert word in line, line
+    assert snapshot(site) == before
+
+
+def test_created_deleted_renamed_and_binary_files_are_refused_at_load(tmp_path, release):
+    site = release("0.5.20", extra=(OFFLOADER, HF_UTILS))
+    old, new = _fix()
+    hf = _release_file(HF_UTILS)
+    # git apply would create, delete or rename these files; patchkit changes a release's files in
+    # place, so it says so instead of applying the rest (a deleted file was written empty, a
+    # renamed one recorded as applied without a backup, and revert then exited 1).
+    _refused(tmp_path, site, "creates", git_diff({OFFLOADER: old}, {OFFLOADER: new, "sglang/srt/utils/new_helper.py": b"X = 1\n"}),
+             "creates sglang/srt/utils/new_helper.py")
+    _refused(tmp_path, site, "deletes", git_diff({OFFLOADER: old, HF_UTILS: hf}, {OFFLOADER: new, HF_UTILS: None}),
+             f"deletes {HF_UTILS}")
+    _refused(tmp_path, site, "renames", git_diff({OFFLOADER: old}, {OFFLOADER: None, "sglang/srt/utils/offloader2.py": old}),
+             f"renames {OFFLOADER} to sglang/srt/utils/offloader2.py")
+    _refused(tmp_path, site, "renames-edits", git_diff({OFFLOADER: old}, {OFFLOADER: None, "sglang/srt/utils/offloader2.py": new}),
+             f"renames {OFFLOADER}")
+    blob = bytes(range(256)) * 8
+    _refused(tmp_path, site, "binary", _with_mode({OFFLOADER: old, "sglang/srt/data.bin": blob[:1000]},
+                                                  {OFFLOADER: new, "sglang/srt/data.bin": blob}, OFFLOADER, tmp_path),
+             "binary change of sglang/srt/data.bin")
+
+
+def test_a_mode_change_is_left_out_with_a_note_and_the_hunks_apply_as_git_apply_does(tmp_path, release):
+    site = release("0.5.20", extra=(OFFLOADER,))
+    old, new = _fix()
+    diff = _with_mode({OFFLOADER: old}, {OFFLOADER: new}, OFFLOADER, tmp_path)
+    assert b"new mode 100755" in diff
+    path = tmp_path / "offloader-mode.patch"
+    path.write_bytes(diff)
+    result = run("--patches", path, "apply", "--site-packages", site, "--only", "offloader-mode")
+    assert result.exit_code == 0, result.stderr
+    assert f"mode change of {OFFLOADER} (100644 -> 100755) left out" in result.stderr + result.stdout
+    code, expected, err = git_apply({OFFLOADER: old}, diff)
+    assert code == 0, err
+    assert (site / OFFLOADER).read_bytes() == expected[OFFLOADER] == new
+    assert run("--patches", path, "revert", "--site-packages", site).exit_code == 0
+    assert (site / OFFLOADER).read_bytes() == old
+    # A diff whose only change is a mode has nothing patchkit applies: exit 1, nothing written.
+    only_mode = tmp_path / "only-mode.patch"
+    only_mode.write_bytes(_with_mode({OFFLOADER: old}, {OFFLOADER: old}, OFFLOADER, tmp_path / "again"))
+    before = snapshot(site)
+    result = run("--patches", only_mode, "apply", "--site-packages", site)
+    assert result.exit_code == 1 and "no change to a file of the sglang package" in result.stderr, result.stderr
+    assert snapshot(site) == before
+
+
+@pytest.mark.parametrize("spec", [">=0.5.x", "0.5.20", "~=1"])
+def test_a_bad_applies_to_is_exit_2_naming_the_file_not_a_crash(tmp_path, release, spec):
+    site = release("0.5.20", extra=(OFFLOADER,))
+    old, new = _fix()
+    path = tmp_path / "bad-range.patch"
+    path.write_bytes(git_diff({OFFLOADER: old}, {OFFLOADER: new}, header=f"Patchkit-Applies-To: {spec}\n"))
+    before = snapshot(site)
+    for command in (("list",), ("apply", "--site-packages", site, "--only", "bad-range")):
+        result = run("--patches", path, *command)
+        assert result.exit_code == 2, (command, result.stderr)
+        assert str(path) in result.stderr and repr(spec) in result.stderr and "PEP 440" in result.stderr, result.stderr
+    assert snapshot(site) == before
+
+
+def test_apply_after_the_applied_diff_file_is_gone_applies_the_rest_and_revert_restores_all(tmp_path, release):
+    site = release("0.5.20", extra=(OFFLOADER,))
+    before = snapshot(site)
+    old, new = _fix()
+    path = tmp_path / "offloader-fix.patch"
+    path.write_bytes(git_diff({OFFLOADER: old}, {OFFLOADER: new}))
+    assert run("--patches", path, "apply", "--site-packages", site, "--only", "offloader-fix").exit_code == 0
+    path.unlink()
+    # The built-in set alone (cpu-offload-tied-params shares offloader.py with the recorded diff):
+    # this was an unexpected KeyError, exit 70.
+    result = run("apply", "--site-packages", site)
+    assert result.exit_code == 0, result.stderr
+    assert "offloader-fix" in result.stderr and "not loaded here" in result.stderr
+    assert (site / OFFLOADER).read_bytes() == new
+    result = run("revert", "--site-packages", site)
+    assert result.exit_code == 0, result.stderr
+    assert snapshot(site) == before
