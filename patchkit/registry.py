@@ -120,6 +120,24 @@ def _entry_point_sets() -> list[PatchSet]:
     return found
 
 
+def _import_patch_module(module_name: str, path: Path, origin: str) -> types.ModuleType:
+    """Import one patch module; a module that does not compile or raises while it is imported is
+    the author's to fix (exit 2 naming the file and line), not a bug in patchkit (70)."""
+    try:
+        return importlib.import_module(module_name)
+    except SyntaxError as exc:
+        raise UsageError(f"{exc.filename or path}:{exc.lineno}: patch module ({origin}) does not compile: "
+                         f"{exc.msg}") from None
+    except Exception as exc:
+        line, tb = None, exc.__traceback__
+        while tb is not None:  # the last line of that file the import ran (a Snippet(...), an import)
+            if Path(tb.tb_frame.f_code.co_filename) == path:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        where = f"{path}:{line}" if line else str(path)
+        raise UsageError(f"{where}: patch module ({origin}) failed to import: {type(exc).__name__}: {exc}") from None
+
+
 def patch_sets() -> list[PatchSet]:
     global _sets
     if _sets is None:
@@ -219,7 +237,7 @@ def load_all() -> list[type[Patch]]:
             found.append(patch_class(patch_set.folder / name, patch_set.origin))
             continue
         where = f"{patch_set.folder / name}.py ({patch_set.origin})"
-        module = importlib.import_module(f"{patch_set.package}.{name}")
+        module = _import_patch_module(f"{patch_set.package}.{name}", patch_set.folder / f"{name}.py", patch_set.origin)
         classes = [
             obj for obj in vars(module).values()
             if inspect.isclass(obj) and issubclass(obj, Patch) and obj is not Patch and obj.__module__ == module.__name__

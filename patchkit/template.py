@@ -41,6 +41,10 @@ _LAYOUT_FIELDS = frozenset({
 })
 
 
+# Holes are `{name}`; every other brace in a snippet's code (a dict, a set, an f-string) is written doubled.
+_DOUBLE = "a literal brace in the snippet's code is written doubled: {{ and }}"
+
+
 class TemplateError(PatchkitError):
     """A snippet that cannot be parsed or filled: a bug in the patch module."""
 
@@ -78,12 +82,12 @@ class Snippet:
             if field is None:
                 continue
             if spec or conversion:
-                raise TemplateError(f"snippet hole {{{field}}}: no format spec or conversion allowed")
+                raise TemplateError(f"snippet hole {{{field}}}: no format spec or conversion allowed ({_DOUBLE})")
             if field in constants:
                 pieces.append(str(constants[field]))
             else:
                 if not field.isidentifier():
-                    raise TemplateError(f"snippet hole {{{field}}} is not a name")
+                    raise TemplateError(f"snippet hole {{{field}}} is not a name ({_DOUBLE})")
                 holes.append(field)
                 pieces.append(_HOLE.format(field))
         self.holes = tuple(dict.fromkeys(holes))

@@ -54,3 +54,20 @@ def test_a_module_whose_id_breaks_the_rule_is_a_usage_error_naming_the_file(tmp_
         assert str(tmp_path / "fixA.py") in str(raised.value)
     finally:
         registry.use_folders([])
+
+
+@pytest.mark.parametrize("source, line, says", [
+    ("x = (\n", 1, "does not compile: '(' was never closed"),
+    ("\n\nimport patchkit_no_such_module\n", 3, "ModuleNotFoundError: No module named 'patchkit_no_such_module'"),
+    ("from patchkit.template import Snippet\n\nFIX = Snippet('''\nd = {}\n''')\n", 3,
+     "a literal brace in the snippet's code is written doubled: {{ and }}"),
+])
+def test_a_broken_patch_module_is_exit_2_naming_the_file_and_line(tmp_path, source, line, says):
+    """An author's mistake in a patch module is a usage error (exit 2) that points at it, not 70."""
+    from testing.cli import run
+
+    (tmp_path / "my_fix.py").write_text(source)
+    result = run("--patches", tmp_path, "list")
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    (message,) = result.stderr.splitlines()
+    assert message.startswith(f"error: {tmp_path / 'my_fix.py'}:{line}: ") and says in message, message
