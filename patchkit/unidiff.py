@@ -209,11 +209,21 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
     files: list[FileDiff] = []
     outside: list[str] = []
     notes: list[str] = []
+    if _converted_to_crlf(lines[start:]):
+        # git writes its own lines with LF whatever the files hold: CRLF on them too means the
+        # whole diff was converted after git wrote it (an editor, a Windows checkout).
+        lines = lines[:start] + [line[:-2] + b"\n" if line.endswith(b"\r\n") else line for line in lines[start:]]
+        notes.append(f"{name}: every line of the diff ends in CRLF, git's own lines too (the diff was converted "
+                     "after git wrote it): read with the CRs dropped, as GNU patch does (`git apply` refuses it)")
     prefix: str | None = None
     damaged = 0
     i = start
     while i < len(lines):
         if not _is_file_start(lines, i):
+            if lines[i].startswith(b"@@ "):
+                # git: "patch fragment without header": the hunk before counts fewer lines than it holds.
+                raise UsageError(f"{name}: line {i + 1}: a hunk outside any file (the hunk before it holds more "
+                                 "lines than its header counts: a hand-edited diff?)")
             i += 1  # format-patch's signature ("-- ", a version), stray text between files
             continue
         meta: dict[str, str] = {}
@@ -288,6 +298,12 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
     return DiffPatchFile(name=name, id=header.id, title=header.title, rationale=header.rationale,
                          upstream=header.upstream, applies_to=header.applies_to, after=header.after,
                          prefix=prefix or "", files=tuple(files), outside=tuple(outside), notes=tuple(notes))
+
+
+def _converted_to_crlf(lines: list[bytes]) -> bool:
+    """Whether the lines git writes itself (diff --git, index, ---/+++, @@) all end in CRLF."""
+    own = [line for line in lines if line.startswith((b"diff --git ", b"index ", b"--- ", b"+++ ", b"@@ "))]
+    return bool(own) and all(line.endswith(b"\r\n") for line in own)
 
 
 def _refuse_unsupported(name: str, old: str | None, new: str | None, meta: dict[str, str]) -> None:

@@ -131,3 +131,36 @@ def test_apply_after_the_applied_diff_file_is_gone_applies_the_rest_and_revert_r
     result = run("revert", "--site-packages", site)
     assert result.exit_code == 0, result.stderr
     assert snapshot(site) == before
+
+
+def test_a_diff_converted_to_crlf_applies_as_the_diff_git_wrote_with_a_note(tmp_path, release):
+    site = release("0.5.20", extra=(OFFLOADER,))
+    old, new = _fix()
+    diff = git_diff({OFFLOADER: old}, {OFFLOADER: new})
+    converted = diff.replace(b"\n", b"\r\n")
+    assert git_apply({OFFLOADER: old}, converted, "--check")[0] != 0  # git calls it a patch that does not apply
+    path = tmp_path / "offloader-crlf.patch"
+    path.write_bytes(converted)
+    result = run("--patches", path, "apply", "--site-packages", site, "--only", "offloader-crlf")
+    assert result.exit_code == 0, result.stderr
+    assert "ends in CRLF" in result.stderr + result.stdout
+    assert (site / OFFLOADER).read_bytes() == new
+
+
+def test_a_hunk_that_holds_more_lines_than_its_header_counts_is_exit_2_as_git_refuses_it(tmp_path, release):
+    import re
+
+    site = release("0.5.20", extra=(OFFLOADER,))
+    old, new = _fix()
+    diff = git_diff({OFFLOADER: old}, {OFFLOADER: new})
+    # The first hunk's header counts two lines fewer on each side (a hand-edited diff).
+    short = re.sub(rb"@@ -(\d+),(\d+) \+(\d+),(\d+)", lambda m: b"@@ -%s,%d +%s,%d" % (
+        m.group(1), int(m.group(2)) - 2, m.group(3), int(m.group(4)) - 2), diff, count=1)
+    assert short != diff and git_apply({OFFLOADER: old}, short, "--check")[0] != 0
+    path = tmp_path / "short-hunk.patch"
+    path.write_bytes(short)
+    before = snapshot(site)
+    result = run("--patches", path, "apply", "--site-packages", site)
+    assert result.exit_code == 2, result.stderr
+    assert str(path) in result.stderr and "a hunk outside any file" in result.stderr, result.stderr
+    assert snapshot(site) == before
