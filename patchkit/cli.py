@@ -47,14 +47,21 @@ class _Group(click.Group):
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.exceptions.UsageError as exc:
-            if not as_json:
-                exc.show()
-                sys.exit(exc.exit_code)
-            sys.exit(error_handler.failed(exc.exit_code, exc.format_message(), as_json=True))
+            # One format for every usage error, click's own included: one `error:` line (no usage block).
+            sys.exit(error_handler.failed(exc.exit_code, _usage_message(exc), as_json=as_json))
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _usage_message(exc: click.exceptions.UsageError) -> str:
+    message = exc.format_message()
+    if exc.ctx is not None and "--help" not in message:
+        what = "commands" if isinstance(exc.ctx.command, click.Group) else "options"
+        path = " ".join(["patchkit", *exc.ctx.command_path.split()[1:]])  # whatever name started it
+        message = f"{message.rstrip('.')}; `{path} --help` lists its {what}"
+    return message
 
 
 def _interrupted() -> int:
@@ -426,3 +433,25 @@ def doctor(version, site_packages, gpus, gpu_memory, gpu_free, sm, interconnect,
     overrides = Overrides(gpus=gpus, gpu_memory=gpu_memory, gpu_free=gpu_free, sm=sm, interconnect=interconnect,
                           wsl=wsl, integrated=integrated)
     _exit(lambda: run(version, site_packages, overrides, launch_args, as_json))
+
+
+def _patches_after_the_command(ctx, param, folders) -> None:
+    if folders:
+        from patchkit import registry
+
+        registry.add_folders(folders)
+
+
+def _accept_patches(group: click.Group) -> None:
+    """`--patches DIR` is also taken after the subcommand (`patchkit list --patches DIR`), adding to
+    any given before it."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _accept_patches(command)
+            continue
+        command.params.insert(0, click.Option(
+            ["--patches"], multiple=True, metavar="DIR|FILE", expose_value=False, callback=_patches_after_the_command,
+            help="As `patchkit --patches DIR COMMAND`: also load these patch modules and diffs (repeatable)."))
+
+
+_accept_patches(main)

@@ -64,6 +64,11 @@ def use_folders(folders: tuple[str, ...] | list[str]) -> None:
     _sets = _modules = None
 
 
+def add_folders(folders: tuple[str, ...] | list[str]) -> None:
+    """More folders after those already given (`patchkit COMMAND --patches DIR`)."""
+    use_folders([*_folders, *folders])
+
+
 def _folder_set(folder: str) -> PatchSet:
     path = Path(folder).resolve()
     if path.is_file() and path.name.endswith(DIFF_SUFFIXES):

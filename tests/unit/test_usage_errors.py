@@ -20,3 +20,31 @@ def test_a_newline_or_escape_in_a_path_is_escaped_in_the_error_line(tmp_path):
     assert "\x1b" not in result.stderr
     shown = str(odd).replace("\n", "\\n").replace("\x1b", "\\x1b")
     assert result.stderr.splitlines() == [f"error: {shown} is not a folder"]
+
+
+def test_click_usage_errors_have_patchkit_s_one_line_format():
+    """click's own errors (an unknown option or command, a bad value) read as patchkit's: one
+    `error:` line naming the --help that lists what there is (which works), no usage block, exit 2."""
+    import re
+
+    for argv, says in ((("status", "--bogus"), "No such option '--bogus'; `patchkit status --help` lists its options"),
+                       (("bogus",), "No such command 'bogus'; `patchkit --help` lists its commands"),
+                       (("apply", "--lock-timeout", "x"), "Invalid value for '--lock-timeout'")):
+        result = run(*argv)
+        assert result.exit_code == 2, (argv, result.stderr)
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("error: ") and says in line, line
+        assert result.stdout == ""
+        (helps,) = re.findall(r"`patchkit ([^`]*--help)`", line)
+        assert run(*helps.split()).exit_code == 0
+
+
+def test_patches_is_taken_after_the_subcommand_too(tmp_path):
+    from testing.cli import run as cli
+
+    made = cli("new", "late-fix", "--target", "sglang/srt/x.py", "--class", "X", "--method", "f", "--out",
+               tmp_path / "late")
+    assert made.exit_code == 0, made.stderr
+    before = {p["id"] for p in cli("--patches", tmp_path / "late", "list", "--json").json()["patches"]}
+    after = {p["id"] for p in cli("list", "--patches", tmp_path / "late", "--json").json()["patches"]}
+    assert "late-fix" in before and before == after
