@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from patchkit import output
-from patchkit.commands.locate import locate, release_target
+from patchkit.commands.locate import locate, release_source
 from patchkit.constants import EXIT_OK, EXIT_PLAN
 from patchkit.doctor import diagnose
 from patchkit.doctor.gpu import Overrides, parse_sm
@@ -28,7 +28,8 @@ def doctor(version: str | None, site_packages: str | None, overrides: Overrides,
                          f"(free memory per GPU cannot exceed its total)")
     if overrides.sm is not None and parse_sm(overrides.sm) is None:
         raise UsageError(f"--sm {overrides.sm}: expected MAJOR.MINOR, e.g. 8.9")
-    target = release_target(version) if version else locate(site_packages, options=DOCTOR_TARGET_OPTIONS)
+    # --version V: the release's cached wheel, read member by member (nothing unpacked on disk).
+    target = release_source(version) if version else locate(site_packages, options=DOCTOR_TARGET_OPTIONS)
     report = diagnose(target, list(launch_args), overrides)
     if as_json:
         output.as_json(report.to_dict())

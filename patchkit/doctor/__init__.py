@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from patchkit.doctor import budget as budget_mod
 from patchkit.doctor import gpu as gpu_mod
@@ -17,16 +18,30 @@ from patchkit.doctor import release as release_mod
 from patchkit.doctor import rules as rules_mod
 from patchkit.doctor.launch import parse, split_command
 from patchkit.doctor.report import Finding, Report
+from patchkit.doctor.release_files import WheelFiles
 from patchkit.errors import TargetError, UsageError
+from patchkit.releases import WheelSource
 from patchkit.target import Target
 
 
-def patch_states(target: Target) -> dict[str, str]:
-    """Each patchkit patch's state in the targeted SGLang (what `patchkit status` reports)."""
-    from patchkit import engine
+def patch_states(target: Target | WheelSource) -> dict[str, str]:
+    """Each patchkit patch's state in the targeted SGLang (what `patchkit status` reports); for a
+    release read from its wheel, what the patches' probes say of its pristine code."""
+    from patchkit import engine, registry
 
+    if isinstance(target, WheelSource):
+        source: Any = target  # code_view takes anything with `read` and `version`
+        view = engine.code_view(source)
+        return {pid: engine.evaluate(view, pid).state for pid in registry.patch_ids()}
     statuses, _warnings = engine.status(target)
     return {s.id: s.state for s in statuses}
+
+
+def release_code(target: Target | WheelSource) -> release_mod.ReleaseCode:
+    """The release's code: an installed tree's `sglang/` folder, or a wheel read member by member."""
+    if isinstance(target, WheelSource):
+        return release_mod.read(target.version, WheelFiles(target))
+    return release_mod.read(target.version, target.package_dir)
 
 
 DRAFT_FLAG = "--speculative-draft-model-path"
@@ -43,14 +58,14 @@ def _draft(launch, model: model_mod.ModelFacts) -> model_mod.ModelFacts | None:
     return model_mod.load(str(path), flag=DRAFT_FLAG)
 
 
-def diagnose(target: Target, argv: list[str] | tuple[str, ...], overrides: gpu_mod.Overrides,
+def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], overrides: gpu_mod.Overrides,
              probe: bool = True, environ: dict[str, str] | None = None,
              states: dict[str, str] | None = None) -> Report:
     """Everything `patchkit doctor` reports for one launch line against one SGLang."""
     environ = dict(os.environ if environ is None else environ)
     line_env, args = split_command(argv)
     environ.update(line_env)  # `SGLANG_X=1 python -m sglang.launch_server ...`: the launch's own environment
-    release = release_mod.read(target.version, target.package_dir)
+    release = release_code(target)
     launch = parse(args, release.flags)
     model_path = launch.get("model_path")
     if not model_path:
@@ -91,7 +106,7 @@ def diagnose(target: Target, argv: list[str] | tuple[str, ...], overrides: gpu_m
                                 f"{budget.mem_fraction_static:.3f} (SGLang derives it from the GPU, chunked prefill "
                                 f"and CUDA-graph sizes)", f"--mem-fraction-static {budget.mem_fraction_static:.3f}"))
     return Report(
-        sglang={"version": target.version, "path": str(target.site)},
+        sglang={"version": target.version, "path": release.files.label},
         gpu=gpu,
         budget=budget,
         findings=findings,

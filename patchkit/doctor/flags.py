@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
+
+from patchkit.doctor.release_files import FolderFiles, ReleaseFiles
 
 # Argument-parser actions that take no value on the command line.
 _NO_VALUE_ACTIONS = ("store_true", "store_false", "store_const", "count", "help", "version")
@@ -280,7 +281,7 @@ def _field_flags(cls: ast.ClassDef, lists: dict[str, tuple[str, ...]], constants
     return found
 
 
-def imported_constants(tree: ast.Module, package_dir: Path) -> dict[str, object]:
+def imported_constants(tree: ast.Module, files: ReleaseFiles) -> dict[str, object]:
     """`{"Backend.BREAKABLE": "breakable"}` for the classes a module imports from sglang
     (`from sglang.srt.model_executor.cuda_graph_config import Backend`): the values a flag's
     `const_value=Backend.BREAKABLE` stores."""
@@ -289,7 +290,8 @@ def imported_constants(tree: ast.Module, package_dir: Path) -> dict[str, object]
         if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sglang.")):
             continue
         wanted = {alias.asname or alias.name: alias.name for alias in node.names}
-        module = _parse(package_dir.joinpath(*node.module.split(".")[1:]).with_suffix(".py"))
+        rel = "/".join(node.module.split(".")[1:]) + ".py"
+        module = _parse_bytes(files.read(rel), rel)
         for cls in module.body if module is not None else []:
             if not (isinstance(cls, ast.ClassDef) and cls.name in wanted.values()):
                 continue
@@ -381,38 +383,48 @@ def cli_renames(tree: ast.AST) -> dict[str, str]:
     return found
 
 
-def _parse(path: Path) -> ast.Module | None:
+def flag_table(source: "Path | ReleaseFiles") -> FlagTable:
+    """The flags of a release: its `sglang/` folder, or any `ReleaseFiles` (a wheel)."""
+    files = FolderFiles(source) if isinstance(source, Path) else source
+    rels = ["srt/server_args.py", *files.python_files("srt/arg_groups", recursive=True)]
+    stamp = tuple((rel, files.identity(rel)) for rel in rels)
+    return _flag_table(files, stamp)
+
+
+_TABLES: dict[tuple[tuple[str, str], ...], FlagTable] = {}
+
+
+def _flag_table(files: ReleaseFiles, stamp: tuple[tuple[str, str], ...]) -> FlagTable:
+    """Kept per the sources' identities (a release does not change under one process)."""
+    if stamp not in _TABLES:
+        if len(_TABLES) >= 16:
+            _TABLES.pop(next(iter(_TABLES)))
+        _TABLES[stamp] = _build_table(files, [rel for rel, identity in stamp if identity != "absent"])
+    return _TABLES[stamp]
+
+
+def _parse_bytes(data: bytes | None, name: str) -> ast.Module | None:
+    if data is None:
+        return None
     try:
-        return ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
+        return ast.parse(data, filename=name)
+    except (SyntaxError, ValueError):
         return None
 
 
-def flag_table(package_dir: Path) -> FlagTable:
-    """The flags of the release whose `sglang/` folder is `package_dir`."""
-    srt = package_dir / "srt"
-    sources = [srt / "server_args.py"]
-    sources += sorted((srt / "arg_groups").rglob("*.py")) if (srt / "arg_groups").is_dir() else []
-    stamp = tuple((str(p), p.stat().st_mtime_ns) for p in sources if p.is_file())
-    return _flag_table(stamp)
-
-
-@lru_cache(maxsize=16)
-def _flag_table(sources: tuple[tuple[str, int], ...]) -> FlagTable:
+def _build_table(files: ReleaseFiles, rels: list[str]) -> FlagTable:
     table = FlagTable()
     parsed = []
     lists: dict[str, tuple[str, ...]] = {}
-    for name, _mtime in sources:
-        path = Path(name)
-        try:
-            data = path.read_bytes()
-        except OSError:
+    for rel in rels:
+        data = files.read(rel)
+        if data is None:
             continue
         has_fields, has_manual = b"A[" in data or b"Annotated[" in data, b"add_argument(" in data
         has_lists = b"CHOICES" in data
         if not (has_fields or has_manual or has_lists):
             continue  # cheap pre-filter; the parse below decides
-        tree = _parse(path)
+        tree = _parse_bytes(data, rel)
         if tree is None:
             continue
         if has_lists:
@@ -421,10 +433,8 @@ def _flag_table(sources: tuple[tuple[str, int], ...]) -> FlagTable:
     renames: dict[str, str] = {}
     defaults: dict[str, object] = {}
     constants: dict[str, object] = {}
-    if sources:
-        package_dir = Path(sources[0][0]).parents[1]  # .../sglang/srt/server_args.py -> .../sglang
-        for tree, _fields, _manual in parsed:
-            constants.update(imported_constants(tree, package_dir))
+    for tree, _fields, _manual in parsed:
+        constants.update(imported_constants(tree, files))
     for tree, _fields, has_manual_flags in parsed:
         if has_manual_flags:
             renames.update(cli_renames(tree))

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 
 from patchkit.doctor.flags import FlagTable, flag_table
+from patchkit.doctor.release_files import FolderFiles, ReleaseFiles
 
 # Where `get_context_length` and its CONTEXT_LENGTH_KEYS live.
 CONTEXT_FILES = ("srt/utils/hf_transformers/common.py", "srt/utils/hf_transformers_utils.py")
@@ -37,21 +38,24 @@ RATIO_CONSTANTS = (
 )
 
 
-def _parse(path: Path) -> ast.Module | None:
-    try:
-        stamp = path.stat().st_mtime_ns
-    except OSError:
-        return None
-    return _parse_cached(str(path), stamp)
+_PARSED: dict[str, ast.Module | None] = {}
 
 
-@lru_cache(maxsize=64)
-def _parse_cached(path: str, _mtime_ns: int) -> ast.Module | None:
-    """Parsed modules are kept per file and modification time (release trees do not change)."""
-    try:
-        return ast.parse(Path(path).read_bytes(), filename=path)
-    except (OSError, SyntaxError, ValueError):
+def _parse(files: ReleaseFiles, rel: str) -> ast.Module | None:
+    """Parsed modules are kept per file identity (path and mtime, or wheel member CRC): release
+    trees do not change under one process."""
+    identity = files.identity(rel)
+    if identity == "absent":
         return None
+    if identity not in _PARSED:
+        if len(_PARSED) >= 64:
+            _PARSED.pop(next(iter(_PARSED)))
+        data = files.read(rel)
+        try:
+            _PARSED[identity] = None if data is None else ast.parse(data, filename=rel)
+        except (SyntaxError, ValueError):
+            _PARSED[identity] = None
+    return _PARSED[identity]
 
 
 def _functions(tree: ast.AST, names: tuple[str, ...]) -> list[ast.FunctionDef]:
@@ -99,21 +103,21 @@ def _string_list(tree: ast.AST, name: str) -> set[str]:
 
 @dataclass
 class ReleaseCode:
-    """Facts about one release, read from the folder holding its `sglang/` package."""
+    """Facts about one release, read from its `sglang/` package (a folder or its wheel)."""
 
     version: str
-    package_dir: Path
+    files: ReleaseFiles
     _trees: dict[str, ast.Module | None] = field(default_factory=dict, repr=False)
 
     def tree(self, rel: str) -> ast.Module | None:
         """The parsed module `rel` (relative to `sglang/`), or None when the release lacks it."""
         if rel not in self._trees:
-            self._trees[rel] = _parse(self.package_dir / rel)
+            self._trees[rel] = _parse(self.files, rel)
         return self._trees[rel]
 
     @cached_property
     def flags(self) -> FlagTable:
-        return flag_table(self.package_dir)
+        return flag_table(self.files)
 
     @cached_property
     def sizing_file(self) -> str | None:
@@ -279,8 +283,7 @@ class ReleaseCode:
         return "mamba_radix_cache_strategy" if "mamba_radix_cache_strategy" in dests else "mamba_scheduler_strategy"
 
     def _argument_trees(self) -> list[ast.Module]:
-        rels = ["srt/server_args.py"] + sorted(
-            p.relative_to(self.package_dir).as_posix() for p in (self.package_dir / "srt" / "arg_groups").glob("*.py"))
+        rels = ["srt/server_args.py", *self.files.python_files("srt/arg_groups")]
         return [tree for tree in (self.tree(rel) for rel in rels) if tree is not None]
 
     @cached_property
@@ -304,14 +307,11 @@ class ReleaseCode:
     def defines_class(self, folder: str, name: str) -> bool:
         """Whether a module under `sglang/<folder>` defines class `name` (e.g. a model architecture)."""
         needle = f"class {name}".encode()
-        for path in sorted((self.package_dir / folder).glob("*.py")):
-            try:
-                data = path.read_bytes()
-            except OSError:
+        for rel in self.files.python_files(folder):
+            data = self.files.read(rel)
+            if data is None or needle not in data:  # cheap pre-filter; the parse below decides
                 continue
-            if needle not in data:  # cheap pre-filter; the parse below decides
-                continue
-            tree = self.tree(path.relative_to(self.package_dir).as_posix())
+            tree = self.tree(rel)
             if tree is not None and any(isinstance(n, ast.ClassDef) and n.name == name for n in ast.walk(tree)):
                 return True
         return False
@@ -353,5 +353,6 @@ def _string_constants(node: ast.AST) -> set[str]:
     return {sub.value for sub in ast.walk(node) if isinstance(sub, ast.Constant) and isinstance(sub.value, str)}
 
 
-def read(version: str, package_dir: Path) -> ReleaseCode:
-    return ReleaseCode(version=version, package_dir=Path(package_dir))
+def read(version: str, source: "Path | ReleaseFiles") -> ReleaseCode:
+    """A release from its `sglang/` folder or any `ReleaseFiles` (a wheel: `WheelFiles`)."""
+    return ReleaseCode(version=version, files=FolderFiles(source) if isinstance(source, Path) else source)

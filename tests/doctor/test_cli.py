@@ -205,3 +205,26 @@ def test_a_release_without_the_sizing_code_says_so(model, tmp_path):
     assert len(notes) == 1 and "0.5.14's steps" in notes[0]["message"]
     pristine = run("doctor", "--site-packages", releases.pristine("0.5.20"), *argv[3:])
     assert "budget-approximate" not in {f["rule"] for f in pristine.json()["findings"]}
+
+
+@pytest.mark.integration
+def test_version_reads_the_wheel_without_unpacking(model, tmp_path, monkeypatch):
+    """--version V reads the files it needs from the cached wheel (a zip): the cache holds the
+    wheel only afterwards, and the report is the one an installed tree of the same release gives."""
+    site = releases.pristine("0.5.19")  # the tests' cache also holds the wheel this was made from
+    wheel = next((releases.HOME / "wheels").glob("sglang-0.5.19-*.whl"))
+    home = tmp_path / "home"
+    (home / "wheels").mkdir(parents=True)
+    (home / "wheels" / wheel.name).symlink_to(wheel)
+    monkeypatch.setenv("PATCHKIT_HOME", str(home))
+    argv = (*GPU, "--json", "--", "--model-path", model, "--mem-fraction-static", "0.88", "--max-running-requests", "8",
+            "--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", model)
+    from_wheel = run("doctor", "--version", "0.5.19", *argv)
+    assert from_wheel.exit_code == 0, from_wheel.stdout + from_wheel.stderr
+    assert sorted(p.name for p in home.iterdir()) == ["wheels"], list(home.rglob("*"))[:5]
+    assert [p.name for p in (home / "wheels").iterdir()] == [wheel.name]
+    from_tree = run("doctor", "--site-packages", site, *argv)
+    assert from_tree.exit_code == 0
+    wheel_data, tree_data = from_wheel.json(), from_tree.json()
+    assert wheel_data["sglang"]["path"] == str(home / "wheels" / wheel.name)
+    assert wheel_data["budget"] == tree_data["budget"] and wheel_data["findings"] == tree_data["findings"]
