@@ -279,13 +279,20 @@ def matrix(first, last, fmt) -> None:
 @click.option("--strict", is_flag=True, help="Fail when a patch this release needs is not applied, or a check "
               "could not run (an import whose dependencies are missing here).")
 @click.option("--allow-skipped", is_flag=True, help="With --strict: accept checks that could not run (still listed).")
+@click.option("--url", metavar="URL", help="Audit a running server instead: read its /server_info (GET, with a timeout) "
+              "and compare each DP rank's patchkit report with what should be there; exit 1 naming each missing, "
+              "extra, outdated or drifted patch, 3 when it cannot be read or carries no report.")
+@click.option("--expect-from", "expect_from", metavar="DIR|IMAGE-LABELS", help="With --url: expect the patches "
+              "recorded in a patched folder, or an image's io.patchkit.* labels (`docker inspect` output or a JSON "
+              "object of labels); default: the patch set patchkit would apply to the release the server runs.")
 @json_option
-def verify(site_packages, source, python, strict, allow_skipped, as_json) -> None:
+def verify(site_packages, source, python, strict, allow_skipped, url, expect_from, as_json) -> None:
     """Check a patched environment without changing it: recorded bytes, compilation, imports
-    and runtime hooks in a fresh child interpreter."""
+    and runtime hooks in a fresh child interpreter; or, with --url, a running server's report."""
     from patchkit.commands.verify import verify as run
 
-    _exit(lambda: run(site_packages, python, strict, as_json, source=source, allow_skipped=allow_skipped))
+    _exit(lambda: run(site_packages, python, strict, as_json, source=source, allow_skipped=allow_skipped,
+                      url=url, expect_from=expect_from))
 
 
 @main.command(epilog=_epilog() + "\n\b\nrebase exits 1 when a unit conflicts (the diff is written with conflict "

@@ -13,9 +13,19 @@ LOCK_FILE = "lock"
 # Copies of bytes that `--force` overwrote, kept until the next full revert.
 OVERWRITTEN_DIR = "overwritten"
 
-STATE_SCHEMA = 2
-STATE_SCHEMAS_READ = (1, 2)  # 2 adds each file's patch_sha256; schema 1 is still read
+STATE_SCHEMA = 3
+# 2 adds each file's patch_sha256, 3 the runtime report's files (`runtime`); 1 and 2 are still read
+STATE_SCHEMAS_READ = (1, 2, 3)
 JOURNAL_SCHEMA = 2
+
+# The runtime report (patchkit/runtime.py): a module and the dist-info declaring it as an SGLang
+# plugin, written beside the imported `sglang/` (an editable install: beside its metadata), so
+# that every SGLang process that loads plugins says which patches it really runs.
+RUNTIME_MODULE = "sglang_patchkit_runtime"
+RUNTIME_DIST_INFO = "sglang_patchkit_runtime-1.dist-info"
+RUNTIME_PLUGIN_NAME = "patchkit"  # the entry point's name: what SGLANG_PLUGINS must list
+RUNTIME_GROUP = "sglang.srt.plugins"
+ENV_DISABLE = "SGLANG_PATCHKIT_DISABLE"  # patch ids, comma-separated, that take the pristine path
 
 # Seconds a run waits for another run's lock on the same folder before it gives up (exit 5).
 DEFAULT_LOCK_TIMEOUT = 60.0

@@ -57,6 +57,7 @@ class Plan:
     warnings: tuple[str, ...] = ()
     acted: tuple[str, ...] = ()  # ids the plan applies or reverts
     lost: dict[str, bytes] = field(default_factory=dict)  # {rel: outside edits `--force` overwrites}
+    switchable: tuple[str, ...] = ()  # patches that honour SGLANG_PATCHKIT_DISABLE (the runtime report's)
 
     @property
     def changes_files(self) -> bool:
@@ -368,6 +369,11 @@ def open_view(target: Target) -> View:
             "`patchkit apply`, `revert` or `clean` discards the old record"
         )
         view.state = None
+    if view.state is not None and view.state.runtime_dir is not None and target.runtime_root is None:
+        # The runtime report went beside an editable install's metadata: that is where it is removed.
+        from pathlib import Path
+
+        view.target = replace(target, runtime_root=Path(view.state.runtime_dir))
     if view.state is not None:
         unknown = [pid for pid in view.state.patches if pid not in registry.patch_ids()]
         if unknown:
@@ -620,7 +626,10 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
                             f"written (`patchkit apply --skip {s.id}` applies the others)", statuses)
     to_apply = [s for s in statuses if s.state in (PENDING, DRIFTED, OUTDATED)]
     if not to_apply:
-        return Plan(target, tuple(statuses), (), view.state, _with_digests(view, statuses), tuple(view.warnings))
+        kept_state = _with_digests(view, statuses)
+        writes, with_report = _runtime_writes(view, kept_state, force)
+        return Plan(view.target, tuple(statuses), tuple(writes), view.state, with_report, tuple(view.warnings),
+                    switchable=tuple(switchable(view)))
 
     assignment = _current_assignment(view)
     for s in to_apply:
@@ -642,11 +651,51 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     writes, new_state, lost = _build(view, {rel: assignment[rel] for rel in touched}, applied, force)
     if new_state is not None and view.state is not None:
         new_state.files.update({rel: view.state.files[rel] for rel in assignment if rel not in touched})
+    report_writes, new_state = _runtime_writes(view, new_state, force)
+    writes.extend(report_writes)
     for patch in (view.patches[s.id] for s in to_apply):
         view.warnings.extend(f"patch {patch.ID}: {w}" for w in patch.warnings)
     # A transform rendered for several files warns once.
     warnings = list(dict.fromkeys(view.warnings + _range_warnings(view, [s.id for s in to_apply])))
-    return Plan(target, tuple(statuses), tuple(writes), view.state, new_state, tuple(warnings), tuple(s.id for s in to_apply), lost)
+    return Plan(view.target, tuple(statuses), tuple(writes), view.state, new_state, tuple(warnings),
+                tuple(s.id for s in to_apply), lost, tuple(switchable(view)))
+
+
+def switchable(view: View) -> list[str]:
+    """The loaded patches that take their pristine path under SGLANG_PATCHKIT_DISABLE."""
+    from patchkit.constants import ENV_DISABLE
+
+    return sorted(pid for pid, patch in view.patches.items()
+                  if any(item.startswith(f"{ENV_DISABLE}=") for item in patch.RUNTIME_SWITCH))
+
+
+def _runtime_writes(view: View, state: State | None, force: bool) -> tuple[list[FileWrite], State | None]:
+    """The writes that bring the runtime report's files (patchkit/runtime.py) to what a tree
+    patched as `state` needs: written with its first patch, removed with its last, none on a
+    release without SGLang's plugin system. A file there that patchkit did not write (neither
+    absent nor its recorded bytes) is exit 4 unless `force` (it is patchkit's name)."""
+    from patchkit import runtime
+
+    target = view.target
+    recorded = dict(view.state.runtime) if view.state else {}
+    wanted = runtime.render(switchable(view)) if state is not None and runtime.has_plugin_system(target) else {}
+    writes = []
+    for rel in sorted(set(recorded) | set(wanted)):
+        before = target.read(rel)
+        after = wanted.get(rel)
+        if before == after:
+            continue
+        if before is not None and sha256(before) != recorded.get(rel) and not force:
+            raise DriftError(f"{target.path(rel)} is not the file patchkit wrote there (changed or put there outside "
+                             "patchkit); nothing was written (remove it, or use --force)")
+        writes.append(FileWrite(rel=rel, before=before, after=after, pristine=None))
+    if state is None:
+        return writes, None
+    runtime_dir = None if target.runtime_root is None else str(target.runtime_root)
+    new = {rel: sha256(data) for rel, data in wanted.items()}
+    if new == state.runtime and runtime_dir == state.runtime_dir:
+        return writes, state
+    return writes, replace(state, runtime=new, runtime_dir=runtime_dir)
 
 
 def _with_digests(view: View, statuses: list[PatchStatus]) -> State | None:
@@ -681,7 +730,7 @@ def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False)
                    for files in by_hand.values() for rel, data in sorted(files.items())]
     hand_statuses = [PatchStatus(pid, APPLIED, tuple(files), hand_applied.DETAIL) for pid, files in by_hand.items()]
     if state is None:
-        return Plan(target, tuple(hand_statuses), tuple(hand_writes), None, None, tuple(view.warnings), tuple(by_hand))
+        return Plan(view.target, tuple(hand_statuses), tuple(hand_writes), None, None, tuple(view.warnings), tuple(by_hand))
     # --only names any known patch; those not applied here have nothing to revert.
     chosen = [pid for pid in selected if pid in state.patches] if only else list(state.patches)
     touched = {rel for pid in chosen for rel in state.files_of(pid)}
@@ -695,8 +744,10 @@ def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False)
                                      [p for p in state.patches if p not in chosen], force)
     if new_state is not None:
         new_state.files.update({rel: state.files[rel] for rel in unchanged})
+    report_writes, new_state = _runtime_writes(view, new_state, force)
+    writes.extend(report_writes)
     statuses = tuple(PatchStatus(pid, APPLIED, tuple(state.files_of(pid))) for pid in chosen)
-    return Plan(target, (*statuses, *hand_statuses), (*writes, *hand_writes), state, new_state, tuple(view.warnings),
+    return Plan(view.target, (*statuses, *hand_statuses), (*writes, *hand_writes), state, new_state, tuple(view.warnings),
                 (*chosen, *by_hand), lost)
 
 

@@ -193,6 +193,9 @@ class Patch(m.MatcherDecoratableTransformer):
     # environment: `module` is imported, then `active` (an expression) must be true, and false
     # again under the `opt_out` environment.
     RUNTIME_HOOK: ClassVar[dict[str, Any] | None] = None
+    # The environment settings under which the patched code takes the release's own path at run
+    # time (e.g. "SGLANG_PATCHKIT_DISABLE=<id>"); empty: it cannot be switched off without a revert.
+    RUNTIME_SWITCH: ClassVar[tuple[str, ...]] = ()
 
     # The edits the class declares (`@edit` methods), collected when the class is defined.
     EDITS: ClassVar[tuple[Edit, ...]] = ()

@@ -53,6 +53,10 @@ class State:
     patches: list[str] = field(default_factory=list)
     files: dict[str, FileRecord] = field(default_factory=dict)
     patchkit_version: str = __version__
+    # The runtime report's files patchkit added outside `sglang/` ({rel: sha256}, see
+    # patchkit/runtime.py), and their folder when it is not the site folder (an editable install).
+    runtime: dict[str, str] = field(default_factory=dict)
+    runtime_dir: str | None = None
 
     def files_of(self, patch_id: str) -> list[str]:
         return [rel for rel, record in self.files.items() if patch_id in record.patches]
@@ -68,6 +72,7 @@ class State:
                       "patch_sha256": dict(r.digests)}
                 for rel, r in sorted(self.files.items())
             },
+            "runtime": {"dir": self.runtime_dir, "files": dict(sorted(self.runtime.items()))},
         }
 
     @classmethod
@@ -115,6 +120,15 @@ def keys_of(value: object, what: str, required: set[str], optional: set[str] = f
     return value
 
 
+def file_path(value: object, what: str) -> str:
+    """A path patchkit may write: inside `sglang/`, or one of the runtime report's files."""
+    from patchkit.target import is_runtime_file
+
+    if isinstance(value, str) and is_runtime_file(value):
+        return value
+    return package_path(value, what)
+
+
 def package_path(value: object, what: str) -> str:
     """A path relative to the site folder that stays inside `sglang/` (no `..`, not absolute)."""
     rel = _str(value, what)
@@ -126,10 +140,19 @@ def package_path(value: object, what: str) -> str:
 
 def _validate(data: object, where: str) -> State:
     try:
-        top = keys_of(data, "the state", {"schema", "patchkit_version", "sglang_version", "patches", "files"})
+        top = keys_of(data, "the state", {"schema", "patchkit_version", "sglang_version", "patches", "files"},
+                      {"runtime"})
         need(type(top["schema"]) is int and top["schema"] in STATE_SCHEMAS_READ,
               f"schema {top['schema']!r} is not one this patchkit reads ({', '.join(map(str, STATE_SCHEMAS_READ))})")
         schema = top["schema"]
+        need("runtime" not in top or schema >= 3, "runtime is a field of schema 3")
+        runtime = keys_of(top.get("runtime", {"dir": None, "files": {}}), "runtime", {"dir", "files"})
+        need(runtime["dir"] is None or (isinstance(runtime["dir"], str) and os.path.isabs(runtime["dir"])),
+              "runtime.dir must be null or an absolute path")
+        need(isinstance(runtime["files"], dict), "runtime.files must be an object")
+        runtime_files = {file_path(rel, "a runtime.files key"): str(sha_field(sha, f"runtime.files[{rel!r}]"))
+                         for rel, sha in runtime["files"].items()}
+        need(all(not rel.startswith(PACKAGE + "/") for rel in runtime_files), "runtime.files lists a file of sglang/")
         patches = top["patches"]
         need(isinstance(patches, list), "patches must be a list")
         ids = [_patch_id(p, "each of patches") for p in patches]
@@ -154,7 +177,8 @@ def _validate(data: object, where: str) -> State:
                          for k, v in digests.items()},
             )
         return State(sglang_version=_str(top["sglang_version"], "sglang_version"), patches=ids, files=files,
-                     patchkit_version=_str(top["patchkit_version"], "patchkit_version"))
+                     patchkit_version=_str(top["patchkit_version"], "patchkit_version"),
+                     runtime=runtime_files, runtime_dir=runtime["dir"])
     except Invalid as exc:
         raise StateError(f"{where} is corrupt, not a valid patchkit state file: {exc}; nothing was written "
                          f"(restore it, or reinstall SGLang and remove {Path(where).parent})") from None

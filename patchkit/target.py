@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import versions
-from patchkit.constants import PACKAGE
+from patchkit.constants import PACKAGE, RUNTIME_DIST_INFO, RUNTIME_MODULE
 from patchkit.errors import NotFoundError, TargetError, UsageError, environment_failure, is_environment_failure, undecodable
 from patchkit.util import read_regular
 
@@ -32,17 +32,32 @@ class Target:
     version: str
     kind: str = SITE  # site-packages (a regular install), editable, or source (--source DIR)
     checkout: Path | None = None  # the git work tree holding `site`, if any (never written to)
+    # Where the runtime report's module and dist-info go (a folder on the serving sys.path):
+    # `site`, except for an editable install, whose checkout is not on sys.path (its metadata is).
+    runtime_root: Path | None = None
 
     @property
     def package_dir(self) -> Path:
         return self.site / PACKAGE
+
+    @property
+    def runtime_dir(self) -> Path:
+        return self.runtime_root or self.site
 
     def path(self, rel: str) -> Path:
         """Absolute path of a target file, refusing any path that leaves the package.
 
         `rel` is relative to the site folder and must stay under `sglang/`, also after
         symlinks are resolved: a patch must never write outside the package it patches.
+        The runtime report's own files (`is_runtime_file`) are the one exception: they live in
+        `runtime_dir`, and a symlink there is refused.
         """
+        if is_runtime_file(rel):
+            full = self.runtime_dir / rel
+            for step in (full, full.parent):
+                if step.is_symlink():
+                    raise TargetError(f"{step} is a symlink; patchkit writes its runtime report only to plain files")
+            return full
         candidate = Path(rel)
         if candidate.is_absolute() or ".." in candidate.parts or not rel.startswith(PACKAGE + "/"):
             raise TargetError(f"path {rel!r} escapes the {PACKAGE} package folder")
@@ -66,6 +81,13 @@ class Target:
     def python_files(self) -> list[str]:
         """Every .py file of the package, relative to the site folder (for finding moved code)."""
         return sorted(p.relative_to(self.site).as_posix() for p in self.package_dir.rglob("*.py"))
+
+
+def is_runtime_file(rel: str) -> bool:
+    """A file directly in the runtime report's package or dist-info (nothing else outside `sglang/`)."""
+    parts = rel.split("/")
+    return (len(parts) == 2 and parts[0] in (RUNTIME_MODULE, RUNTIME_DIST_INFO)
+            and parts[1] not in ("", ".", "..", "__pycache__") and "\\" not in rel)
 
 
 # --- metadata ---------------------------------------------------------------------------------
@@ -209,10 +231,12 @@ def _package_root(folder: Path) -> Path | None:
 # --- the three ways to name a target ----------------------------------------------------------
 
 
-def _make(site: Path, version: str, kind: str) -> Target:
+def _make(site: Path, version: str, kind: str, metadata_site: Path | None = None) -> Target:
     versions.parse(version, what=f"the SGLang version installed in {site}", error=TargetError)
     site = Path(os.path.abspath(site))
-    return Target(site=site, version=version, kind=kind, checkout=_checkout_of(site))
+    root = Path(os.path.abspath(metadata_site)) if kind == EDITABLE and metadata_site is not None else None
+    return Target(site=site, version=version, kind=kind, checkout=_checkout_of(site),
+                  runtime_root=None if root == site else root)
 
 
 def find_in(site: Path) -> Target:
@@ -228,7 +252,7 @@ def find_in(site: Path) -> Target:
     root = _package_root(project) if project else None
     if root is None:
         raise NotFoundError(f"no SGLang in {site}: it holds no {PACKAGE}/ package", [site])
-    return _make(root, _version_from_dist_info(site), EDITABLE)
+    return _make(root, _version_from_dist_info(site), EDITABLE, metadata_site=site)
 
 
 def find_source(folder: Path) -> Target:
@@ -305,7 +329,7 @@ def _from_where(found: dict, who: str) -> Target:
             raise TargetError(f"{who} imports SGLang from {site} but no metadata tells its version; "
                               "pass --source DIR with --target VERSION")
     kind = SITE if in_site else (EDITABLE if found.get("editable") else SOURCE)
-    return _make(site, version, kind)
+    return _make(site, version, kind, metadata_site=metadata.parent if metadata is not None else None)
 
 
 def find_installed() -> Target:

@@ -28,7 +28,7 @@ from patchkit.errors import (
     DriftError, EnvironmentFailure, Interrupted, StateError, environment_failure, is_environment_failure,
 )
 from patchkit.state import State
-from patchkit.target import Target
+from patchkit.target import Target, is_runtime_file
 from patchkit.util import atomic_write, replace, sha256
 
 
@@ -167,12 +167,12 @@ def _parse_journal(raw: bytes, where: Path) -> dict:
         state_mod.need(isinstance(data["files"], list) and isinstance(data["kept"], list), "files and kept must be lists")
         for entry in data["files"]:
             state_mod.keys_of(entry, "a files entry", {"rel", "before", "after"})
-            state_mod.package_path(entry["rel"], "files[].rel")
+            state_mod.file_path(entry["rel"], "files[].rel")
             state_mod.sha_field(entry["before"], "files[].before", nullable=True)
             state_mod.sha_field(entry["after"], "files[].after", nullable=True)
         for entry in data["kept"]:
             state_mod.keys_of(entry, "a kept entry", {"rel", "to", "sha256"})
-            rel = state_mod.package_path(entry["rel"], "kept[].rel")
+            rel = state_mod.file_path(entry["rel"], "kept[].rel")
             state_mod.need(isinstance(entry["to"], str) and entry["to"].startswith(f"{OVERWRITTEN_DIR}/")
                            and entry["to"].endswith("/" + rel) and ".." not in entry["to"].split("/"),
                            "kept[].to must be a path under overwritten/")
@@ -227,7 +227,11 @@ def _roll_forward(target: Target, journal: dict, force: bool = False) -> list[st
         path = _dest(target, entry["rel"])
         if entry["after"] is None:
             path.unlink(missing_ok=True)
+            if is_runtime_file(entry["rel"]):
+                _remove_runtime_folder(path.parent)
         else:
+            if is_runtime_file(entry["rel"]):
+                path.parent.mkdir(exist_ok=True)
             replace(staged / entry["rel"], path)
     _finish(target, State.from_dict(journal["state"], "journal") if journal["state"] is not None else None,
             {entry["to"].split("/")[1] for entry in journal["kept"]} | ({stamp} if drifted else set()))
@@ -283,6 +287,16 @@ def _finish(target: Target, new: State | None, keep_stamps: set[str]) -> None:
     state_mod.journal_path(site).unlink(missing_ok=True)
     if state_mod.pending_dir(site).exists():
         shutil.rmtree(state_mod.pending_dir(site))
+
+
+def _remove_runtime_folder(folder: Path) -> None:
+    """The runtime report's package or dist-info folder goes with its last file, and so do the
+    bytecode caches Python wrote there for it (derived from patchkit's own module)."""
+    cache = folder / "__pycache__"
+    if cache.is_dir() and not cache.is_symlink() and all(p.suffix == ".pyc" for p in cache.iterdir()):
+        if not any(p.suffix == ".py" for p in folder.iterdir()):
+            shutil.rmtree(cache)
+    _remove_empty(folder)
 
 
 def _remove(path: Path) -> None:

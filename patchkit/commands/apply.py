@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
-from patchkit import engine, output, transaction
+from patchkit import engine, output, runtime, transaction
 from patchkit import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.locate import APPLY_TARGET_OPTIONS, locate
@@ -48,6 +49,19 @@ def _upgrade_state(target, state: state_mod.State) -> None:
                     f"({exc.strerror or exc}); `status` keeps checking those files by rendering them")
 
 
+def _runtime_notes(plan: engine.Plan) -> None:
+    """Where the runtime report (patchkit/runtime.py) will not speak: say so, and how to fix it."""
+    if plan.new_state is None:
+        return
+    if not runtime.has_plugin_system(plan.target):
+        output.note(f"SGLang {plan.target.version} has no plugin system ({runtime.PLUGINS_MODULE}): its processes "
+                    "cannot report which patches they run; `patchkit verify` checks the files (see docs/runtime.md)")
+        return
+    for note in (runtime.plugins_note(os.environ), runtime.disable_note(os.environ, plan.switchable)):
+        if note:
+            output.note(note)
+
+
 def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: report.Progress) -> int:
     kept: tuple[str, ...] = ()
     recovery = transaction.Recovery()
@@ -62,11 +76,12 @@ def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: 
             report.discard_stale(target)
             plan = engine.plan_apply(target, only, skip, force)
             if plan.changes_files:
-                kept = transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state, plan.lost)
+                kept = transaction.commit(plan.target, list(plan.writes), plan.old_state, plan.new_state, plan.lost)
             elif plan.new_state is not plan.old_state and plan.new_state is not None:
                 _upgrade_state(target, plan.new_state)
             progress.done = f"{len(plan.writes)} file(s) written"
 
+    _runtime_notes(plan)
     acted = set(plan.acted)
     warnings = [*recovery.warnings, *plan.warnings]
     kept = (*recovery.kept, *kept)

@@ -52,7 +52,7 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
         # Named before they go: a revert that only drops those copies must say so.
         removed = _kept_copies(target) if dropped else []
         if plan.changes_files or plan.old_state != plan.new_state or dropped:
-            kept = transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state, plan.lost)
+            kept = transaction.commit(plan.target, list(plan.writes), plan.old_state, plan.new_state, plan.lost)
         progress.done = f"{len(plan.writes)} file(s) restored"
     warnings = [*recovery.warnings, *plan.warnings]
     kept = (*recovery.kept, *kept)

@@ -4,18 +4,33 @@ import os
 import sys
 from pathlib import Path
 
-from patchkit import output
+from patchkit import output, runtime
+from patchkit import server_report
 from patchkit import verify as verify_mod
 from patchkit.commands import report as render
 from patchkit.commands.locate import locate
 from patchkit import engine
 from patchkit.constants import EXIT_OK, EXIT_PLAN
+from patchkit.errors import UsageError
 from patchkit.target import SITE, Target, interpreter
 
 
 def verify(site_packages: str | None, python: str | None, strict: bool, as_json: bool,
-           source: str | None = None, allow_skipped: bool = False) -> int:
+           source: str | None = None, allow_skipped: bool = False, url: str | None = None,
+           expect_from: str | None = None) -> int:
+    if url is not None:
+        given = [flag for flag, value in (("--site-packages", site_packages), ("--source", source),
+                                          ("--python", python), ("--strict", strict),
+                                          ("--allow-skipped", allow_skipped)) if value]
+        if given:
+            raise UsageError(f"--url audits a running server: {', '.join(given)} cannot go with it")
+        return verify_url(url, expect_from, as_json)
+    if expect_from is not None:
+        raise UsageError("--expect-from goes with --url")
     target = locate(site_packages, source=source, python=python)
+    note = runtime.plugins_note(os.environ)
+    if note:
+        output.note(note)
     report = verify_mod.verify(target, _interpreter(target, site_packages, python))
     pending = report.not_applied()
     missing = pending if strict else []
@@ -102,3 +117,34 @@ def _summary(report: verify_mod.Report, pending: list, skipped: list, ok: bool, 
     if pending:
         parts.append(f"{len(pending)} patch(es) this release needs are not applied")
     return f"NOT fully verified: {'; '.join(parts)} ({counts})"
+
+
+def verify_url(url: str, expect_from: str | None, as_json: bool) -> int:
+    """A running server's runtime report against what should be there, per DP rank."""
+    ranks, expected, where = server_report.audit(url, expect_from)
+    ok = all(not rank.failed for rank in ranks)
+    note = runtime.plugins_note(os.environ)
+    if as_json:
+        output.as_json({
+            "url": where,
+            "expected_from": expected.source,
+            "expected": expected.digests,
+            "ok": ok,
+            "ranks": [rank.to_dict() for rank in ranks],
+            "notes": [note] if note else [],
+        })
+        return EXIT_OK if ok else EXIT_PLAN
+    if note:
+        output.note(note)
+    output.line(f"{where}: expecting {len(expected.digests)} patch(es), {expected.source}")
+    for rank in ranks:
+        name = f"dp{rank.dp_rank}" + (f" tp{rank.tp_rank}" if rank.tp_rank is not None else "")
+        pid = f" pid {rank.pid}" if rank.pid is not None else ""
+        verdict = "ok" if not rank.failed else "FAILED"
+        output.line(f"  {name}{pid} (SGLang {rank.sglang or '?'}): {verdict}, {len(rank.active)} patch(es) active")
+        for finding in rank.findings:
+            output.line(f"    {finding.problem:<9} {finding.patch or '-'}: {finding.detail}")
+    failed = sum(1 for rank in ranks if rank.failed)
+    output.line(f"server verified: {len(ranks)} rank(s) run the expected patches" if ok else
+                f"server verification FAILED: {failed} of {len(ranks)} rank(s) differ from what is expected")
+    return EXIT_OK if ok else EXIT_PLAN

@@ -59,7 +59,7 @@ def test_changed_patch_makes_the_tree_outdated(tmp_path, release):
     applied = patchkit(first, "apply", "--site-packages", site)
     assert applied.returncode == 0, applied.stderr
     recorded = json.loads((site / ".patchkit/state.json").read_text())
-    assert recorded["schema"] == 2
+    assert recorded["schema"] == 3
     labels = dockerfile.patch_labels("0.5.17")  # what the image labels carry
     for record in recorded["files"].values():
         assert record["patch_sha256"] == {pid: labels[pid] for pid in record["patches"]}
@@ -99,6 +99,7 @@ def test_schema_1_state_is_judged_by_rendering(release):
     path = site / ".patchkit/state.json"
     recorded = json.loads(path.read_text())
     recorded["schema"] = 1
+    del recorded["runtime"]
     for record in recorded["files"].values():
         del record["patch_sha256"]
     path.write_text(json.dumps(recorded))
@@ -113,6 +114,7 @@ def as_schema_1(site) -> bytes:
     path = site / ".patchkit/state.json"
     recorded = json.loads(path.read_text())
     recorded["schema"] = 1
+    del recorded["runtime"]
     for record in recorded["files"].values():
         del record["patch_sha256"]
     path.write_text(json.dumps(recorded, indent=2) + "\n")
@@ -133,7 +135,7 @@ def test_a_no_op_apply_upgrades_a_schema_1_state(tmp_path):
     assert result.exit_code == 0 and "nothing to do" in result.stdout, result.stderr
     assert tree_bytes(site / "sglang") == patched  # only the state file was rewritten
     upgraded = json.loads((site / ".patchkit/state.json").read_text())
-    assert upgraded["schema"] == 2 and upgraded["files"] == schema_2["files"]
+    assert upgraded["schema"] == 3 and upgraded["files"] == schema_2["files"]
     assert sorted(p.name for p in (site / ".patchkit").iterdir()) == ["backups", "state.json"]  # no temp file left
     # From now on status decides from hashes: the renderer (libcst) is not needed.
     proc = subprocess.run([sys.executable, "-c", "import sys; from patchkit.cli import main; sys.argv[1:] = "

@@ -1,4 +1,4 @@
-"""The state file (`.patchkit/state.json`): schema 1 read, schema 2 read and written, every
+"""The state file (`.patchkit/state.json`): schema 1 and 2 read, schema 3 read and written, every
 validation refusal, symlinks and odd files under `.patchkit/`, and its atomic write."""
 
 from __future__ import annotations
@@ -41,14 +41,16 @@ def write_state(site: Path, data: object) -> None:
     (site / ".patchkit" / "state.json").write_bytes(raw.encode() if isinstance(raw, str) else raw)
 
 
-# --- schema 2: written and read back ------------------------------------------------------------
+# --- schema 3: written and read back ------------------------------------------------------------
 
 
-def test_schema_2_round_trip(tree):
+def test_schema_3_round_trip(tree):
     state = sample()
+    state.runtime = {"sglang_patchkit_runtime/__init__.py": H1}
     state_mod.save(tree.site, state)
     data = json.loads((tree.site / ".patchkit/state.json").read_text())
-    assert data["schema"] == STATE_SCHEMA == 2
+    assert data["schema"] == STATE_SCHEMA == 3
+    assert data["runtime"] == {"dir": None, "files": {"sglang_patchkit_runtime/__init__.py": H1}}
     assert data["files"][ALPHA] == {"pristine_sha256": H1, "patched_sha256": H2, "patches": [FIX],
                                     "patch_sha256": {FIX: H3}}
     assert list(data["files"]) == sorted(data["files"])  # stable order: a diffable file
@@ -63,6 +65,7 @@ def test_no_state_file_is_none(tree):
 def test_schema_1_is_read_without_digests(tree):
     data = sample().to_dict()
     data["schema"] = 1
+    del data["runtime"]
     for record in data["files"].values():
         del record["patch_sha256"]
     write_state(tree.site, data)
@@ -78,6 +81,7 @@ def test_a_schema_1_tree_is_judged_by_rendering(tree):
     path = tree.site / ".patchkit/state.json"
     data = json.loads(path.read_text())
     data["schema"] = 1
+    del data["runtime"]
     for record in data["files"].values():
         del record["patch_sha256"]
     path.write_text(json.dumps(data))
@@ -86,7 +90,7 @@ def test_a_schema_1_tree_is_judged_by_rendering(tree):
     assert tree.states()[FIX] == "outdated"
     assert tree.run("apply").exit_code == 0
     assert tree.text(ALPHA) == syn.patched_alpha(ALPHA, "v2")
-    assert json.loads(path.read_text())["schema"] == 2  # written back as schema 2
+    assert json.loads(path.read_text())["schema"] == 3  # written back as schema 3
 
 
 # --- every refusal ---------------------------------------------------------------------------
@@ -136,7 +140,17 @@ BAD: dict[str, object] = {
     "patch_sha256 not an object": lambda d: _record(d).update(patch_sha256=[H3]),
     "patch_sha256 short": lambda d: _record(d).update(patch_sha256={FIX: "ab"}),
     "patch_sha256 bad key": lambda d: _record(d).update(patch_sha256={"Bad Id": H3}),
-    "patch_sha256 in schema 1": lambda d: d.update(schema=1),
+    "patch_sha256 in schema 1": lambda d: d.update(schema=1) or d.pop("runtime"),
+    # the runtime report's files (schema 3)
+    "runtime in schema 2": lambda d: d.update(schema=2),
+    "runtime not an object": lambda d: d.update(runtime=[]),
+    "runtime unknown field": lambda d: d["runtime"].update(extra=1),
+    "runtime dir relative": lambda d: d["runtime"].update(dir="site-packages"),
+    "runtime file of sglang": lambda d: d["runtime"].update(files={ALPHA: H1}),
+    "runtime file elsewhere": lambda d: d["runtime"].update(files={"evil.pth": H1}),
+    "runtime file deeper": lambda d: d["runtime"].update(files={"sglang_patchkit_runtime/a/b.py": H1}),
+    "runtime file in a cache": lambda d: d["runtime"].update(files={"sglang_patchkit_runtime/__pycache__": H1}),
+    "runtime hash short": lambda d: d["runtime"].update(files={"sglang_patchkit_runtime/__init__.py": "ab"}),
 }
 
 
