@@ -369,11 +369,14 @@ def open_view(target: Target) -> View:
             "`patchkit apply`, `revert` or `clean` discards the old record"
         )
         view.state = None
-    if view.state is not None and view.state.runtime_dir is not None and target.runtime_root is None:
-        # The runtime report went beside an editable install's metadata: that is where it is removed.
+    if view.state is not None and view.state.runtime:
+        # The runtime report stays where it was written (an editable install's metadata folder, or
+        # the site when patched with --source): there it is updated and removed, however the tree is named now.
         from pathlib import Path
 
-        view.target = replace(target, runtime_root=Path(view.state.runtime_dir))
+        recorded = Path(view.state.runtime_dir) if view.state.runtime_dir else None
+        if recorded != target.runtime_root:
+            view.target = replace(target, runtime_root=recorded)
     if view.state is not None:
         unknown = [pid for pid in view.state.patches if pid not in registry.patch_ids()]
         if unknown:
@@ -627,6 +630,10 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     to_apply = [s for s in statuses if s.state in (PENDING, DRIFTED, OUTDATED)]
     if not to_apply:
         kept_state = _with_digests(view, statuses)
+        if _runtime_intact(view):
+            # Nothing to apply, the report's files as recorded: a no-op (no patch loaded, no libcst).
+            # Their bytes depend only on patchkit and the patch sources, which the digests just proved current.
+            return Plan(view.target, tuple(statuses), (), view.state, kept_state, tuple(view.warnings))
         writes, with_report = _runtime_writes(view, kept_state, force)
         return Plan(view.target, tuple(statuses), tuple(writes), view.state, with_report, tuple(view.warnings),
                     switchable=tuple(switchable(view)))
@@ -667,6 +674,18 @@ def switchable(view: View) -> list[str]:
 
     return sorted(pid for pid, patch in view.patches.items()
                   if any(item.startswith(f"{ENV_DISABLE}=") for item in patch.RUNTIME_SWITCH))
+
+
+def _runtime_intact(view: View) -> bool:
+    """The runtime report's recorded files are on disk with their recorded bytes (or there are none
+    to have: no state, or a release without SGLang's plugin system)."""
+    from patchkit import runtime
+
+    state = view.state
+    if state is None or (not state.runtime and not runtime.has_plugin_system(view.target)):
+        return True
+    return bool(state.runtime) and all(view.target.read(rel) is not None and sha256(view.target.read(rel) or b"") == sha
+                                       for rel, sha in state.runtime.items())
 
 
 def _runtime_writes(view: View, state: State | None, force: bool) -> tuple[list[FileWrite], State | None]:

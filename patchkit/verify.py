@@ -125,6 +125,15 @@ def verify(target: Target, python: str) -> Report:
         except SyntaxError as exc:
             report.checks.append(Check(rel, FAILED, f"does not compile: {exc.msg} (line {exc.lineno})"))
 
+    if recorded is not None:
+        # The runtime report (patchkit/runtime.py): what makes the serving processes say what they run.
+        root = Path(recorded.runtime_dir) if recorded.runtime_dir else target.site
+        for rel, digest in sorted(recorded.runtime.items()):
+            data = (root / rel).read_bytes() if (root / rel).is_file() else None
+            intact = data is not None and sha256(data) == digest
+            report.checks.append(Check(f"runtime report {rel}", OK if intact else FAILED,
+                                       "recorded bytes" if intact else "missing or changed: `patchkit apply` writes it again"))
+
     patches = {cls.ID: cls for cls in registry.load_all()}
     hooks: dict[str, dict[str, Any]] = {}
     for pid in sorted(applied):

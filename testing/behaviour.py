@@ -99,3 +99,14 @@ def _server() -> _ProbeServer:
     if not _SERVERS or _SERVERS[0].proc.poll() is not None:
         _SERVERS[:] = [_ProbeServer()]
     return _SERVERS[0]
+
+
+def load_plugins_lines(python: Path | str, extra_env: dict[str, str] | None = None) -> list[str]:
+    """The `patchkit:` lines that SGLang's real `load_plugins()` makes the runtime report write,
+    run by `python` (a venv, an editable install, or PYTHONPATH in `extra_env`) in a fresh process."""
+    code = "from sglang.srt.plugins import load_plugins; load_plugins()"
+    env = {key: value for key, value in os.environ.items() if key not in ("SGLANG_PLUGINS", "PYTHONPATH")}
+    env.update(CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore", **(extra_env or {}))
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env, cwd="/", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [line for line in proc.stderr.splitlines() if line.startswith("patchkit:")]

@@ -49,6 +49,21 @@ def _upgrade_state(target, state: state_mod.State) -> None:
                     f"({exc.strerror or exc}); `status` keeps checking those files by rendering them")
 
 
+def _add_runtime_report(plan: engine.Plan) -> engine.Plan:
+    """Nothing to apply, but the runtime report's files are missing (a tree patched by an older
+    patchkit): add them. Where the tree cannot be written (a read-only mount) the apply still
+    succeeds, as a no-op, with a note; the patched files are as they were."""
+    try:
+        transaction.commit(plan.target, list(plan.writes), plan.old_state, plan.new_state, plan.lost)
+        return plan
+    except OSError as exc:
+        if not is_environment_failure(exc):
+            raise
+        output.note(f"could not add the runtime report to {plan.target.runtime_dir} ({exc.strerror or exc}); the "
+                    "patched files are unchanged, but SGLang's processes will not say which patches they run")
+        return replace(plan, writes=(), new_state=plan.old_state)
+
+
 def _runtime_notes(plan: engine.Plan) -> None:
     """Where the runtime report (patchkit/runtime.py) will not speak: say so, and how to fix it."""
     if plan.new_state is None:
@@ -75,7 +90,9 @@ def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: 
             progress.recovered = recovery.finished
             report.discard_stale(target)
             plan = engine.plan_apply(target, only, skip, force)
-            if plan.changes_files:
+            if plan.changes_files and not plan.acted:
+                plan = _add_runtime_report(plan)
+            elif plan.changes_files:
                 kept = transaction.commit(plan.target, list(plan.writes), plan.old_state, plan.new_state, plan.lost)
             elif plan.new_state is not plan.old_state and plan.new_state is not None:
                 _upgrade_state(target, plan.new_state)
@@ -112,6 +129,8 @@ def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: 
     report.kept(target.site, plan.lost, kept)
     if not plan.changes_files:
         output.line("nothing to do: no file changed")
+    elif not acted:
+        output.line(f"nothing to apply; added the runtime report ({len(plan.writes)} file(s) in {plan.target.runtime_dir})")
     else:
         output.line(f"patched {len(plan.writes)} file(s)")
     return EXIT_OK

@@ -17,6 +17,7 @@ def list_patches(as_json: bool) -> int:
             "targets": list(p.TARGETS),
             "upstream": list(p.UPSTREAM),
             "drop_when": p.DROP_WHEN,
+            "runtime_switch": list(p.RUNTIME_SWITCH),
         }
         for p in patches
     ]
@@ -39,4 +40,8 @@ def list_patches(as_json: bool) -> int:
             output.line(f"    {release_blobs.made_for_text(row['made_for'])}")
             for note in row["notes"]:
                 output.line(f"    note: {note}")
+        if row["runtime_switch"]:
+            output.line(f"    runtime switch: {' or '.join(row['runtime_switch'])} (the release's own path)")
+        else:
+            output.line("    runtime switch: none, cannot take the pristine path at run time (only `patchkit revert` removes it)")
     return EXIT_OK

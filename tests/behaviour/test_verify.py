@@ -50,6 +50,13 @@ def test_verify_passes_then_catches_drift_and_a_removed_hook(patched_env):
     # The default finds the venv's own interpreter for its site-packages.
     assert run("verify", "--site-packages", site, "--strict").exit_code == 0
 
+    # The venv in place: SGLang's real load_plugins() finds the runtime report in site-packages;
+    # SGLANG_PLUGINS without `patchkit` keeps it out, and verify says how to include it.
+    [line] = behaviour.load_plugins_lines(python)
+    assert line.startswith("patchkit: pid=") and " sglang=0.5.17 active=" in line and "mtp-layer-detection@" in line
+    assert line.endswith(" drifted=-"), line
+    assert behaviour.load_plugins_lines(python, {"SGLANG_PLUGINS": "other"}) == []
+
     # One byte changed in a patched file: drifted.
     config = site / "sglang/srt/configs/model_config.py"
     data = bytearray(config.read_bytes())
@@ -58,6 +65,9 @@ def test_verify_passes_then_catches_drift_and_a_removed_hook(patched_env):
     drifted = run("verify", "--python", python, "--json")
     assert drifted.exit_code == 1
     assert checks(drifted)["sglang/srt/configs/model_config.py"]["detail"].startswith("drifted")
+    # ...and so it is in the process: the report names the file and drops the patch from `active`.
+    [line] = behaviour.load_plugins_lines(python)
+    assert line.endswith(" drifted=sglang/srt/configs/model_config.py") and "mtp-layer-detection@" not in line, line
 
     # The switch's call removed from the module: the hook check names it.
     ag = site / AG

@@ -101,6 +101,12 @@ def test_editable_install_in_the_official_layout(editable):
     assert patched_file.read_bytes() != pristine_tree[MODEL_CONFIG.removeprefix("sglang/")]
     # The file Python imports is the one patched: the patched module's code is live.
     assert imported_file(python, "sglang.srt.configs.model_config") == str(patched_file)
+    # The runtime report goes beside the install's metadata (the checkout is not on sys.path in
+    # the finder mode), and SGLang's real load_plugins() there finds it and reads the checkout's files.
+    site = Path(imported_file(python, "sglang_patchkit_runtime")).parent.parent
+    assert site.name == "site-packages" and (site / "sglang_patchkit_runtime-1.dist-info/entry_points.txt").is_file()
+    [line] = behaviour.load_plugins_lines(python)
+    assert f" sglang={VERSION} active=" in line and "mtp-layer-detection@" in line and line.endswith(" drifted=-"), line
 
     states = {p["id"]: p["state"] for p in run("status", "--python", python, "--json").json()["patches"]}
     assert "pending" not in states.values() and "applied" in states.values(), states
@@ -114,6 +120,7 @@ def test_editable_install_in_the_official_layout(editable):
     assert reverted.exit_code == 0, reverted.stderr
     assert tree_bytes(project / "sglang") == pristine_tree
     assert not (project / ".patchkit").exists()
+    assert not any(p.name.startswith("sglang_patchkit_runtime") for p in site.iterdir())
     assert git(checkout, "status", "--porcelain").strip() == ""
     assert git_dir_snapshot(checkout) == git_before
 
