@@ -94,6 +94,7 @@ def test_each_difference_fails_naming_the_patch_and_rank(tmp_path, problem):
     assert "dp1 tp0 pid" in text.stdout and "server verification FAILED" in text.stdout
 
 
+@pytest.mark.integration  # real release files
 def test_expect_from_a_patched_folder(tmp_path, release):
     site = release("0.5.23")
     assert run("apply", "--site-packages", site).exit_code == 0
