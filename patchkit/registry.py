@@ -225,6 +225,11 @@ def source_file(pid: str) -> Path:
     return _file(patch_set, name)
 
 
+def is_diff(pid: str) -> bool:
+    """Whether a patch comes from a diff file (cheap: no patch is imported)."""
+    return _is_diff(_module_index()[pid][0])
+
+
 def origin(pid: str) -> str:
     """Where a patch comes from: "built-in", "entry point NAME (DIST VERSION)" or "folder DIR"."""
     return _module_index()[pid][1].origin

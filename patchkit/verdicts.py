@@ -55,12 +55,14 @@ def from_manifest(source) -> dict[str, str]:
     to the engine of the same commit. So where every patch has its recorded source and every file
     a patch reads has its recorded bytes (or is absent where recorded absent), the verdict is the
     recorded one. A patch without `reads` ("no target file": matrix then searches the package
-    for moved code), another patch set (changed, added or `--patches`) or other bytes: judged
-    by the probes."""
+    for moved code), another patch set (changed, added or `--patches` modules; diff patches do
+    not count) or other bytes: judged by the probes."""
     found = manifest.find(source.version)
     if found is None or not manifest.matches(found, source.version):
         return {}
-    if found.patch_sha256 != identity.digests(registry.patch_ids()):
+    # Diff patches aside: they work on bytes and never shape the part of a file another patch's
+    # probes see (engine.View._scope), so a diff loaded beside the built-in set leaves their verdicts as recorded.
+    if found.patch_sha256 != identity.digests([pid for pid in registry.patch_ids() if not registry.is_diff(pid)]):
         return {}
     hashes: dict[str, str | None] = {}
 
