@@ -43,8 +43,14 @@ class PatchStatus:
     detail: str = ""
     crashed: bool = False  # FAILED because the patch's own code raised (a bug in that patch)
 
+    @property
+    def shown_files(self) -> list[str]:
+        """The files as every command shows them (status, apply, verify, --json): by path, the
+        state file's order, whatever order the patch declares its TARGETS in."""
+        return sorted(self.files)
+
     def to_dict(self) -> dict:
-        return {"id": self.id, "state": self.state, "files": list(self.files), "detail": self.detail}
+        return {"id": self.id, "state": self.state, "files": self.shown_files, "detail": self.detail}
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def header(target: Target) -> None:
 def table(statuses: list[PatchStatus] | tuple[PatchStatus, ...]) -> None:
     width = max((len(s.id) for s in statuses), default=0)
     for s in statuses:
-        files = ", ".join(s.files) or "-"
+        files = ", ".join(s.shown_files) or "-"
         output.line(f"  {s.state:<15} {s.id:<{width}}  {files}")
         if s.detail:
             output.line(f"  {'':<15} {'':<{width}}  {s.detail}")
