@@ -661,6 +661,7 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     # Only the files of the patches applied now are rendered; every other record stays as it is
     # (a file of a patch not selected is never rewritten, drifted or not).
     touched = {rel for rel, pids in assignment.items() if any(s.id in pids for s in to_apply)}
+    _refuse_over_hand_applied(view, touched, assignment, applied_before)
     writes, new_state, lost = _build(view, {rel: assignment[rel] for rel in touched}, applied, force)
     if new_state is not None and view.state is not None:
         new_state.files.update({rel: view.state.files[rel] for rel in assignment if rel not in touched})
@@ -721,6 +722,22 @@ def _runtime_writes(view: View, state: State | None, force: bool) -> tuple[list[
     if new == state.runtime and runtime_dir == state.runtime_dir:
         return writes, state
     return writes, replace(state, runtime=new, runtime_dir=runtime_dir)
+
+
+def _refuse_over_hand_applied(view: View, touched: set[str], assignment: dict[str, list[str]],
+                              applied_before: list[str]) -> None:
+    """A file that holds a diff patch applied by hand (captured, git apply) is not patched over:
+    its backup would be the hand-edited bytes, so `revert` would leave that diff in place."""
+    for pid in registry.patch_ids():
+        if pid in applied_before or not hand_applied.is_diff(pid):
+            continue
+        shared = sorted(touched & set(_hand_applied(view, pid) or ()))
+        if shared:
+            others = ", ".join(p for p in assignment[shared[0]] if p != pid)
+            raise DriftError(f"{shared[0]} holds patch {pid}, applied by hand (patchkit did not write it); applying "
+                             f"{others} there would keep that edit in the file's backup, so `revert` would not "
+                             f"remove it; nothing was written (`patchkit revert --only {pid}` first, with the same "
+                             "--patches, then apply both)")
 
 
 def _with_digests(view: View, statuses: list[PatchStatus]) -> State | None:

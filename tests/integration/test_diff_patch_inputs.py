@@ -164,3 +164,32 @@ def test_a_hunk_that_holds_more_lines_than_its_header_counts_is_exit_2_as_git_re
     assert result.exit_code == 2, result.stderr
     assert str(path) in result.stderr and "a hunk outside any file" in result.stderr, result.stderr
     assert snapshot(site) == before
+
+
+def test_apply_on_a_file_a_captured_diff_holds_by_hand_is_refused_until_it_is_reverted(tmp_path, release, monkeypatch):
+    from testing.checkout import wheel_home
+
+    version = "0.5.17"  # cpu-offload-tied-params (built-in) is pending on offloader.py there
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", (version,))))
+    site = release(version)
+    pristine_tree = snapshot(site)
+    path = site / OFFLOADER
+    path.write_bytes(path.read_bytes().replace(b"class OffloaderV1(BaseOffloader):\n",
+                                               b"class OffloaderV1(BaseOffloader):\n    # tuned by hand\n", 1))
+    out = tmp_path / "mine"
+    assert run("capture", "my-tuning", "--site-packages", site, "--out", out).exit_code == 0
+    edited = snapshot(site)
+    # Applying the built-in on top made the hand edit part of the file's backup: `revert` then
+    # restored the edited bytes and left my-tuning in place (upstream-fixed, then applied again).
+    result = run("--patches", out, "apply", "--site-packages", site)
+    assert result.exit_code == 4, result.stderr
+    assert "my-tuning" in result.stderr and "cpu-offload-tied-params" in result.stderr
+    assert "revert --only my-tuning" in result.stderr
+    assert snapshot(site) == edited
+    assert run("--patches", out, "revert", "--site-packages", site, "--only", "my-tuning").exit_code == 0
+    assert snapshot(site) == pristine_tree
+    result = run("--patches", out, "apply", "--site-packages", site)
+    assert result.exit_code == 0, result.stderr
+    assert b"# tuned by hand" in path.read_bytes()
+    assert run("--patches", out, "revert", "--site-packages", site).exit_code == 0
+    assert {k: v for k, v in snapshot(site).items() if not k.startswith(".patchkit")} == pristine_tree
