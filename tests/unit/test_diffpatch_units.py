@@ -1,0 +1,72 @@
+"""patchkit.diffpatch per unit on synthetic files (a unit test of the transform: the real-release
+cases are in tests/integration/test_diff_patches.py): transplanted, merged, moved, upstream,
+conflict, and the detail that names units already in their patched form."""
+
+from __future__ import annotations
+
+from patchkit import diffpatch, unidiff
+from testing.diffs import git_diff
+
+REL = "sglang/srt/m.py"
+BASE = b'''import os
+
+
+def f():
+    return 1
+
+
+def g():
+    return 2
+
+
+class A:
+    def m(self):
+        return 3
+'''
+# the diff: f, g and A.m changed, a function h added after g
+PATCHED = (BASE.replace(b"return 1", b"return 10").replace(b"return 2", b"return 20")
+           .replace(b"return 3", b"return 30").replace(b"\n\nclass A", b"\n\ndef h():\n    return 4\n\n\nclass A"))
+
+
+def resolve(target: bytes, markers: bool = False) -> diffpatch.FileResolution:
+    diff = unidiff.parse(git_diff({REL: BASE}, {REL: PATCHED}), "d.patch")
+    return diffpatch.resolve(diff, lambda rel: target, markers=markers, pre_image=lambda f: BASE).files[0]
+
+
+def outcomes(found: diffpatch.FileResolution) -> dict[str, str]:
+    return {u.unit: u.outcome for u in found.units}
+
+
+def test_each_unit_by_name_wherever_its_lines_are():
+    # upstream: one more import (every line shifts), a comment over f, g already has the change,
+    # A.m moved under a class B
+    target = (b"import os\nimport sys\n\n\n# a comment\ndef f():\n    return 1\n\n\ndef g():\n    return 20\n\n\n"
+              b"class B:\n    def m(self):\n        return 3\n")
+    found = resolve(target)
+    assert found.how == diffpatch.PER_UNIT
+    assert outcomes(found) == {"f": "merged", "g": "upstream", "h": "transplanted", "B.m": "moved"}
+    assert found.after == (b"import os\nimport sys\n\n\n# a comment\ndef f():\n    return 10\n\n\ndef g():\n"
+                           b"    return 20\n\n\ndef h():\n    return 4\n\n\nclass B:\n    def m(self):\n        return 30\n")
+    assert any("A.m is B.m" in note for note in found.notes)
+
+
+def test_a_conflict_names_the_unit_and_markers_only_when_asked():
+    target = BASE.replace(b"return 1", b"return 5") + b"\n\nx = 1\n"
+    found = resolve(target)
+    assert [u.unit for u in found.conflicts] == ["f"] and b"<<<<<<<" not in (found.after or b"")
+    marked = resolve(target, markers=True).after or b""
+    assert b"<<<<<<< release\n    return 5\n=======\n    return 10\n>>>>>>> patch\n" in marked
+
+
+def test_the_status_detail_names_units_already_in_their_patched_form(tmp_path, patchkit_home):
+    from tests.unit.test_release_blobs import wheel
+
+    wheel(patchkit_home, "0.5.98", {REL: BASE})  # the diff's pre-image, found by its blob hash
+    path = tmp_path / "d.patch"
+    path.write_bytes(git_diff({REL: BASE}, {REL: PATCHED}))
+    patch = diffpatch.patch_class(path, "test")()
+    target = BASE.replace(b"return 2", b"return 20") + b"\n\nx = 1\n"  # g already changed upstream
+    assert not patch.is_fixed_upstream(REL, target)
+    assert patch.notes(REL, target) == [f"{REL}: 1 of 4 unit(s) already in their patched form (g)"]
+    assert patch.transform(REL, target) == PATCHED + b"\n\nx = 1\n"
+    assert patch.is_fixed_upstream(REL, PATCHED + b"\n\nx = 1\n")
