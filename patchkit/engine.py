@@ -294,7 +294,15 @@ class View:
             patch = self.patches[ids[-1]]
             if patch.WORKS_ON_BYTES:
                 self._check_decodable(rel, data)
-                data = _transform(patch, rel, data)
+                try:
+                    data = _transform(patch, rel, data)
+                except PlanError as exc:
+                    if not ids[:-1]:
+                        raise
+                    # A diff is made against the release's bytes: say which patches changed them first.
+                    first = ", ".join(ids[:-1])
+                    raise PlanError(f"{exc} (on top of {first}, applied first to {rel}; `--skip {ids[0]}` "
+                                    f"applies {patch.ID} alone, `Patchkit-After:` sets the order)") from None
             else:
                 data = self.render(rel, data, ids[-1:])
             self._byte_folds[key] = data

@@ -193,3 +193,22 @@ def test_apply_on_a_file_a_captured_diff_holds_by_hand_is_refused_until_it_is_re
     assert b"# tuned by hand" in path.read_bytes()
     assert run("--patches", out, "revert", "--site-packages", site).exit_code == 0
     assert {k: v for k, v in snapshot(site).items() if not k.startswith(".patchkit")} == pristine_tree
+
+
+def test_a_diff_that_fails_on_top_of_a_patch_sharing_its_file_names_that_patch(tmp_path, release):
+    # The field case: a user's own fix of offloader.py (upstream's, made against 0.5.20) beside the
+    # built-in cpu-offload-tied-params, which rewrites the same functions on 0.5.20 and comes first.
+    site = release("0.5.20", extra=(OFFLOADER,))
+    old, new = _fix()
+    path = tmp_path / "offloader-fix.patch"
+    path.write_bytes(git_diff({OFFLOADER: old}, {OFFLOADER: new}))
+    before = snapshot(site)
+    result = run("--patches", path, "apply", "--site-packages", site)
+    assert result.exit_code == 1, result.stderr
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and "patch offloader-fix" in line, line
+    assert "on top of cpu-offload-tied-params" in line and "--skip cpu-offload-tied-params" in line, line
+    assert snapshot(site) == before
+    # Alone, it applies as git apply does.
+    assert run("--patches", path, "apply", "--site-packages", site, "--skip", "cpu-offload-tied-params").exit_code == 0
+    assert (site / OFFLOADER).read_bytes() == new
