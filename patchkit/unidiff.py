@@ -290,6 +290,15 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
             old_path=old_rel if old is not None else None, new_path=new_rel if new is not None else None,
             old_blob=_blob(meta.get("old_blob")), new_blob=_blob(meta.get("new_blob")),
             old_mode=meta.get("old_mode"), new_mode=meta.get("new_mode"), hunks=tuple(hunks)))
+    seen: set[str] = set()
+    for file in files:
+        if file.path in seen:
+            # A format-patch series: the second section's hunks are against the first one's result.
+            raise UsageError(f"{name}: {file.path} is changed by more than one section of the diff (a `git "
+                             "format-patch` series of several commits?); patchkit applies one change per file: make "
+                             "one diff of the series (`git diff BASE HEAD`), or one diff file per commit ordered "
+                             "with `Patchkit-After:`")
+        seen.add(file.path)
     if outside:
         notes.append(f"{name}: {len(outside)} file(s) outside the sglang package left out: {', '.join(outside)}")
     if damaged:

@@ -212,3 +212,19 @@ def test_a_diff_that_fails_on_top_of_a_patch_sharing_its_file_names_that_patch(t
     # Alone, it applies as git apply does.
     assert run("--patches", path, "apply", "--site-packages", site, "--skip", "cpu-offload-tied-params").exit_code == 0
     assert (site / OFFLOADER).read_bytes() == new
+
+
+def test_a_format_patch_series_changing_one_file_twice_is_exit_2_not_half_applied(tmp_path, release):
+    site = release("0.5.20", extra=(OFFLOADER,))
+    old = _release_file(OFFLOADER)
+    one = old.replace(b"class OffloaderV1(BaseOffloader):\n", b"class OffloaderV1(BaseOffloader):\n    # step one\n", 1)
+    two = one.replace(b"    # step one\n", b"    # step one\n    # step two\n", 1)
+    repo = repo_of(tmp_path / "repo", {OFFLOADER: old})
+    for data, subject in ((one, "step one"), (two, "step two")):
+        (repo / OFFLOADER).write_bytes(data)
+        git(repo, "commit", "-qam", subject)
+    series = git(repo, "format-patch", "--stdout", "HEAD~2").stdout
+    assert series.count(b"\ndiff --git ") == 2
+    # git applies both commits (the second was silently dropped: "step one" only, reported applied).
+    assert git_apply({OFFLOADER: old}, series)[1][OFFLOADER] == two
+    _refused(tmp_path, site, "series", series, f"{OFFLOADER} is changed by more than one section")
