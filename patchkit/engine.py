@@ -577,8 +577,10 @@ def _render(view: View, rel: str, ids: tuple[str, ...]) -> bytes | None:
         data = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
     try:
         # The whole file, not only the regenerated part: a splice that joins or shifts lines
-        # around a part left out must never be written (0.5.17's target files: ~75 ms).
-        compile(data, rel, "exec", dont_inherit=True)
+        # around a part left out must never be written (0.5.17's target files: ~75 ms). Only
+        # Python files: a diff patch may change others in the package (data, configs).
+        if rel.endswith(".py"):
+            compile(data, rel, "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise PlanError(f"patches {', '.join(ids)} produce invalid Python in {rel}: {exc.msg} (line {exc.lineno})") from None
     return data

@@ -267,3 +267,17 @@ def test_a_diff_beside_the_built_in_set_leaves_their_verdicts_to_the_manifests(o
     registry.use_folders([])
     alone = run("matrix", "--from", "0.5.17", "--to", "0.5.18", "--json").json()
     assert [row for row in with_diff["patches"] if row["id"] != ID] == alone["patches"]
+
+
+def test_a_file_of_the_package_that_is_not_python_is_patched_not_compiled(tmp_path, release):
+    files = ("sglang/kernels/README.md", "sglang/srt/speculative/spec_info.py")  # both changed 0.5.16 -> 0.5.17
+    text = git_diff({rel: (pristine("0.5.16") / rel).read_bytes() for rel in files},
+                    {rel: (pristine("0.5.17") / rel).read_bytes() for rel in files})
+    patch = tmp_path / "docs-too.patch"
+    patch.write_bytes(text)
+    site = release("0.5.16", extra=files)
+    code, expected, err = git_apply({rel: (site / rel).read_bytes() for rel in files}, text)
+    assert code == 0, err
+    result = run("--patches", patch, "apply", "--site-packages", site, "--only", "docs-too")
+    assert result.exit_code == 0, result.stderr
+    assert {rel: (site / rel).read_bytes() for rel in files} == expected
