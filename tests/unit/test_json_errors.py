@@ -79,15 +79,22 @@ def test_image_dockerfile_json(tmp_path):
     assert written.json()["context_needs"] == [wheel.name] and written.json()["context_written"]
 
 
-def test_image_build_json(monkeypatch):
+def test_image_build_json(monkeypatch, tmp_path):
     """The build's own output goes to stderr; stdout is the result (the builder is stubbed here:
-    tests/integration/test_image_build.py builds real images)."""
+    tests/integration/test_image_build.py builds real images). The wheel is a stand-in given with
+    --wheel: building patchkit's own needs pip's build dependencies from the index, and this tier
+    is offline."""
     from patchkit import builder, dockerfile
+    from patchkit.image_context import WHEEL_NAME
+
+    wheel = tmp_path / WHEEL_NAME
+    wheel.write_bytes(b"a stand-in: the stubbed builder never installs it")
 
     monkeypatch.setattr(builder, "choose", lambda requested: ("podman", []))
     monkeypatch.setattr(builder, "build", lambda chosen, context, tag, echo: echo("STEP 1/3: FROM b"))
     monkeypatch.setattr(builder, "push", lambda chosen, tag, ref, echo: "sha256:" + "a" * 64)
-    result = run("image", "build", "--base", "b", "--target", "0.5.17", "-t", "img:1", "--push", "reg/img:1", "--json")
+    result = run("image", "build", "--base", "b", "--target", "0.5.17", "-t", "img:1", "--push", "reg/img:1",
+                 "--wheel", wheel, "--json")
     assert result.exit_code == 0, result.stderr
     assert result.json() == {"tag": "img:1", "builder": "podman", "sglang": "0.5.17",
                              "patches": dockerfile.patch_labels("0.5.17"),
