@@ -169,6 +169,9 @@ def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes 
         return FileResolution(rel, EXACT, target, exact, _changed_units(rel, target, exact, TRANSPLANTED) if count else ())
     if apply_hunks(target, file.hunks, reverse=True) is not None:
         return FileResolution(rel, REVERSED, target, target, ())
+    if not rel.endswith(".py"):  # no units in a README or a config: git apply's way only
+        return FileResolution(rel, PER_UNIT, target, target, (UnitOutcome(rel, "<file>", CONFLICT,
+                              "its hunks do not fit as they are, and a file that is not Python has no units"),))
     pre_image = base()
     if pre_image is None:
         return FileResolution(rel, PER_UNIT, target, target, _unplaced(file, target),
@@ -207,8 +210,8 @@ def _unplaced(file: FileDiff, target: bytes) -> tuple[UnitOutcome, ...]:
 
 
 def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: bool) -> FileResolution:
-    old = units_mod.texts(base) if base else {}
-    new = units_mod.texts(patched)
+    old = {u.name: b"".join(units_mod.split_lines(base)[u.start:u.end]) for u in _units(base, rel, "the pre-image")}
+    new = {u.name: b"".join(units_mod.split_lines(patched)[u.start:u.end]) for u in _units(patched, rel, "the patched pre-image")}
     ours_units = _units(target, rel, "the installed file")
     lines = units_mod.split_lines(target)
     ours = {u.name: b"".join(lines[u.start:u.end]) for u in ours_units}

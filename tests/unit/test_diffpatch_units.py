@@ -70,3 +70,11 @@ def test_the_status_detail_names_units_already_in_their_patched_form(tmp_path, p
     assert patch.notes(REL, target) == [f"{REL}: 1 of 4 unit(s) already in their patched form (g)"]
     assert patch.transform(REL, target) == PATCHED + b"\n\nx = 1\n"
     assert patch.is_fixed_upstream(REL, PATCHED + b"\n\nx = 1\n")
+
+
+def test_a_file_that_is_not_python_has_no_units_a_misfit_is_a_conflict():
+    doc = "sglang/README.md"
+    diff = unidiff.parse(git_diff({doc: b"# A\n\nline\n"}, {doc: b"# A\n\nline 2\n"}), "d.patch")
+    found = diffpatch.resolve(diff, lambda rel: b"# B\n\nother\n", pre_image=lambda f: b"# A\n\nline\n").files[0]
+    assert [(u.unit, u.outcome) for u in found.conflicts] == [("<file>", "conflict")]
+    assert diffpatch.resolve(diff, lambda rel: b"# A\n\nline\n").files[0].after == b"# A\n\nline 2\n"
