@@ -14,6 +14,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patchkit.edits import edit
+from patchkit.launch_trigger import Trigger
 from patchkit.matchers import string
 from patchkit.patch import Patch, top_classes
 from patchkit.template import Snippet
@@ -44,6 +45,8 @@ class AutoroundPackedMapping(Patch):
     UPSTREAM = ("no upstream fix up to 0.5.23",)
     DROP_WHEN = "drop when AutoRoundConfig.from_config reads packed_modules_mapping"
     APPLIES_TO = ">=0.5.10"
+    LAUNCH = Trigger(level="error", model=("auto-round",),
+                     why="AutoRound's fused modules lose their packed mapping and load the wrong bits")
     TARGETS = (AUTO_ROUND,)
     SCOPE = {AUTO_ROUND: (CLASS,)}
     PARTS = {AUTO_ROUND: (f"{CLASS}.from_config",)}

@@ -22,6 +22,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patchkit.edits import edit
+from patchkit.launch_trigger import Trigger
 from patchkit.patch import Patch, top_classes
 from patchkit.template import Snippet, walk_statements
 
@@ -97,6 +98,10 @@ class CpuOffloadTiedParams(Patch):
     UPSTREAM = ("sglang 0.5.21: offloader._get_offloaded_device_state (state_dict(keep_vars=True), one move per tensor)",)
     DROP_WHEN = "drop for releases >= 0.5.21 (the offloader moves each distinct tensor once)"
     APPLIES_TO = ">=0.5.10,<0.5.21"
+    LAUNCH = Trigger(
+        level="error", model=("hybrid-gdn",), flags=("cpu_offload_gb>0",),
+        why="--cpu-offload-gb's forward hook passes the tied dt_bias/A_log of every Gated DeltaNet layer "
+            "twice: functional_call raises on the first forward")
     TARGETS = (OFFLOADER,)
     SCOPE = {OFFLOADER: (CLASS,)}
     # Upstream's helper, whatever its name, walks state_dict(keep_vars=True).

@@ -25,6 +25,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patchkit.edits import edit, prepend_to_block
+from patchkit.launch_trigger import Trigger
 from patchkit.matchers import functions, self_attr, string
 from patchkit.patch import Patch
 from patchkit.template import Snippet, walk_statements
@@ -99,6 +100,9 @@ class DraftLmheadPlaceholder(Patch):
     )
     DROP_WHEN = "drop when #38147 (or one of #35996/#37155/#35567) ships"
     APPLIES_TO = ">=0.5.10"
+    LAUNCH = Trigger(
+        level="warning", speculative=("EAGLE", "EAGLE3", "NEXTN", "STANDALONE"), model=("mtp-draft",),
+        why="the MTP draft allocates its own vocab-sized embedding and lm_head before the KV pool is sized")
     TARGETS = tuple(DRAFT_CLASSES)
     SCOPE = {path: (cls,) for path, cls in DRAFT_CLASSES.items()}
     # The upstream probe looks for a ParallelLMHead anywhere in the class.

@@ -16,6 +16,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patchkit.edits import append_to_block, edit
+from patchkit.launch_trigger import Trigger
 from patchkit.matchers import functions
 from patchkit.errors import AnchorError
 from patchkit.patch import Patch, SkipPatch, top_classes
@@ -81,6 +82,8 @@ class Eagle3CaptureHook(Patch):
     UPSTREAM = ("sglang 0.5.22: decoder-level set_eagle3_layers_to_capture, VL wrapper delegates",)
     DROP_WHEN = "drop for releases >= 0.5.22 (decoder-level set_eagle3_layers_to_capture upstream)"
     APPLIES_TO = ">=0.5.11,<0.5.22"
+    LAUNCH = Trigger(level="error", speculative=("EAGLE3",), model=("qwen3.5",),
+                     why="EAGLE-3 cannot capture the Qwen3.5/3.8 hidden states")
     TARGETS = (QWEN3_5, QWEN3_5_TEXT)
     REQUIRES = (QWEN3_5,)
     SCOPE = {QWEN3_5: (DECODER, *WRAPPERS), QWEN3_5_TEXT: (DECODER,)}

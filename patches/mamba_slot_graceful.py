@@ -26,6 +26,7 @@ import libcst.matchers as m
 
 from patchkit.edits import edit
 from patchkit.errors import AnchorError
+from patchkit.launch_trigger import Trigger
 from patchkit.matchers import capture, methods, string
 from patchkit.patch import Patch, SkipPatch
 from patchkit.template import Snippet, walk_statements
@@ -95,6 +96,9 @@ class MambaSlotGraceful(Patch):
     UPSTREAM = ("no upstream fix up to 0.5.23",)
     DROP_WHEN = "drop when _alloc_mamba_slot no longer asserts for prefix donations"
     APPLIES_TO = ">=0.5.13"
+    LAUNCH = Trigger(level="warning", model=("hybrid-gdn",),
+                     flags=("!disable_radix_cache", "max_running_requests>1"),
+                     why="long concurrent chunked prefills can run the state pool dry and crash the scheduler")
     TARGETS = (*COMPONENT_PATHS, LEGACY)
     ANCHOR_SYMBOLS = tuple(DONATING)
     WATCH = tuple(f"{cls}.{fn}" for cls, donating in DONATING.items() for fn in (ALLOC, donating))

@@ -21,6 +21,7 @@ import libcst.matchers as m
 
 from patchkit.edits import edit
 from patchkit.errors import AnchorError
+from patchkit.launch_trigger import Trigger
 from patchkit.matchers import methods, self_attr, string
 from patchkit.patch import Patch, SkipPatch, top_classes
 from patchkit.template import Snippet, walk_statements
@@ -90,6 +91,11 @@ class MtpDraftKvBudget(Patch):
     UPSTREAM = ("sgl-project/sglang#35566 (open)",)
     DROP_WHEN = "drop when #35566 ships (the path-less MTP draft's layers are counted in the KV budget)"
     APPLIES_TO = ">=0.5.14"
+    LAUNCH = Trigger(
+        level="warning", speculative=("EAGLE", "EAGLE3", "NEXTN", "STANDALONE"), model=("qwen3.5-mtp",),
+        flags=("!speculative_draft_model_path",),
+        why="without --speculative-draft-model-path the built-in MTP draft's KV layers are left out of "
+            "the KV budget, which over-commits the pool")
     TARGETS = (MODEL_RUNNER, SPEC_AUX)
     SCOPE = {MODEL_RUNNER: ("ModelRunner",)}
     PARTS = {MODEL_RUNNER: ("ModelRunner.__init__",), SPEC_AUX: (RESOLVER, EAGLE_RESOLVER)}

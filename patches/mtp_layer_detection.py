@@ -6,6 +6,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patchkit.edits import edit
+from patchkit.launch_trigger import Trigger
 from patchkit.matchers import self_attr, string
 from patchkit.patch import Patch, top_classes
 from patchkit.template import Snippet, walk_statements
@@ -63,6 +64,11 @@ class MtpLayerDetection(Patch):
     UPSTREAM = ("sglang 0.5.18: Qwen3.5 draft rewrite sets hf_text_config.num_nextn_predict_layers = 1",)
     DROP_WHEN = "drop for releases >= 0.5.18 (the draft rewrite sets hf_text_config.num_nextn_predict_layers)"
     APPLIES_TO = ">=0.5.10,<0.5.18"  # 0.5.18 fixed it upstream (the manifests: upstream-fixed from there)
+    LAUNCH = Trigger(
+        level="warning", speculative=("EAGLE", "EAGLE3", "NEXTN", "STANDALONE"), model=("mtp-draft", "mtp-depth-unread"),
+        flags=("speculative_draft_model_path",),
+        why="the MTP draft is counted as {draft_layers} layers, the KV cell is scaled by 1 + "
+            "{draft_layers}/{full_attention_layers} = {kv_scale}x")
     TARGETS = (MODEL_CONFIG,)
     SCOPE = {MODEL_CONFIG: (CLASS,)}
     PARTS = {MODEL_CONFIG: (f"{CLASS}:num_nextn_predict_layers",)}  # every matcher of the patch needs that name

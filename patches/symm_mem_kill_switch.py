@@ -27,6 +27,7 @@ import libcst.matchers as m
 
 from patchkit.edits import edit
 from patchkit.errors import AnchorError
+from patchkit.launch_trigger import Trigger
 from patchkit.matchers import capture
 from patchkit.patch import Patch
 from patchkit.template import Snippet
@@ -159,6 +160,8 @@ class SymmMemKillSwitch(Patch):
     UPSTREAM = ("no upstream switch up to 0.5.23",)
     DROP_WHEN = "drop when a release honours SGLANG_DISABLE_MULTIMEM_AG (an upstream switch for the multimem all-gather)"
     APPLIES_TO = ">=0.5.15"
+    LAUNCH = Trigger(level="error", hardware=("tp>1", "pcie-or-wsl"),
+                     why="symmetric memory's rendezvous dies with SIGFPE on PCIe/WSL2 with TP > 1")
     TARGETS = (MULTIMEM_AG, TORCH_SYMM_MEM)
     REQUIRES = (MULTIMEM_AG,)
     SCOPE = {TORCH_SYMM_MEM: (COMMUNICATOR,)}

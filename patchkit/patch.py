@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from patchkit import matcher_import  # noqa: F401  (first: libcst.matchers at a lower cost)
+from patchkit.launch_trigger import Trigger  # noqa: E402
 
 import libcst.matchers as m  # noqa: E402
 from libcst.matchers._decorators import (
@@ -196,6 +197,9 @@ class Patch(m.MatcherDecoratableTransformer):
     # The environment settings under which the patched code takes the release's own path at run
     # time (e.g. "SGLANG_PATCHKIT_DISABLE=<id>"); empty: it cannot be switched off without a revert.
     RUNTIME_SWITCH: ClassVar[tuple[str, ...]] = ()
+    # Which launches depend on the patch (flags, model features, hardware): what `patchkit doctor`
+    # asks for (patchkit/launch_trigger.py).
+    LAUNCH: ClassVar[Trigger | None] = None
 
     # The edits the class declares (`@edit` methods), collected when the class is defined.
     EDITS: ClassVar[tuple[Edit, ...]] = ()

@@ -7,12 +7,14 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from patchkit.doctor.budget import EAGLE_FAMILY, Budget, derived_context_length
+from patchkit.doctor.budget import Budget, derived_context_length
 from patchkit.doctor.gpu import GpuFacts
 from patchkit.doctor.launch import REMOVED_FLAGS, Launch
 from patchkit.doctor.model import ModelFacts
 from patchkit.doctor.release import ReleaseCode
 from patchkit.doctor.report import Finding, gib, mib
+from patchkit.doctor.triggers import triggered
+from patchkit.launch_trigger import Trigger
 
 NOT_IN_PLACE = ("pending", "failed", "drifted")
 
@@ -419,61 +421,15 @@ def integrated_gpu_headroom(ctx: Context) -> Iterator[Finding]:
                   f"{ctx.flag('mem_fraction_static', '--mem-fraction-static')} 0.80")
 
 
-def _number(value: object) -> float | None:
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
+def launch_declarations() -> dict[str, Trigger]:
+    """The `LAUNCH` declaration of every loaded patch (built-in and `--patches` sets), by id."""
+    from patchkit import registry
 
-
-def _patch_triggers(ctx: Context) -> list[tuple[str, str, str]]:
-    """(patch id, level, why this launch depends on it)."""
-    m = ctx.model
-    hits: list[tuple[str, str, str]] = []
-    qwen35 = m is not None and m.arch.startswith("Qwen3_5") and m.text.get("mtp_num_hidden_layers") is not None
-    # The draft checkpoint SGLang loads: the one named, else the target's (its MTP head). Only a
-    # Qwen3.5/3.8 checkpoint becomes the Qwen3_5ForCausalLMMTP draft (ModelConfig's draft rewrite)
-    # whose depth is misread and whose vocab tensors are allocated; an external EAGLE-3 drafter
-    # (LlamaForCausalLMEagle3, its own num_hidden_layers) takes neither path.
-    source = ctx.draft if ctx.launch.get("speculative_draft_model_path") else m
-    mtp_draft = (ctx.algo in EAGLE_FAMILY and source is not None and source.arch.startswith("Qwen3_5")
-                 and source.text.get("mtp_num_hidden_layers") is not None)
-    if mtp_draft and source is not None and ctx.launch.get("speculative_draft_model_path") \
-            and source.text.get("num_nextn_predict_layers") is None:
-        layers = int(source.text.get("num_hidden_layers") or 0)
-        full = ctx.budget.full_attention_layers or 1
-        hits.append(("mtp-layer-detection", "warning",
-                     f"the MTP draft is counted as {layers} layers, the KV cell is scaled by 1 + {layers}/{full} "
-                     f"= {1 + layers / full:g}x"))
-    if mtp_draft:
-        hits.append(("draft-lmhead-placeholder", "warning",
-                     "the MTP draft allocates its own vocab-sized embedding and lm_head before the KV pool is sized"))
-    if ctx.algo in EAGLE_FAMILY and qwen35 and not ctx.launch.get("speculative_draft_model_path"):
-        hits.append(("mtp-draft-kv-budget", "warning",
-                     "without --speculative-draft-model-path the built-in MTP draft's KV layers are left out of "
-                     "the KV budget, which over-commits the pool"))
-    if m is not None and m.is_hybrid_gdn and (_number(ctx.launch.get("cpu_offload_gb")) or 0) > 0:
-        hits.append(("cpu-offload-tied-params", "error",
-                     "--cpu-offload-gb's forward hook passes the tied dt_bias/A_log of every Gated DeltaNet layer "
-                     "twice: functional_call raises on the first forward"))
-    if ctx.algo == "EAGLE3" and m is not None and m.arch.startswith("Qwen3_5"):
-        hits.append(("eagle3-capture-hook", "error", "EAGLE-3 cannot capture the Qwen3.5/3.8 hidden states"))
-    if m is not None and m.is_hybrid_gdn and not ctx.launch.get("disable_radix_cache", False) \
-            and (ctx.budget.effective_max_running_requests or 2) > 1:
-        hits.append(("mamba-slot-graceful", "warning",
-                     "long concurrent chunked prefills can run the state pool dry and crash the scheduler"))
-    if ctx.budget.tp_size > 1 and (ctx.gpu.interconnect == "pcie" or ctx.gpu.wsl):
-        hits.append(("symm-mem-kill-switch", "error",
-                     "symmetric memory's rendezvous dies with SIGFPE on PCIe/WSL2 with TP > 1"))
-    quant = (m.quantization or {}) if m is not None else {}
-    if str(quant.get("quant_method", "")).replace("_", "-") in ("auto-round", "autoround"):
-        hits.append(("autoround-packed-mapping", "error",
-                     "AutoRound's fused modules lose their packed mapping and load the wrong bits"))
-    return hits
+    return {cls.ID: cls.LAUNCH for cls in registry.load_all() if cls.LAUNCH is not None}
 
 
 def patch_needed(ctx: Context) -> Iterator[Finding]:
-    triggers = _patch_triggers(ctx)
+    triggers = triggered(ctx, launch_declarations())
     for pid, level, why in triggers:
         state = ctx.patch_states.get(pid)
         if state in NOT_IN_PLACE:

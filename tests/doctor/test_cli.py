@@ -228,3 +228,53 @@ def test_version_reads_the_wheel_without_unpacking(model, tmp_path, monkeypatch)
     wheel_data, tree_data = from_wheel.json(), from_tree.json()
     assert wheel_data["sglang"]["path"] == str(home / "wheels" / wheel.name)
     assert wheel_data["budget"] == tree_data["budget"] and wheel_data["findings"] == tree_data["findings"]
+
+
+LAUNCH_PATCH = '''
+"""{pid}: a patch from outside patchkit that declares which launches need it."""
+
+import libcst.matchers as m
+
+from patchkit.edits import edit
+from patchkit.launch_trigger import Trigger
+from patchkit.patch import Patch
+from patchkit.template import Snippet
+
+FLAG = Snippet("PATCHKIT_LAUNCH_EXAMPLE = True  # patchkit {pid}\\n", blank_lines_before=1)
+
+
+class Example(Patch):
+    ID = "{pid}"
+    TITLE = "An external patch with a launch trigger"
+    RATIONALE = "Shows that doctor asks for any loaded patch a launch depends on."
+    APPLIES_TO = ">=0.5.10"
+    TARGETS = ("sglang/version.py",)
+    MARKS = {{"sglang/version.py": ((None, FLAG),)}}
+    LAUNCH = Trigger(level="error", hardware=("tp>1",), flags=("disable_custom_all_reduce",),
+                     why="an example crash of TP launches without custom all-reduce")
+
+    def is_fixed_upstream(self, path, tree):
+        return False
+
+    @edit(m.Module(), "the module")
+    def add_flag(self, original_node, updated_node):
+        return updated_node.with_changes(body=[*updated_node.body, *FLAG.fill()])
+'''
+
+
+@pytest.mark.integration
+def test_a_patches_set_declaring_a_launch_trigger_is_asked_for(model, tmp_path):
+    """`--patches DIR`: the doctor reads the LAUNCH declaration of every loaded patch, not a list of
+    built-in ids; the launch the declaration names gets a patch-needed finding of its level."""
+    folder = tmp_path / "pack"
+    folder.mkdir()
+    (folder / "launch_example.py").write_text(LAUNCH_PATCH.format(pid="launch-example"))
+    site = releases.pristine("0.5.19")
+    argv = ("--patches", folder, "doctor", "--site-packages", site, "--gpus", "2", "--gpu-memory", "80",
+            "--gpu-free", "79", "--sm", "9.0", "--json", "--", "--model-path", model, "--mem-fraction-static", "0.88")
+    hit = run(*argv, "--tp-size", "2", "--disable-custom-all-reduce")
+    assert hit.exit_code == 1, hit.stdout + hit.stderr
+    needed = [f for f in hit.json()["findings"] if f["fix"] == "patchkit apply --only launch-example"]
+    assert [f["level"] for f in needed] == ["error"] and "launch-example is pending" in needed[0]["message"]
+    miss = run(*argv, "--tp-size", "2")
+    assert not [f for f in miss.json()["findings"] if f["fix"] == "patchkit apply --only launch-example"]
