@@ -533,9 +533,34 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
 
 def _status(view: View, pid: str) -> PatchStatus:
     found = _fast_status(view, pid) or evaluate(view, pid)
+    if found.state == FAILED and not found.crashed:
+        found = _on_its_stack(view, pid) or found
     if found.state == UPSTREAM_FIXED and _hand_applied(view, pid):
         return PatchStatus(pid, APPLIED, found.files, hand_applied.DETAIL)
     return found
+
+
+def _on_its_stack(view: View, pid: str) -> PatchStatus | None:
+    """A diff patch made on top of the patches it names in `Patchkit-After` (not applied here
+    yet): judged on its files as those patches leave them, as `apply` renders the stack; None when
+    that does not make it pending."""
+    patch = view.patches[pid]
+    before = [p for p in patch.STACK_AFTER if p in view.patches and not (view.state and p in view.state.patches)]
+    if not patch.WORKS_ON_BYTES or not before:
+        return None
+    classes = {p: type(view.patches[p]) for p in before}
+    contents: dict[str, bytes | None] = {}
+    try:
+        for rel in patch.TARGETS:
+            data = view.read(rel)
+            under = tuple(registry.stack([p for p in before if rel in view.patches[p].TARGETS], classes))
+            contents[rel] = view.render(rel, data, under) if data is not None and under else data
+    except PlanError:
+        return None
+    found = evaluate(view, pid, contents)
+    if found.state != PENDING:
+        return None
+    return replace(found, detail=f"on top of {', '.join(before)} (Patchkit-After), as apply stacks them")
 
 
 def _hand_applied(view: View, pid: str) -> dict[str, bytes] | None:

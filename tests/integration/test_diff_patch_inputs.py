@@ -228,3 +228,29 @@ def test_a_format_patch_series_changing_one_file_twice_is_exit_2_not_half_applie
     # git applies both commits (the second was silently dropped: "step one" only, reported applied).
     assert git_apply({OFFLOADER: old}, series)[1][OFFLOADER] == two
     _refused(tmp_path, site, "series", series, f"{OFFLOADER} is changed by more than one section")
+
+
+def test_a_diff_made_on_top_of_another_is_judged_on_its_stack_and_applies_with_it(tmp_path, release):
+    site = release("0.5.20", extra=(OFFLOADER,))
+    before = snapshot(site)
+    old, new = _fix()
+    # The second diff changes a function the first one adds (0.5.21's _get_offloaded_device_state):
+    # made against the tree with the first applied, as a 0002-*.patch is.
+    top = new.replace(b"def _get_offloaded_device_state(", b"def _get_offloaded_device_state(  # stacked\n", 1)
+    assert top != new and b"_get_offloaded_device_state" not in old
+    folder = tmp_path / "stack"
+    folder.mkdir()
+    (folder / "0001-base-fix.patch").write_bytes(git_diff({OFFLOADER: old}, {OFFLOADER: new}))
+    (folder / "0002-on-top.patch").write_bytes(git_diff({OFFLOADER: new}, {OFFLOADER: top}, header="Patchkit-After: base-fix\n"))
+    code, expected, err = git_apply({OFFLOADER: old}, (folder / "0001-base-fix.patch").read_bytes()
+                                    + (folder / "0002-on-top.patch").read_bytes())
+    assert code == 0 and expected[OFFLOADER] == top, err
+    listed = {p["id"]: p for p in run("--patches", folder, "status", "--site-packages", site, "--json").json()["patches"]}
+    # It was `failed` (judged alone on the release: "_get_offloaded_device_state not in the file").
+    assert listed["on-top"]["state"] == "pending", listed["on-top"]
+    assert "on top of base-fix" in listed["on-top"]["detail"]
+    result = run("--patches", folder, "apply", "--site-packages", site, "--skip", "cpu-offload-tied-params")
+    assert result.exit_code == 0, result.stderr
+    assert (site / OFFLOADER).read_bytes() == top
+    assert run("--patches", folder, "revert", "--site-packages", site).exit_code == 0
+    assert snapshot(site) == before
