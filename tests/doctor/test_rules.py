@@ -381,3 +381,21 @@ def test_context_length_over_model(version, tmp_path):
     assert fires(version, allowed, "context-length-over-model").level == "warning"
     silent(version, base(short, "--context-length", "40960"), "context-length-over-model")
     silent(version, base(short), "context-length-over-model")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("extra", [
+    (),
+    ("--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", "{model}", "--max-running-requests", "48"),
+    ("--tp-size", "2", "--max-running-requests", "8"),
+])
+def test_no_finding_depends_on_the_default_free_memory_once_gpu_free_is_given(model, extra):
+    """With --gpu-free (the "avail mem" SGLang logs) and --mem-fraction-static given, the card's total
+    (from which the default free memory would be derived) changes no finding and no budget figure."""
+    argv = base(model, *(token.format(model=model) for token in extra))
+    reports = [run("0.5.19", argv, gpus=2, gpu_memory=total, gpu_free=30.0) for total in (32.0, 48.0, 80.0)]
+    first = reports[0]
+    for other in reports[1:]:
+        assert other.findings == first.findings
+        assert other.budget.to_dict() == first.budget.to_dict()
+    assert first.budget.free_at_load_gib == 30.0
