@@ -30,7 +30,7 @@ def list_patches(as_json: bool) -> int:
         output.as_json({"patches": rows})
         return EXIT_OK
     for row in rows:
-        output.line(f"{row['id']}  (SGLang {row['applies_to']}; {row['origin']})")
+        output.line(f"{row['id']}  (SGLang {row['applies_to'] or 'any release'}; {row['origin']})")
         output.line(f"    {row['title']}")
         for ref in row["upstream"]:
             output.line(f"    upstream: {ref}")

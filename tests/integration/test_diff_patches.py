@@ -233,7 +233,9 @@ def test_list_and_matrix_name_the_release_a_diff_was_made_for(tmp_path, offloade
     row = next(p for p in listed if p["id"] == ID)
     # offloader.py of 0.5.20 is the pre-image; no other release has those bytes
     assert row["made_for"] == [{"version": "0.5.20", "matched": 1, "total": 1}]
-    assert "made for 0.5.20 (1/1 files)" in run("--patches", offloader_patch, "list").stdout
+    text = run("--patches", offloader_patch, "list").stdout
+    assert "made for 0.5.20 (1/1 files)" in text
+    assert f"{ID}  (SGLang any release; file {offloader_patch})" in text  # no Patchkit-Applies-To
     result = run("--patches", offloader_patch, "matrix", "--from", "0.5.19", "--to", "0.5.21")
     assert result.exit_code == 0, result.stderr
     assert f"{ID}: made for 0.5.20 (1/1 files)" in result.stdout
