@@ -1,39 +1,156 @@
-"""A patch's identity: the sha256 of its module's source file, the digest the image labels
-carry and the state file records per file. Read from disk without importing the patch (no
-libcst), so that `status` can tell an outdated tree from hashes alone."""
+"""A patch's identity: the digest the image labels carry, the manifests record and the state
+file keeps per file, so that a tree patched by another patch (or another engine) reads `outdated`.
+
+It follows what the patch does, not how its file is spelled (issue 22.2): for a patch module, the
+sha256 of its normalised code (the parsed module with docstrings removed: comments and formatting
+never reach the syntax tree) and of the normalised code of patchkit's modules that decide the bytes
+a patch renders (`RENDERING`); for a diff patch, the sha256 of its diff file (the diff is its code).
+Read without importing the patch (no libcst), so that `status` can tell an outdated tree from
+digests alone; normalising costs a parse, so each file's result is kept in a small cache in
+patchkit's home, keyed by the sha256 of the file's bytes.
+"""
 
 from __future__ import annotations
 
+import ast
 import functools
+import json
 import os
+from pathlib import Path
 
 from patchkit import registry
+from patchkit.constants import ENV_HOME
 from patchkit.errors import PatchkitError
-from patchkit.util import sha256
+from patchkit.util import atomic_write, read_regular, sha256
+
+# The modules of patchkit whose code decides the bytes a module patch renders, and so belong to
+# every such patch's identity (a change in them re-renders every tree: `outdated`):
+#   patch.py    the transform pass, its gating and the applied / skip decisions;
+#   edits.py    the @edit callbacks and the block helpers that build the new nodes;
+#   template.py snippets: the code a patch inserts, as filled in;
+#   matchers.py the shared matchers that decide where an edit lands;
+#   skeleton.py the parsed part of a file and how the edited part is spliced back into its bytes;
+#   engine.py   the render path (View.render: parse, fold the stacked patches, default indent).
+# Not the rest: state, transaction, manifests, output and the commands decide what is written
+# where and what is said, never the rendered bytes. libcst (whose code generation writes the
+# bytes) is pinned to a tested range in pyproject.toml and not part of the digest: a libcst
+# upgrade would otherwise make every tree and manifest out of date.
+RENDERING = ("edits.py", "engine.py", "matchers.py", "patch.py", "skeleton.py", "template.py")
+# Bumped when the normalisation changes (every digest changes with it).
+_FORMAT = b"patchkit identity 2\n"
+CACHE_FILE = "identity.json"
+_CACHE_LIMIT = 1024 * 1024
+_HEX = frozenset("0123456789abcdef")
+_memo: dict[str, str] = {}
 
 
 def digest(patch_id: str) -> str:
-    """sha256 of the patch module's file, wherever its patch set lives (built-in, an entry
-    point's package, a --patches folder)."""
+    """The identity of a patch, wherever its patch set lives (built-in, an entry point's
+    package, a --patches folder)."""
     if patch_id not in registry.patch_ids():
         raise PatchkitError(f"patch {patch_id}: not a known patch (see `patchkit list`)")
-    path = str(registry.source_file(patch_id))
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise PatchkitError(f"cannot read {path}: {exc.strerror}") from None
-    # Keyed by the file's stat too: a patch file edited while this process runs is read again.
-    return _file_digest(path, info.st_mtime_ns, info.st_size)
-
-
-@functools.lru_cache(maxsize=None)
-def _file_digest(path: str, mtime_ns: int, size: int) -> str:
-    try:
-        with open(path, "rb") as handle:
-            return sha256(handle.read())
-    except OSError as exc:
-        raise PatchkitError(f"cannot read {path}: {exc.strerror}") from None
+    path = registry.source_file(patch_id)
+    if path.suffix != ".py":
+        return _raw_digest(path)  # a diff patch: its diff file as it is
+    return sha256(_FORMAT + _code_digest(path).encode() + b"\n" + engine_digest().encode())
 
 
 def digests(patch_ids: list[str] | tuple[str, ...]) -> dict[str, str]:
     return {pid: digest(pid) for pid in patch_ids}
+
+
+@functools.lru_cache(maxsize=None)
+def engine_digest(package: Path = Path(__file__).parent) -> str:
+    """The normalised code of the `RENDERING` modules of this patchkit (or of the copy in `package`)."""
+    return sha256("\n".join(f"{name}={_code_digest(package / name)}" for name in RENDERING).encode())
+
+
+def normalised(source: bytes) -> str:
+    """The code of a Python module with what never changes behaviour left out: comments and
+    formatting (not in the syntax tree), docstrings, and the positions of nodes. Written field by
+    field, leaving out empty and None fields, so that it reads the same on every Python version
+    this patchkit supports (ast.dump's text differs between them)."""
+    return _dump(_without_docstrings(ast.parse(source)))
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:]
+    return tree
+
+
+def _dump(node: object) -> str:
+    if isinstance(node, ast.AST):
+        fields = [f"{name}={_dump(value)}" for name, value in ast.iter_fields(node) if value is not None and value != []]
+        return f"{type(node).__name__}({','.join(fields)})"
+    if isinstance(node, list):
+        return f"[{','.join(_dump(item) for item in node)}]"
+    return repr(node)
+
+
+# --- the cache: sha256 of a file's bytes -> sha256 of its normalised code -------------------------
+
+def _code_digest(path: Path) -> str:
+    data = _read(path)
+    key = sha256(_FORMAT + data)
+    found = _memo.get(key)  # this process computed it already (whichever home it had then)
+    if found is not None:
+        return found
+    cache = _cache()
+    found = cache.get(key)
+    if found is None:
+        try:
+            found = sha256(normalised(data).encode())
+        except (SyntaxError, ValueError, RecursionError):
+            found = sha256(data)  # not Python this interpreter parses: loading it says why, exit 2
+        cache[key] = found
+        _save(cache)
+    _memo[key] = found
+    return found
+
+
+def _raw_digest(path: Path) -> str:
+    return sha256(_read(path))
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return read_regular(path)
+    except OSError as exc:
+        raise PatchkitError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _cache_path() -> Path:
+    return Path(os.environ.get(ENV_HOME) or Path.home() / ".cache" / "patchkit") / CACHE_FILE
+
+
+@functools.lru_cache(maxsize=None)
+def _loaded(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(read_regular(path, _CACHE_LIMIT))
+    except (OSError, ValueError, RecursionError, PatchkitError):
+        return {}  # absent, unreadable, damaged: it is only a cache
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if _is_sha(k) and _is_sha(v)}
+
+
+def _cache() -> dict[str, str]:
+    return _loaded(_cache_path())
+
+
+def _save(cache: dict[str, str]) -> None:
+    path = _cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(cache, sort_keys=True).encode(), 0o644)
+    except (OSError, PatchkitError):
+        pass  # a cache that cannot be written costs time, never a result
+
+
+def _is_sha(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX

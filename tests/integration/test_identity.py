@@ -168,3 +168,38 @@ def test_a_no_op_apply_on_a_read_only_tree_keeps_a_schema_1_state(tmp_path):
         assert run("status", "--site-packages", site).exit_code == 0
     finally:
         subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def test_a_state_with_the_file_hash_digests_of_before_is_outdated_and_apply_updates_it(tmp_path):
+    """Before issue 22.2 a patch's digest was the sha256 of its source file. A tree patched then
+    reads `outdated` (another identity: patchkit cannot tell which engine rendered it), and `apply`
+    re-renders it (the same bytes here: the same code) and records today's digests."""
+    from patchkit import identity, registry
+    from patchkit.util import sha256
+    from testing.releases import copy_minimal
+
+    site = copy_minimal("0.5.17", tmp_path / "site")
+    only = ["--only", "draft-lmhead-placeholder", "--only", PATCH_ID]
+    assert run("apply", "--site-packages", site, *only).exit_code == 0
+    path = site / ".patchkit/state.json"
+    today = json.loads(path.read_text())
+    old = json.loads(path.read_text())
+    for record in old["files"].values():
+        record["patch_sha256"] = {pid: sha256(registry.source_file(pid).read_bytes()) for pid in record["patches"]}
+    path.write_text(json.dumps(old, indent=2) + "\n")
+    patched = tree_bytes(site / "sglang")
+
+    result = run("status", "--site-packages", site, "--json")
+    assert result.exit_code == 0, result.stderr
+    states = {p["id"]: p["state"] for p in result.json()["patches"]}
+    assert [states[pid] for pid in only[1::2]] == ["outdated", "outdated"], states
+    assert run("verify", "--site-packages", site, "--strict").exit_code == 1
+
+    updated = run("apply", "--site-packages", site, *only)
+    assert updated.exit_code == 0, updated.stderr
+    assert tree_bytes(site / "sglang") == patched
+    recorded = json.loads(path.read_text())
+    assert recorded["files"] == today["files"]
+    assert all(record["patch_sha256"] == identity.digests(record["patches"]) for record in recorded["files"].values())
+    states = {p["id"]: p["state"] for p in run("status", "--site-packages", site, "--json").json()["patches"]}
+    assert [states[pid] for pid in only[1::2]] == ["applied", "applied"], states
