@@ -23,19 +23,28 @@ from patchkit.constants import ENV_HOME
 from patchkit.errors import PatchkitError
 from patchkit.util import atomic_write, read_regular, sha256
 
-# The modules of patchkit whose code decides the bytes a module patch renders, and so belong to
-# every such patch's identity (a change in them re-renders every tree: `outdated`):
+# The code of patchkit that decides the bytes a module patch renders, and so belongs to every such
+# patch's identity (a change in it re-renders every tree: `outdated`), per module: the top-level
+# definitions that do, or () for the whole module.
 #   patch.py    the transform pass, its gating and the applied / skip decisions;
 #   edits.py    the @edit callbacks and the block helpers that build the new nodes;
 #   template.py snippets: the code a patch inserts, as filled in;
 #   matchers.py the shared matchers that decide where an edit lands;
 #   skeleton.py the parsed part of a file and how the edited part is spliced back into its bytes;
-#   engine.py   the render path (View.render: parse, fold the stacked patches, default indent).
+#   engine.py   the render path only: View (parse, skeleton, fold the stacked patches) and the
+#               helpers it calls; not the state decision, planning or manifests.
 # Not the rest: state, transaction, manifests, output and the commands decide what is written
 # where and what is said, never the rendered bytes. libcst (whose code generation writes the
 # bytes) is pinned to a tested range in pyproject.toml and not part of the digest: a libcst
 # upgrade would otherwise make every tree and manifest out of date.
-RENDERING = ("edits.py", "engine.py", "matchers.py", "patch.py", "skeleton.py", "template.py")
+RENDERING: dict[str, tuple[str, ...]] = {
+    "edits.py": (),
+    "engine.py": ("View", "_render", "_transform", "_with_default_indent", "_part"),
+    "matchers.py": (),
+    "patch.py": (),
+    "skeleton.py": (),
+    "template.py": (),
+}
 # Bumped when the normalisation changes (every digest changes with it).
 _FORMAT = b"patchkit identity 2\n"
 CACHE_FILE = "identity.json"
@@ -62,18 +71,25 @@ def digests(patch_ids: list[str] | tuple[str, ...]) -> dict[str, str]:
 @functools.lru_cache(maxsize=None)
 def engine_digest(package: Path = Path(__file__).parent) -> str:
     """The normalised code of the `RENDERING` modules of this patchkit (or of the copy in `package`)."""
-    return sha256("\n".join(f"{name}={_code_digest(package / name)}" for name in RENDERING).encode())
+    return sha256("\n".join(f"{name}={_code_digest(package / name, names)}" for name, names in RENDERING.items()).encode())
 
 
-def normalised(source: bytes) -> str:
+def normalised(source: bytes, names: tuple[str, ...] = ()) -> str:
     """The code of a Python module with what never changes behaviour left out: comments and
     formatting (not in the syntax tree), docstrings, and the positions of nodes. Written field by
     field, leaving out empty and None fields, so that it reads the same on every Python version
     this patchkit supports (ast.dump's text differs between them)."""
-    return _dump(_without_docstrings(ast.parse(source)))
+    tree = _without_docstrings(ast.parse(source))
+    if names:  # only these top-level definitions, in this order; one missing is a bug of RENDERING
+        found = {node.name: node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+        missing = [name for name in names if name not in found]
+        if missing:
+            raise ValueError(f"no top-level {', '.join(missing)}")
+        return _dump([found[name] for name in names])
+    return _dump(tree)
 
 
-def _without_docstrings(tree: ast.AST) -> ast.AST:
+def _without_docstrings(tree: ast.Module) -> ast.Module:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
@@ -94,9 +110,9 @@ def _dump(node: object) -> str:
 
 # --- the cache: sha256 of a file's bytes -> sha256 of its normalised code -------------------------
 
-def _code_digest(path: Path) -> str:
+def _code_digest(path: Path, names: tuple[str, ...] = ()) -> str:
     data = _read(path)
-    key = sha256(_FORMAT + data)
+    key = sha256(_FORMAT + " ".join(names).encode() + b"\n" + data)
     found = _memo.get(key)  # this process computed it already (whichever home it had then)
     if found is not None:
         return found
@@ -104,8 +120,10 @@ def _code_digest(path: Path) -> str:
     found = cache.get(key)
     if found is None:
         try:
-            found = sha256(normalised(data).encode())
+            found = sha256(normalised(data, names).encode())
         except (SyntaxError, ValueError, RecursionError):
+            if names:
+                raise  # patchkit's own module: RENDERING names a definition it does not have
             found = sha256(data)  # not Python this interpreter parses: loading it says why, exit 2
         cache[key] = found
         _save(cache)

@@ -67,19 +67,30 @@ def test_the_digest_is_not_the_file_hash_and_reads_the_same_on_every_python():
     )
 
 
-def test_the_rendering_modules_of_patchkit_are_part_of_the_identity(tmp_path):
+def test_the_rendering_code_of_patchkit_is_part_of_the_identity(tmp_path):
     copy = tmp_path / "patchkit"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     base = identity.engine_digest(PACKAGE)
     assert identity.engine_digest(copy) == base
-    for name in identity.RENDERING:
+
+    def digest_after(name: str, change) -> str:
         path = copy / name
         original = path.read_text()
-        path.write_text("# a comment\n" + original)
-        assert identity.engine_digest.__wrapped__(copy) == base, name
-        path.write_text(original + "\n_CHANGED = 1\n")
-        assert identity.engine_digest.__wrapped__(copy) != base, name
-        path.write_text(original)
+        path.write_text(change(original))
+        try:
+            return identity.engine_digest.__wrapped__(copy)
+        finally:
+            path.write_text(original)
+
+    for name, names in identity.RENDERING.items():
+        assert digest_after(name, lambda s: "# a comment\n" + s) == base, name
+        if names:  # only those definitions: code in them counts, code beside them does not
+            for definition in names:
+                head = next(line for line in (copy / name).read_text().splitlines(keepends=True)
+                            if line.startswith((f"class {definition}", f"def {definition}(")))
+                assert digest_after(name, lambda s: s.replace(head, head + "    _CHANGED = 1\n", 1)) != base, definition
+            assert digest_after(name, lambda s: s + "\n_CHANGED = 1\n") == base, name
+        else:
+            assert digest_after(name, lambda s: s + "\n_CHANGED = 1\n") != base, name
     # A module that decides nothing about the bytes is not part of it.
-    (copy / "output.py").write_text((copy / "output.py").read_text() + "\n_CHANGED = 1\n")
-    assert identity.engine_digest.__wrapped__(copy) == base
+    assert digest_after("output.py", lambda s: s + "\n_CHANGED = 1\n") == base
