@@ -1,12 +1,20 @@
 """Before/after testing of one patch's transform and probes (in the manner of libcst's
-CodemodTest): each case is a dedented source pair."""
+CodemodTest): each case is a dedented source pair.
+
+Every sample is also run through the engine twice, once parsing only the parts of the file the
+patch declares (`PARTS`, the skeleton path a real apply takes) and once parsing the whole file,
+and both must give the same verdict and the same bytes: a probe or an edit that reads something
+its `PARTS` leaves out fails here, in the fast tier, not only on a real release (issue 22.3)."""
 
 from __future__ import annotations
 
 import textwrap
+import types
+from pathlib import Path
 
 import libcst as cst
 
+from patchkit.errors import PatchkitError
 from patchkit.patch import Patch
 
 
@@ -29,3 +37,40 @@ class PatchTest:
         again = patch.transform(self.PATH, patched)
         assert again.code == patched.code, "transform is not idempotent"
         compile(patched.code, self.PATH, "exec")
+        # A target judged not-applicable alone (its REQUIRES file is another one) is still rendered.
+        alone = self.PATH in (self.PATCH.REQUIRES or self.PATCH.TARGETS)
+        verdict, written = self.engine_run(before)
+        assert (verdict, written) == ("pending" if alone else "not-applicable", textwrap.dedent(after).encode()), \
+            "the engine judges or renders the sample otherwise than the transform does"
+        assert self.engine_run(after) == ("applied" if alone else "not-applicable", textwrap.dedent(after).encode()), \
+            "the engine does not judge the patched sample applied"
+
+    def engine_run(self, source: str) -> tuple[str, bytes | str | None]:
+        """(verdict, bytes written or the error) of the engine on the dedented `source` at PATH,
+        checked to be the same parsing the patch's PARTS only and parsing the whole file."""
+        data = textwrap.dedent(source).encode()
+        parts, whole = _engine_run(self.PATCH, self.PATH, data, whole=False), _engine_run(self.PATCH, self.PATH, data, whole=True)
+        assert parts == whole, (
+            f"{self.PATCH.ID}: parsing only its PARTS of {self.PATH} gives {parts!r}, the whole file {whole!r}: "
+            "PARTS must name everything its probes and edits read")
+        return parts
+
+
+def _engine_run(cls: type[Patch], rel: str, data: bytes, whole: bool) -> tuple[str, bytes | str | None]:
+    """The engine's verdict on `data` at `rel`, and the bytes it renders there (or the error)."""
+    from patchkit import engine
+
+    target = types.SimpleNamespace(site=Path("/nonexistent"), read=lambda path: None, version="0")
+    view = engine.View(target=target, state=None, manifest=None)  # type: ignore[arg-type]
+    view._patches = {cls.ID: cls()}
+    if whole:
+        view.skeleton = lambda rel, data: None  # type: ignore[method-assign]
+    try:
+        verdict = engine.evaluate(view, cls.ID, {rel: data}).state
+    except PatchkitError as exc:
+        return "error", str(exc)
+    view.pristine = lambda path: data if path == rel else None  # type: ignore[method-assign, assignment]
+    try:
+        return verdict, engine._render(view, rel, (cls.ID,))
+    except PatchkitError as exc:
+        return "render-error", str(exc)
