@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchkit.errors import PatchkitError, UsageError
+from patchkit.errors import EnvironmentFailure, PatchkitError, UsageError
 from patchkit.unidiff import DIFF_SUFFIXES
+from patchkit.util import read_regular
 
 if TYPE_CHECKING:
     from patchkit.patch import Patch
@@ -193,16 +194,21 @@ def _diff_files(patch_set: PatchSet) -> list[str]:
         names = os.listdir(patch_set.folder)
     except OSError:
         return []
-    return sorted(n for n in names if n.endswith(DIFF_SUFFIXES) and not n.startswith(".") and (patch_set.folder / n).is_file())
+    # Anything so named but a folder is a diff patch: a FIFO or a dangling link is refused when read
+    # (exit 6), never skipped in silence (the patch would be missing from apply and from images).
+    return sorted(n for n in names if n.endswith(DIFF_SUFFIXES) and not n.startswith(".") and not (patch_set.folder / n).is_dir())
 
 
 def _diff_id(path: Path) -> str:
     from patchkit.unidiff import parse_header
 
     try:
-        data = path.read_bytes()
+        data = read_regular(path)  # a FIFO named .patch is refused at once, not waited on
+    except FileNotFoundError:
+        raise EnvironmentFailure(f"{path}: a symbolic link to a file that does not exist; patchkit cannot read "
+                                 "that diff patch") from None
     except OSError as exc:
-        raise PatchkitError(f"cannot read {path}: {exc.strerror}") from None
+        raise EnvironmentFailure(f"cannot read {path}: {exc.strerror}") from None
     return parse_header(data, str(path)).id
 
 

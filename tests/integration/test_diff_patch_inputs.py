@@ -254,3 +254,25 @@ def test_a_diff_made_on_top_of_another_is_judged_on_its_stack_and_applies_with_i
     assert (site / OFFLOADER).read_bytes() == top
     assert run("--patches", folder, "revert", "--site-packages", site).exit_code == 0
     assert snapshot(site) == before
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dangling-link"])
+def test_a_diff_name_in_a_patches_folder_that_is_not_a_file_is_exit_6_not_skipped(tmp_path, release, kind):
+    site = release("0.5.20", extra=(OFFLOADER,))
+    old, new = _fix()
+    folder = tmp_path / "set"
+    folder.mkdir()
+    (folder / "offloader-fix.patch").write_bytes(git_diff({OFFLOADER: old}, {OFFLOADER: new}))
+    odd = folder / "0002-mine.patch"
+    if kind == "fifo":
+        os.mkfifo(odd)
+    else:
+        odd.symlink_to(tmp_path / "moved-away.patch")
+    (folder / "notes.patch").mkdir()  # a folder so named is not a patch
+    before = snapshot(site)
+    for command in (("list",), ("apply", "--site-packages", site)):
+        result = run("--patches", folder, *command)
+        # It was skipped in silence: apply went on without that patch (exit 0).
+        assert result.exit_code == 6, (command, result.stderr)
+        assert str(odd) in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert snapshot(site) == before
