@@ -53,6 +53,13 @@ class UnsafeStateError(TargetError):
     """Something under `.patchkit/` is a symlink or not a plain file or folder: refused."""
 
 
+class NotPlainStateFile(UnsafeStateError):
+    """A FIFO, device or socket under `.patchkit/`: refused like a symlink, with the exit code of a
+    wrong file type (6), never read (reading a FIFO would block)."""
+
+    exit_code = constants.EXIT_ENVIRONMENT
+
+
 class LockTimeout(PatchkitError):
     """Another patchkit run held the folder's lock longer than --lock-timeout."""
 

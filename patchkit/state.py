@@ -28,7 +28,7 @@ from patchkit.constants import (
 
 READABLE_SCHEMAS = STATE_SCHEMAS_READ  # schema 1 files (no patch digests) are still read
 from patchkit.errors import (
-    EnvironmentFailure, LockTimeout, StateError, UnsafeStateError, UsageError, environment_failure,
+    EnvironmentFailure, LockTimeout, NotPlainStateFile, StateError, UnsafeStateError, UsageError, environment_failure,
     is_environment_failure,
 )
 from patchkit.registry import is_patch_id
@@ -234,8 +234,9 @@ def check_state_dir(site: Path) -> None:
                 continue  # the lock file of a run finishing right now
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 kind = "a symlink" if stat.S_ISLNK(mode) else "not a plain file or folder"
-                raise UnsafeStateError(f"{path} is {kind}; patchkit refuses to use {root} (nothing was written or "
-                                       "deleted). Remove it if it is not patchkit's own")
+                refusal = UnsafeStateError if stat.S_ISLNK(mode) else NotPlainStateFile  # exit 3 / 6
+                raise refusal(f"{path} is {kind}; patchkit refuses to use {root} (nothing was written or "
+                              "deleted). Remove it if it is not patchkit's own")
 
 
 def _raise(exc: OSError) -> None:
@@ -260,7 +261,7 @@ def read_private(path: Path) -> bytes | None:
         os.close(fd)
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        raise UnsafeStateError(f"{path} is not a plain file; patchkit refuses to read it (nothing was written)")
+        raise NotPlainStateFile(f"{path} is not a plain file; patchkit refuses to read it (nothing was written)")
     os.set_blocking(fd, True)
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
@@ -400,7 +401,7 @@ def locked(site: Path, timeout: float = DEFAULT_LOCK_TIMEOUT,
             raise environment_failure(exc) from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
-            raise UnsafeStateError(f"{path} is not a plain file; patchkit refuses to use it (nothing was written)")
+            raise NotPlainStateFile(f"{path} is not a plain file; patchkit refuses to use it (nothing was written)")
         try:
             while True:
                 try:

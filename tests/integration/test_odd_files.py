@@ -171,7 +171,8 @@ def corrupt_member(source: Path, dest: Path, member: str) -> Path:
 
 
 @pytest.mark.parametrize("command", [("matrix", "--from", "0.5.17", "--to", "0.5.17"),
-                                     ("track", "--from", "0.5.17", "--to", "0.5.17")])
+                                     ("track", "--from", "0.5.17", "--to", "0.5.17"),
+                                     ("manifest", "check", "0.5.17")])
 def test_a_corrupt_member_of_a_cached_wheel_is_exit_3_naming_the_wheel(wheel_home, command):
     link = next((wheel_home / "wheels").glob("*.whl"))
     wheel = corrupt_member(link.resolve(), link.with_suffix(".tmp"), MODEL_CONFIG)
@@ -262,3 +263,13 @@ def test_two_doctors_on_a_cold_cache_both_succeed(wheel_home, tmp_path):
     for code, out, err in results:
         assert code in (0, 1) and json.loads(out)["sglang"]["version"] == "0.5.17", err
     assert not list((wheel_home / "releases").glob("*.partial"))
+
+
+def test_a_fifo_state_file_is_refused_with_exit_6(release):
+    site = release("0.5.17")
+    assert run("apply", "--site-packages", site).exit_code == 0
+    fifo(site / ".patchkit/state.json")
+    before = snapshot(site)
+    for command in (("status",), ("apply",), ("revert",), ("verify",), ("clean",)):
+        refused(cli(*command, "--site-packages", site), 6, ".patchkit/state.json", "not a plain file")
+    assert snapshot(site) == before
