@@ -6,7 +6,7 @@ Usage: PATCHKIT_TEST_CACHE=... python bench/diff_outcomes.py [--base 0.5.16] [--
 
 The diff is made by real git from the real difference between two releases (`--base` -> `--head`:
 the first N files under sglang/srt/ that changed, as bench/diffs.py makes it), made against
-`--base`; `--offloader` uses upstream's own change to sglang/srt/utils/offloader.py from 0.5.20 to
+`--base` (`--paths A,B,...`: those files); `--offloader` uses upstream's own change to sglang/srt/utils/offloader.py from 0.5.20 to
 0.5.21 instead. For each target release:
   - patchkit: per file how it went (exact = as git apply, already applied, per unit, absent) and
     per unit transplanted / merged / moved / upstream / conflict (diffpatch.resolve, the pre-image
@@ -74,16 +74,17 @@ def main() -> None:
     parser.add_argument("--from", dest="first", default="0.5.10")
     parser.add_argument("--to", dest="last", default="0.5.23")
     parser.add_argument("--offloader", action="store_true")
+    parser.add_argument("--paths", help="comma-separated files of the package to take instead of the first --files")
     args = parser.parse_args()
     os.environ["PATCHKIT_HOME"] = str(HOME)  # the pre-images are looked up among the test cache's wheels
     base, head = ("0.5.20", "0.5.21") if args.offloader else (args.base, args.head)
-    files = [OFFLOADER] if args.offloader else changed_files(base, head, args.files)
+    files = [OFFLOADER] if args.offloader else args.paths.split(",") if args.paths else changed_files(base, head, args.files)
     text = git_diff({rel: (pristine(base) / rel).read_bytes() for rel in files},
                     {rel: (pristine(head) / rel).read_bytes() for rel in files})
     diff = unidiff.parse(text, "outcomes.patch")
     base_files = {rel: (pristine(base) / rel).read_bytes() for rel in files}
-    units_changed = sum(len(diffpatch._changed_units(rel, base_files[rel], diffpatch.apply_hunks(base_files[rel], f.hunks) or b"",
-                                                     "x")) for rel, f in zip(files, diff.files))
+    units_changed = sum(len(diffpatch._changed_units(f.path, base_files[f.path], diffpatch.apply_hunks(base_files[f.path], f.hunks)
+                                                     or b"", "x")) for f in diff.files)
     print(f"diff: {len(files)} file(s) of {base} -> {head} made against {base}, {text.count(b'@@ -')} hunks, "
           f"{units_changed} units changed; made for {', '.join(str(m) for m in release_blobs.made_for(diff))}")
     head_line = (f"{'release':<8} {'patchkit':<15} {'exact':>5} {'appl.':>5} {'unit':>5} {'abs.':>4} | "
