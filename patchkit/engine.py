@@ -817,8 +817,18 @@ def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False)
     assignment = {rel: [pid for pid in record.patches if pid not in chosen] for rel, record in state.files.items()}
     # Files that keep patches and did not change need no rendering (no libcst for a full revert).
     unchanged = {rel for rel in assignment if rel not in touched}
-    writes, new_state, lost = _build(view, {rel: ids for rel, ids in assignment.items() if rel not in unchanged},
-                                     [p for p in state.patches if p not in chosen], force)
+    try:
+        writes, new_state, lost = _build(view, {rel: ids for rel, ids in assignment.items() if rel not in unchanged},
+                                         [p for p in state.patches if p not in chosen], force)
+    except PlanError as exc:
+        # A patch made on top of a reverted one may not stand alone: name the pair.
+        on_top = [(pid, below) for rel in touched for pid in assignment.get(rel, []) if pid in view.patches
+                  for below in view.patches[pid].STACK_AFTER if below in chosen]
+        if not on_top:
+            raise
+        pid, below = on_top[0]
+        raise PlanError(f"{exc}; {pid} stacks on {below} and does not apply without it: revert both "
+                        f"(`--only {below} --only {pid}`); nothing was written") from None
     if new_state is not None:
         new_state.files.update({rel: state.files[rel] for rel in unchanged})
     report_writes, new_state = _runtime_writes(view, new_state, force)

@@ -252,6 +252,10 @@ def test_a_diff_made_on_top_of_another_is_judged_on_its_stack_and_applies_with_i
     result = run("--patches", folder, "apply", "--site-packages", site, "--skip", "cpu-offload-tied-params")
     assert result.exit_code == 0, result.stderr
     assert (site / OFFLOADER).read_bytes() == top
+    applied = snapshot(site)
+    result = run("--patches", folder, "revert", "--site-packages", site, "--only", "base-fix")
+    assert result.exit_code == 1 and "on-top stacks on base-fix" in result.stderr, result.stderr
+    assert "--only base-fix --only on-top" in result.stderr and snapshot(site) == applied
     assert run("--patches", folder, "revert", "--site-packages", site).exit_code == 0
     assert snapshot(site) == before
 
