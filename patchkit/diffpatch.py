@@ -155,6 +155,12 @@ def _units(data: bytes, rel: str, what: str) -> list[units_mod.Unit]:
         raise PlanError(f"{rel}: {what} cannot be parsed: {getattr(exc, 'msg', exc)}") from None
 
 
+def _texts(data: bytes, rel: str, what: str) -> dict[str, bytes]:
+    """{unit name: its bytes} (units.texts), a file ast cannot parse a plan error naming it."""
+    lines = units_mod.split_lines(data)
+    return {u.name: b"".join(lines[u.start:u.end]) for u in _units(data, rel, what)}
+
+
 def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes | None], markers: bool = False,
                  count: bool = True) -> FileResolution:
     """One file of a diff on `target` (see the module docstring); `base()` gives the diff's
@@ -210,8 +216,7 @@ def _unplaced(file: FileDiff, target: bytes) -> tuple[UnitOutcome, ...]:
 
 
 def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: bool) -> FileResolution:
-    old = {u.name: b"".join(units_mod.split_lines(base)[u.start:u.end]) for u in _units(base, rel, "the pre-image")}
-    new = {u.name: b"".join(units_mod.split_lines(patched)[u.start:u.end]) for u in _units(patched, rel, "the patched pre-image")}
+    old, new = _texts(base, rel, "the pre-image"), _texts(patched, rel, "the patched pre-image")
     ours_units = _units(target, rel, "the installed file")
     lines = units_mod.split_lines(target)
     ours = {u.name: b"".join(lines[u.start:u.end]) for u in ours_units}
