@@ -270,6 +270,10 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
         old, new, side = _strip_prefix(old, new)
         old_rel, old_dir = _in_package(old)
         new_rel, new_dir = _in_package(new)
+        if old is not None and new is not None and "from" not in meta and (old_rel is None) != (new_rel is None):
+            # `diff -ru sglang.orig sglang` (a copy kept before a hand edit): one file under two
+            # folder names, as `patch` reads it; not a rename (git says so in its own lines).
+            old_rel = new_rel = old_rel or new_rel
         hunks: list[Hunk] = []
         while i < len(lines) and lines[i].startswith(b"@@ "):
             hunk, i, blank = _hunk(lines, i, name)

@@ -280,3 +280,23 @@ def test_a_diff_name_in_a_patches_folder_that_is_not_a_file_is_exit_6_not_skippe
         assert result.exit_code == 6, (command, result.stderr)
         assert str(odd) in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert snapshot(site) == before
+
+
+def test_a_diff_ru_of_a_copy_kept_before_a_hand_edit_applies(tmp_path, release):
+    import subprocess
+
+    site = release("0.5.20", extra=(OFFLOADER,))
+    old, new = _fix()
+    work = tmp_path / "work"
+    for folder, data in (("sglang.orig", old), ("sglang", new)):
+        path = work / folder / OFFLOADER.removeprefix("sglang/")
+        path.parent.mkdir(parents=True)
+        path.write_bytes(data)
+    done = subprocess.run(["diff", "-ru", "sglang.orig", "sglang"], cwd=work, capture_output=True)
+    assert done.returncode == 1 and done.stdout.startswith(b"diff -ru sglang.orig/srt/utils/offloader.py"), done.stderr
+    path = tmp_path / "hand-fix.patch"
+    path.write_bytes(done.stdout)
+    # e12d00f refused it as a diff that creates offloader.py (its old name is outside the package).
+    result = run("--patches", path, "apply", "--site-packages", site, "--only", "hand-fix")
+    assert result.exit_code == 0, result.stderr
+    assert (site / OFFLOADER).read_bytes() == new
