@@ -25,6 +25,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.constants import ENV_DISABLE
 from patchkit.edits import edit
 from patchkit.errors import AnchorError
 from patchkit.launch_trigger import Trigger
@@ -91,10 +92,12 @@ def {decide}():
 def {switch}():
     """patchkit symm-mem-kill-switch: torch symmetric memory's empty/rendezvous raise a Python
     error, which lets _build() fall back to NCCL, where {decide}() says the native rendezvous
-    would crash. {env}=0 leaves them untouched."""
+    would crash. {env}=0, or {disable} listing symm-mem-kill-switch, leaves them untouched."""
     import os
 
-    if os.environ.get("{env}", "auto").strip().lower() == "0":
+    if os.environ.get("{env}", "auto").strip().lower() == "0" or "symm-mem-kill-switch" in [
+        item.strip() for item in os.environ.get("{disable}", "").split(",")
+    ]:
         return
 
     def guarded(real):
@@ -114,13 +117,15 @@ def {switch}():
 
 
 {switch}()
-''', blank_lines_before=2, switch=SWITCH, decide=DECIDE, env=ENV)
+''', blank_lines_before=2, switch=SWITCH, decide=DECIDE, env=ENV, disable=ENV_DISABLE)
 
 # `import os` is common; the `if` is what marks the guard.
 FLAG_GUARD = Snippet('''
 import os
 
-if os.environ.get("{env}", "auto").strip().lower() != "0":
+if os.environ.get("{env}", "auto").strip().lower() != "0" and "symm-mem-kill-switch" not in [
+    item.strip() for item in os.environ.get("{disable}", "").split(",")
+]:
     from sglang.srt.distributed.device_communicators.triton_symm_mem_ag import {decide}
 
     symm_mem_off = {decide}()
@@ -129,7 +134,7 @@ if os.environ.get("{env}", "auto").strip().lower() != "0":
             "--enable-torch-symm-mem needs torch symmetric memory, which patchkit's symm-mem "
             f"kill switch turns off here ({{symm_mem_off}}); set {env}=0 to use it, or drop the flag"
         )
-''', mark_statement=1, env=ENV, decide=DECIDE)
+''', mark_statement=1, env=ENV, decide=DECIDE, disable=ENV_DISABLE)
 
 _SYMM_MEM_IMPORT = m.SimpleStatementLine(
     body=[m.Import(names=[m.ImportAlias(
@@ -176,6 +181,7 @@ class SymmMemKillSwitch(Patch):
         ),
         "opt_out": {ENV: "0"},
     }
+    RUNTIME_SWITCH = (f"{ENV_DISABLE}=symm-mem-kill-switch", f"{ENV}=0")
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         if path != MULTIMEM_AG:

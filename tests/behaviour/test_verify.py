@@ -57,6 +57,18 @@ def test_verify_passes_then_catches_drift_and_a_removed_hook(patched_env):
     assert line.endswith(" drifted=-"), line
     assert behaviour.load_plugins_lines(python, {"SGLANG_PLUGINS": "other"}) == []
 
+    # SGLANG_PATCHKIT_DISABLE: the kill switch takes the release's own path (torch's functions are
+    # not wrapped in the real module), the report says so and names the id that cannot be switched off.
+    from patchkit.patches.symm_mem_kill_switch import SymmMemKillSwitch
+    from patchkit.verify import _child
+
+    off = {"SGLANG_PATCHKIT_DISABLE": "symm-mem-kill-switch"}
+    hook = {"symm-mem-kill-switch": SymmMemKillSwitch.RUNTIME_HOOK}
+    assert _child(str(python), site, [], hook, off)["hooks"]["symm-mem-kill-switch"][0] == "inactive"
+    [switched] = behaviour.load_plugins_lines(python, {"SGLANG_PATCHKIT_DISABLE": "symm-mem-kill-switch,mtp-layer-detection"})
+    assert switched.endswith(" drifted=- disabled=symm-mem-kill-switch cannot-disable=mtp-layer-detection"), switched
+    assert "symm-mem-kill-switch@" not in switched and "mtp-layer-detection@" in switched
+
     # One byte changed in a patched file: drifted.
     config = site / "sglang/srt/configs/model_config.py"
     data = bytearray(config.read_bytes())

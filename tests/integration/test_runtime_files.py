@@ -102,8 +102,21 @@ def test_sglang_plugins_without_patchkit_is_noted_by_apply_and_verify(site, monk
 def test_list_says_which_patches_can_be_switched_off():
     rows = {row["id"]: row["runtime_switch"] for row in run("list", "--json").json()["patches"]}
     assert rows["mtp-layer-detection"] == []
+    assert rows["symm-mem-kill-switch"] == ["SGLANG_PATCHKIT_DISABLE=symm-mem-kill-switch",
+                                            "SGLANG_PATCH_DISABLE_SYMM_MEM=0"]
     text = run("list").stdout
     assert "runtime switch: none, cannot take the pristine path at run time" in text
+    assert ("runtime switch: SGLANG_PATCHKIT_DISABLE=symm-mem-kill-switch or SGLANG_PATCH_DISABLE_SYMM_MEM=0"
+            in text)
+
+
+def test_the_switchable_patches_are_rendered_into_the_plugin(site, monkeypatch):
+    monkeypatch.setenv("SGLANG_PATCHKIT_DISABLE", "symm-mem-kill-switch, mtp-layer-detection")
+    applied = run("apply", "--site-packages", site)
+    assert applied.exit_code == 0
+    assert ("SGLANG_PATCHKIT_DISABLE lists mtp-layer-detection, which cannot take the pristine path at runtime"
+            in applied.stderr), applied.stderr
+    assert "SWITCHABLE = ['symm-mem-kill-switch']\n" in (site / MODULE).read_text()
 
 
 def test_verify_checks_their_bytes(site):
