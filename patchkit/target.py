@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -348,6 +347,8 @@ def interpreter(python: str) -> str:
 
 def find_for_python(python: str) -> Target:
     """The SGLang that another interpreter imports (`--python PATH`)."""
+    import subprocess  # here: a status of this Python's own SGLang starts no process
+
     code = _WHERE + "\nimport json\nprint(json.dumps(where()))\n"
     try:
         # cwd "/": the child's sys.path[0] must not be whatever folder patchkit was started in.

@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from patchkit.errors import UsageError
 
@@ -138,6 +137,8 @@ def _header(lines: list[bytes], name: str) -> Header:
         raise UsageError(f"{name}: {pid!r} is not a valid patch id ({PATCH_ID_RULE}); set `Patchkit-Id:` in its "
                          "header or rename the file")
     applies_to = (trailers.get("patchkit-applies-to") or [""])[-1]
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # here: not a cost of every status
+
     try:
         SpecifierSet(applies_to)
     except InvalidSpecifier:

@@ -7,13 +7,14 @@ import hashlib
 import os
 import signal
 import stat
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from patchkit.errors import EnvironmentFailure, PatchkitError
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 def sha256(data: bytes) -> str:
@@ -85,6 +86,8 @@ def write_temp_beside(path: Path, data: bytes, mode: int | None = None, owner: t
     (uid, gid) it is given (kept as far as this process may give it, as `cp -p` does)."""
     if not path.parent.is_dir():
         path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # here, as subprocess below: a read-only status needs neither
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -162,6 +165,8 @@ _PR_SET_PDEATHSIG = 1
 def run(argv: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
     """Run a command that dies with patchkit; a failure becomes one PatchkitError line naming `what`."""
     try:
+        import subprocess
+
         proc = subprocess.run(list(argv), capture_output=True, text=True, check=False, preexec_fn=dies_with_parent())
     except OSError as exc:
         raise PatchkitError(f"{what}: {exc}") from exc

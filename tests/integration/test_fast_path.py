@@ -1,0 +1,77 @@
+"""The read-only fast path (issue 22.9): plain `status` and `apply` command lines run before click
+is imported, with the same stdout, stderr and exit code as through the click CLI, on a real
+release, pristine and patched, as child processes (`python -m patchkit` against `patchkit.cli`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from patchkit.fast_path import plain
+from testing.releases import copy_minimal, tree_bytes
+
+pytestmark = pytest.mark.integration
+CLICK = "import sys; from patchkit.cli import main; sys.argv[0] = 'patchkit'; main()"
+PROBE = ("import sys, runpy; sys.argv[1:] = {args!r}; sys.argv[0] = 'patchkit'\n"
+         "try:\n    runpy.run_module('patchkit', run_name='__main__')\nexcept SystemExit as exc:\n"
+         "    print('CLICK' if 'click' in sys.modules else 'NO-CLICK', file=sys.stderr); raise\n")
+
+
+def both(tmp_path, args: list[str], pristine: bool) -> list[tuple[int, str, str]]:
+    """(exit, stdout, stderr) of the fast path and of the click CLI, each on its own fresh copy of
+    0.5.17 at the same path (pristine, or patched first)."""
+    results = []
+    site = tmp_path / "site"
+    for argv in ([sys.executable, "-m", "patchkit", *args], [sys.executable, "-c", CLICK, *args]):
+        shutil.rmtree(site, ignore_errors=True)
+        copy_minimal("0.5.17", site)
+        if not pristine:
+            subprocess.run([sys.executable, "-c", CLICK, "apply", "--site-packages", str(site)], check=True,
+                           capture_output=True, cwd=tmp_path)
+        proc = subprocess.run([a.replace("SITE", str(site)) for a in argv], capture_output=True, text=True, cwd=tmp_path,
+                              env={**os.environ, "PATCHKIT_HOME": str(tmp_path / "home")})
+        results.append((proc.returncode, proc.stdout, proc.stderr, tree_bytes(site / "sglang")))
+    return results
+
+
+@pytest.mark.parametrize("pristine", [True, False], ids=["pristine", "patched"])
+@pytest.mark.parametrize("args", [
+    ["status", "--site-packages", "SITE"],
+    ["status", "--site-packages", "SITE", "--json", "--target", "0.5.17"],
+    ["status", "--site-packages", "SITE", "--target", "0.5.16"],  # a mismatch: exit 3
+    ["apply", "--site-packages", "SITE"],
+    ["apply", "--json", "--site-packages", "SITE"],
+])
+def test_the_fast_path_and_the_click_cli_say_and_do_the_same(tmp_path, args, pristine):
+    fast, slow = both(tmp_path, args, pristine)
+    assert fast == slow
+    assert fast[0] in (0, 3)
+
+
+def test_the_fast_path_does_not_import_click(tmp_path):
+    site = copy_minimal("0.5.17", tmp_path / "site")
+    proc = subprocess.run([sys.executable, "-c", PROBE.format(args=["status", "--site-packages", str(site)])],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr.strip().splitlines()[-1] == "NO-CLICK", proc.stderr
+    proc = subprocess.run([sys.executable, "-c", PROBE.format(args=["status", "--site-packages", str(site), "--only"])],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == "CLICK", proc.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["status", "-h"], ["--patches", "d", "status"], ["status", "--patches", "d"], ["status", "--json", "--json"],
+    ["status", "--site-packages"], ["status", "--site-packages", "--json"], ["status", "--site-packages=x"],
+    ["apply", "--only", "x"], ["apply", "--dry-run"], ["revert"], ["status", "extra"],
+])
+def test_anything_but_a_plain_command_line_is_clicks(argv):
+    assert plain(argv) is None
+
+
+def test_a_plain_command_line_is_parsed_as_click_parses_it():
+    assert plain(["apply", "--json", "--target", "0.5.17", "--site-packages", "/s"]) == (
+        "apply", {"site_packages": "/s", "version": "0.5.17", "as_json": True})
+    assert plain(["status"]) == ("status", {"site_packages": None, "version": None, "as_json": False})
