@@ -44,6 +44,39 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+def _local(address) -> bool:
+    if not isinstance(address, tuple):
+        return True  # AF_UNIX
+    import ipaddress
+
+    host = address[0]
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: would be looked up
+
+
+@pytest.fixture(autouse=True)
+def offline_unless_slow(request, monkeypatch):
+    """The fast tier (`-m "not slow"`) is offline: a test there that reaches for the network (a
+    socket to anything but this machine, pip asking an index) fails at once here too, not only on
+    a machine without a network. Slow tests may download."""
+    if request.node.get_closest_marker("slow"):
+        return
+    import socket
+
+    connect = socket.socket.connect
+
+    def guarded(sock, address):
+        if not _local(address):
+            raise AssertionError(f"the fast tier is offline: {request.node.nodeid} connects to {address!r} "
+                                 "(mark it integration, or make what it needs in the test)")
+        return connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # and pip, in any child: no index
+
+
 @pytest.fixture(autouse=True)
 def patchkit_home(tmp_path_factory, monkeypatch) -> Path:
     """Each test gets its own PATCHKIT_HOME (logs, caches); the real home stays untouched."""
