@@ -403,7 +403,7 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     # `resolve_max_num_reqs` / `_resolve_max_num_reqs`.
     estimated = max(min(int(tokens / (b.context_length or 4096) * 512), 4096), 2048)
     if requested is not None:
-        effective = min(requested // dp, tokens // 2)
+        effective = min(requested // dp, estimated if release.requested_capped_by_estimate else tokens // 2)
     else:
         effective = min(estimated, tokens // 2)
         b.max_running_source = "estimate"

@@ -246,6 +246,19 @@ class ReleaseCode:
         return _string_keys(tree, "DetectorMap") if tree else set()
 
     @cached_property
+    def requested_capped_by_estimate(self) -> bool:
+        """`_resolve_max_num_reqs` caps a set --max-running-requests by its pool-size estimate
+        (`min(max_num_reqs // self.dp_size, estimated)`, 0.5.10-0.5.13) rather than by half the
+        token capacity (0.5.14 on)."""
+        fn = self._sizing_function("_resolve_max_num_reqs", "resolve_max_num_reqs")
+        for node in ast.walk(fn) if fn is not None else []:
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "min"
+                    and any("dp_size" in _names_in(arg) for arg in node.args)
+                    and any(isinstance(arg, ast.Name) and arg.id == "estimated" for arg in node.args)):
+                return True
+        return False
+
+    @cached_property
     def context_length_keys(self) -> tuple[str, ...]:
         """`CONTEXT_LENGTH_KEYS` in the order `get_context_length` tries them (the first present wins)."""
         for rel in CONTEXT_FILES:

@@ -241,3 +241,21 @@ def test_mamba_strategy_flag_and_auto_as_each_release_resolves_it(version, tmp_p
     assert no_buffer.budget.slots_per_request == 3
     # Only 0.5.14 on assert "no_buffer do not support overlap schedule"; before, SGLang turns overlap off.
     assert ("no-buffer-overlap" in {f.rule for f in no_buffer.findings}) == (version not in OLD_STRATEGY_RELEASES)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", ["0.5.12", "0.5.13", "0.5.14", "0.5.19"])
+def test_set_max_running_requests_capped_as_the_release_caps_it(version, tmp_path):
+    """`_resolve_max_num_reqs`: 0.5.10-0.5.13 cap a set --max-running-requests by the pool-size
+    estimate, max(min(tokens / context x 512, 4096), 2048); 0.5.14 on by half the token capacity."""
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+              "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+    folder = model_folder(tmp_path / "llama", config=config, total_size=10 * GIB, mtp=False)
+    b = run(version, ["--model-path", str(folder), "--mem-fraction-static", "0.95", "--max-running-requests", "4000"],
+            gpu_memory=12.0, gpu_free=11.0).budget
+    cell = 8 * (128 + 128) * 32 * 2  # KV heads x (K + V head dims) x layers x bf16
+    tokens = int((11.0 - 10 - 11.0 * (1 - 0.95)) * GIB) // cell
+    assert b.kv_tokens == tokens and tokens // 2 < 2048  # the two caps differ on this launch
+    estimated = max(min(int(tokens / 8192 * 512), 4096), 2048)
+    assert b.effective_max_running_requests == (estimated if version in ("0.5.12", "0.5.13") else tokens // 2)
