@@ -9,14 +9,19 @@ labels (`--expect-from FILE`: `docker inspect` output, or a JSON object of label
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import SplitResult
 
 from patchkit.errors import PatchkitError, TargetError, UsageError
 from patchkit.runtime import FIELD
 
 TIMEOUT = 10.0  # seconds for the whole request: a hung server is an error, not a hung audit
+MAX_BODY = 64 << 20  # bytes: a /server_info is kilobytes; a server sending gigabytes is refused, not read
 MISSING, EXTRA, OUTDATED, DRIFTED, DISABLED, NO_REPORT = "missing", "extra", "outdated", "drifted", "disabled", "no-report"
 
 
@@ -61,29 +66,81 @@ def server_info_url(url: str) -> str:
     return base if base.endswith("/server_info") else base + "/server_info"
 
 
-def fetch(url: str, timeout: float = TIMEOUT) -> dict:
-    """GET `/server_info`; an unreachable server, an HTTP error or a body that is not a JSON
-    object is one TargetError line (exit 3)."""
-    import urllib.error
-    import urllib.request
+def fetch(url: str, timeout: float | None = None) -> dict:
+    """GET `/server_info`; an unreachable server, an HTTP error, a redirect (never followed: the
+    audit is of the server named), an answer not complete within `timeout` seconds (the whole
+    request, not each read: a trickling server is cut off), one over MAX_BODY, or a body that is
+    not a JSON object is one TargetError line (exit 3)."""
+    import threading
+    from urllib.parse import urlsplit
 
+    seconds = TIMEOUT if timeout is None else timeout
     where = server_info_url(url)
-    request = urllib.request.Request(where, method="GET", headers={"Accept": "application/json"})
+    parts = urlsplit(where)
+    if not parts.hostname:
+        raise UsageError(f"--url {url!r}: no host in it (e.g. http://127.0.0.1:30000)")
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only, checked above
-            body = response.read()
-    except urllib.error.HTTPError as exc:
-        raise TargetError(f"{where} answered HTTP {exc.code} {exc.reason}: not an SGLang server's /server_info") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise TargetError(f"cannot reach {where}: {reason}") from None
+        connection = kind(parts.hostname, parts.port, timeout=seconds)
+    except ValueError as exc:  # a port that is not a number
+        raise UsageError(f"--url {url!r}: {exc}") from None
+    timed_out = threading.Event()
+    opened: list[socket.socket] = []  # the connection drops its socket once a response will close
+
+    def cut_off() -> None:  # the deadline of the whole request: shutting the socket ends any read
+        timed_out.set()
+        for sock in opened:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    deadline = threading.Timer(seconds, cut_off)
+    deadline.daemon = True
+    deadline.start()
+    try:
+        connection.connect()
+        opened.append(connection.sock)
+        body = _get(connection, where, parts)
+    except (OSError, http.client.HTTPException) as exc:
+        if timed_out.is_set():
+            raise TargetError(f"{where} did not answer within {seconds:g}s: a hung or overloaded server") from None
+        raise TargetError(f"cannot reach {where}: {exc.strerror or exc if isinstance(exc, OSError) else exc!r}") from None
+    finally:
+        deadline.cancel()
+        connection.close()
     try:
         data = json.loads(body)
+    except RecursionError:
+        raise TargetError(f"{where} answered JSON nested too deep: not an SGLang server's /server_info") from None
     except ValueError:
         raise TargetError(f"{where} did not answer JSON: not an SGLang server's /server_info") from None
     if not isinstance(data, dict):
         raise TargetError(f"{where} answered JSON that is not an object: not an SGLang server's /server_info")
     return data
+
+
+def _get(connection: http.client.HTTPConnection, where: str, parts: SplitResult) -> bytes:
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    connection.request("GET", path, headers={"Accept": "application/json"})
+    response = connection.getresponse()
+    if 300 <= response.status < 400:
+        location = response.getheader("Location") or "?"
+        raise TargetError(f"{where} redirects to {location} (HTTP {response.status}): verify --url reads the server "
+                          "itself and never follows a redirect; give the URL it redirects to if that is the server")
+    if response.status != 200:
+        raise TargetError(f"{where} answered HTTP {response.status} {response.reason}: not an SGLang server's "
+                          "/server_info")
+    too_big = TargetError(f"{where} answered more than {MAX_BODY >> 20} MiB: not an SGLang server's /server_info")
+    if (response.length or 0) > MAX_BODY:
+        raise too_big
+    chunks, size = [], 0
+    while chunk := response.read1(1 << 16):
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise too_big
+        chunks.append(chunk)
+    if response.length:  # the server closed before the length it announced
+        raise http.client.IncompleteRead(b"".join(chunks), response.length)
+    return b"".join(chunks)
 
 
 def rank_reports(info: dict, where: str) -> list[dict]:
@@ -162,6 +219,28 @@ def _from_labels(data: object, path: str) -> dict[str, str]:
     return digests
 
 
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def malformed(report: dict) -> str | None:
+    """Why a rank's report is not of the plugin's shape (patchkit/templates/runtime_plugin.py.txt),
+    or None."""
+    patches = report.get("patches", [])
+    if not isinstance(patches, list) or not all(isinstance(p, dict) for p in patches):
+        return "patches is not a list of objects"
+    if not _strings(report.get("drifted", [])):
+        return "drifted is not a list of file names"
+    for patch in patches:
+        if not isinstance(patch.get("id"), str):
+            return f"a patch id is not a string ({patch.get('id')!r:.40})"
+        if not _strings(patch.get("files", [])):
+            return f"files of {patch['id']} is not a list of file names"
+        if not isinstance(patch.get("sha256"), (str, type(None))) or not isinstance(patch.get("state", ""), str):
+            return f"sha256 or state of {patch['id']} is not a string"
+    return None
+
+
 def compare(states: list[dict], expected: Expected) -> list[Rank]:
     """Per DP rank: each expected patch not active there (missing, or drifted when its files are),
     each active one not expected (extra), each at another digest (outdated)."""
@@ -173,6 +252,11 @@ def compare(states: list[dict], expected: Expected) -> list[Rank]:
             ranks.append(Rank(dp, None, None, None, [Finding(None, NO_REPORT, "this rank carries no patchkit report")]))
             continue
         rank = Rank(dp, report.get("tp_rank"), report.get("pid"), report.get("sglang"))
+        wrong = malformed(report)
+        if wrong:  # a server's answer is input: a report of another shape is said, never a crash
+            rank.findings.append(Finding(None, NO_REPORT, f"this rank's patchkit report is malformed: {wrong}"))
+            ranks.append(rank)
+            continue
         if report.get("error"):
             rank.findings.append(Finding(None, NO_REPORT, str(report["error"])))
         served = {str(p["id"]): p for p in report.get("patches", []) if isinstance(p, dict) and p.get("id")}
@@ -197,7 +281,7 @@ def compare(states: list[dict], expected: Expected) -> list[Rank]:
     return ranks
 
 
-def audit(url: str, expect_from: str | None, timeout: float = TIMEOUT) -> tuple[list[Rank], Expected, str]:
+def audit(url: str, expect_from: str | None, timeout: float | None = None) -> tuple[list[Rank], Expected, str]:
     """(ranks, expected, the URL read). Errors: UsageError (exit 2), TargetError (exit 3)."""
     where = server_info_url(url)
     expected = expected_from(expect_from) if expect_from else None  # bad input fails before the request

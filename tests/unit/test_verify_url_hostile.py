@@ -1,0 +1,118 @@
+"""`patchkit verify --url` against servers that misbehave as a field network can: one that trickles
+its answer (the timeout bounds the whole request, not each read), sends gigabytes, redirects to
+another server (never followed: the audit is of the server named), answers JSON nested too deep
+or a report of the wrong shape. Each is one error line with a documented exit code, never a hang,
+a memory blow-up or exit 70; and the audit only ever GETs."""
+
+from __future__ import annotations
+
+import copy
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from patchkit import server_report
+from testing.cli import run
+from testing.server_info import answering
+
+RECORDED = json.loads((Path(__file__).parents[1] / "fixtures" / "server_info_0.5.23.json").read_text())
+
+
+@pytest.fixture(autouse=True)
+def server_survives_a_hang_up(monkeypatch):
+    """The servers run in this process while the CLI runs in it too: the CLI's SIGPIPE default (for
+    `patchkit ... | head`) would kill the process when a hostile server writes to a socket the
+    client has shut; this test process keeps SIGPIPE ignored, as Python starts."""
+    keep = signal.signal
+    monkeypatch.setattr(signal, "signal", lambda sig, handler: None if sig == signal.SIGPIPE else keep(sig, handler))
+
+
+def send(handler, body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> None:
+    handler.send_response(status)
+    for name, value in (headers or {"Content-Length": str(len(body))}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def test_a_trickling_server_fails_within_the_timeout(monkeypatch):
+    monkeypatch.setattr(server_report, "TIMEOUT", 2.0)
+
+    def trickle(handler):
+        handler.send_response(200)
+        handler.send_header("Content-Length", "100000")
+        handler.end_headers()
+        for _ in range(30):  # one byte a second: no single read waits past a per-read timeout
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+            time.sleep(1)
+
+    with answering(trickle) as (url, methods):
+        started = time.monotonic()
+        result = run("verify", "--url", url)
+        took = time.monotonic() - started
+    assert result.exit_code == 3 and "did not answer within 2s" in result.stderr, result.stderr
+    assert took < 6, took
+    assert methods == ["GET"]
+
+
+def test_a_server_that_sends_gigabytes_is_cut_off():
+    def huge(handler):  # 3 GB announced by no length: read until the bound, then refused
+        handler.send_response(200)
+        handler.end_headers()
+        chunk = b" " * (1 << 20)
+        for _ in range(3000):
+            handler.wfile.write(chunk)
+
+    with answering(huge) as (url, _):
+        result = run("verify", "--url", url)
+    assert result.exit_code == 3, result.stderr
+    assert f"answered more than {server_report.MAX_BODY >> 20} MiB" in result.stderr
+
+
+def test_an_announced_huge_body_is_refused_before_reading():
+    with answering(lambda h: send(h, b"", headers={"Content-Length": str(3 << 30)})) as (url, _):
+        result = run("verify", "--url", url)
+    assert result.exit_code == 3 and "more than" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_not_followed(status):
+    with answering(lambda h: send(h, json.dumps(RECORDED).encode())) as (other, other_methods):
+        location = f"{other}/server_info"
+        with answering(lambda h: send(h, b"", status, {"Location": location, "Content-Length": "0"})) as (url, _):
+            result = run("verify", "--url", url)
+    assert result.exit_code == 3, result.stdout
+    assert f"redirects to {location}" in result.stderr
+    assert other_methods == []  # the other server was never asked
+
+
+def test_json_nested_too_deep_is_exit_3():
+    with answering(lambda h: send(h, b"[" * 200_000 + b"]" * 200_000)) as (url, _):
+        result = run("verify", "--url", url)
+    assert result.exit_code == 3 and "nested too deep" in result.stderr, result.stderr
+
+
+def _shaped(change) -> bytes:
+    info = copy.deepcopy(RECORDED)
+    change(info["internal_states"][0]["patchkit"])
+    return json.dumps(info).encode()
+
+
+@pytest.mark.parametrize("change,words", [
+    (lambda r: r.update(patches=5), "patches is not a list of objects"),
+    (lambda r: r.update(patches=[5]), "patches is not a list of objects"),
+    (lambda r: r.update(patches=[{"id": ["x"], "state": "active"}]), "a patch id is not a string"),
+    (lambda r: [p.update(state="drifted", files=7) for p in r["patches"]] and None, "files of"),
+    (lambda r: r.update(drifted=5), "drifted is not a list"),
+])
+def test_a_report_of_the_wrong_shape_is_a_finding_not_a_crash(change, words):
+    with answering(lambda h: send(h, _shaped(change))) as (url, _):
+        result = run("verify", "--url", url, "--json")
+    assert result.exit_code == 1, result.stdout + result.stderr
+    rank0, rank1 = result.json()["ranks"]
+    assert not rank0["ok"] and rank1["ok"]
+    assert any(f["problem"] == "no-report" and words in f["detail"] for f in rank0["findings"]), rank0
