@@ -24,10 +24,15 @@ RECORDED = json.loads((Path(__file__).parents[1] / "fixtures" / "server_info_0.5
 @pytest.fixture(autouse=True)
 def server_survives_a_hang_up(monkeypatch):
     """The servers run in this process while the CLI runs in it too: the CLI's SIGPIPE default (for
-    `patchkit ... | head`) would kill the process when a hostile server writes to a socket the
-    client has shut; this test process keeps SIGPIPE ignored, as Python starts."""
+    `patchkit ... | head`, left set by any earlier in-process run) would kill the process when a
+    hostile server writes to a socket the client has shut; SIGPIPE is ignored here, as Python
+    starts, and put back after."""
     keep = signal.signal
+    before = keep(signal.SIGPIPE, signal.SIG_IGN)
     monkeypatch.setattr(signal, "signal", lambda sig, handler: None if sig == signal.SIGPIPE else keep(sig, handler))
+    yield
+    monkeypatch.undo()
+    keep(signal.SIGPIPE, before)
 
 
 def send(handler, body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> None:
