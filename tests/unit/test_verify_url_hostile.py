@@ -114,9 +114,12 @@ def _shaped(change) -> bytes:
     (lambda r: [p.update(state="drifted", files=7) for p in r["patches"]] and None, "files of"),
     (lambda r: r.update(drifted=5), "drifted is not a list"),
 ])
-def test_a_report_of_the_wrong_shape_is_a_finding_not_a_crash(change, words):
+def test_a_report_of_the_wrong_shape_is_a_finding_not_a_crash(change, words, tmp_path):
+    labels = tmp_path / "labels.json"  # what rank 1 serves: it passes, rank 0 alone is wrong
+    labels.write_text(json.dumps({"io.patchkit.patches": ",".join(
+        f"{p['id']}@sha256:{p['sha256']}" for p in RECORDED["internal_states"][1]["patchkit"]["patches"])}))
     with answering(lambda h: send(h, _shaped(change))) as (url, _):
-        result = run("verify", "--url", url, "--json")
+        result = run("verify", "--url", url, "--expect-from", labels, "--json")
     assert result.exit_code == 1, result.stdout + result.stderr
     rank0, rank1 = result.json()["ranks"]
     assert not rank0["ok"] and rank1["ok"]
