@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from patchkit import lock
 from patchkit import engine, output, runtime, transaction
 from patchkit import state as state_mod
 from patchkit.commands import report
@@ -85,7 +86,7 @@ def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: 
             output.warn("an interrupted patchkit run is pending; the real apply will finish it first")
         plan = engine.plan_apply(target, only, skip, force)
     else:
-        with state_mod.locked(target.site, lock_timeout, output.warn):
+        with lock.locked(target.site, lock_timeout, output.warn):
             recovery = transaction.recover(target, force)
             progress.recovered = recovery.finished
             report.discard_stale(target)

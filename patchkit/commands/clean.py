@@ -4,6 +4,7 @@ import contextlib
 from pathlib import Path
 from typing import Iterator
 
+from patchkit import lock
 from patchkit import output, stale, transaction
 from patchkit import state as state_mod
 from patchkit.commands.locate import leftovers, note
@@ -33,7 +34,7 @@ def clean_leftovers(left: list[stale.Leftover], as_json: bool, lock_timeout: flo
     removed: list[str] = []
     with _interruptible(removed) as removing:
         for item in left:
-            with state_mod.locked(item.folder, lock_timeout, output.warn):
+            with lock.locked(item.folder, lock_timeout, output.warn):
                 removing.append(item.state_dir)
                 stale.remove(item.folder)
                 removing.pop()
@@ -51,7 +52,7 @@ def clean(site_packages: str | None, source: str | None, python: str | None, as_
     removed: list[str] = []
     where = state_mod.state_dir(target.site)
     with _interruptible(removed) as removing:
-        with state_mod.locked(target.site, lock_timeout, output.warn):
+        with lock.locked(target.site, lock_timeout, output.warn):
             journal = transaction.stale_journal(target)
             recorded = stale.stale_state(target)
             if journal is not None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from patchkit import lock
 from patchkit import engine, output, registry, stale, transaction
 from patchkit import state as state_mod
 from patchkit.commands import report
@@ -42,7 +43,7 @@ def _kept_copies(target) -> list[str]:
 
 def _revert(target, only, force, as_json, lock_timeout, progress: report.Progress) -> int:
     kept: tuple[str, ...] = ()
-    with state_mod.locked(target.site, lock_timeout, output.warn):
+    with lock.locked(target.site, lock_timeout, output.warn):
         recovery = transaction.recover(target, force)
         progress.recovered = recovery.finished
         report.discard_stale(target)

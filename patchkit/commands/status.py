@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from patchkit import lock
 from patchkit import engine, output
 from patchkit import state as state_mod
 from patchkit.commands import report
@@ -12,7 +13,7 @@ def status(site_packages: str | None, version: str | None, as_json: bool,
     target = locate(site_packages, None, version, source=source, python=python)
     statuses, warnings = engine.status(target)
     if state_mod.journal_path(target.site).exists():
-        holder = state_mod.lock_holder(target.site)
+        holder = lock.lock_holder(target.site)
         warnings.append(f"a patchkit run is in progress ({holder})" if holder else
                         "an interrupted patchkit run is pending; `patchkit apply` or `patchkit revert` finishes it")
     # A patch whose own code raised is a failure of the run (exit 1); its row says which.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import state as state_mod
+from patchkit import lock as lock_mod
 from testing.cli import run, states
 from testing.faults import cache_renders, run_faulted
 from testing.releases import copy_minimal, target_files, tree
@@ -341,8 +341,8 @@ def test_racing_applies_and_reverts_serialize(fresh, tmp_path_factory):
 def test_a_waiting_run_says_who_holds_the_lock_and_gives_up_after_the_timeout(fresh):
     site = fresh("0.5.19")
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from patchkit import state\n"
-        "with state.locked(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(600)"), str(site)],
+        "import sys, time; from pathlib import Path; from patchkit import lock\n"
+        "with lock.locked(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(600)"), str(site)],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -502,7 +502,7 @@ def test_status_tells_a_run_in_progress_from_an_interrupted_one(fresh):
     site = fresh("0.5.19")
     kill_after_journal(site)
     assert "interrupted patchkit run is pending" in run("status", "--site-packages", site).stderr
-    with state_mod.locked(site):
+    with lock_mod.locked(site):
         assert "in progress (PID" in run("status", "--site-packages", site).stderr
 
 

@@ -129,9 +129,9 @@ def test_lock_timeout_must_be_a_finite_number_of_seconds(release, value):
 
 
 def test_locking_a_missing_folder_fails_at_once(tmp_path):
-    code = ("import sys, time; from pathlib import Path; from patchkit import state\n"
+    code = ("import sys, time; from pathlib import Path; from patchkit import lock\n"
             "started = time.monotonic()\n"
-            "try:\n    with state.locked(Path(sys.argv[1]), 1.0):\n        print('locked')\n"
+            "try:\n    with lock.locked(Path(sys.argv[1]), 1.0):\n        print('locked')\n"
             "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
             "print(round(time.monotonic() - started, 1))")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "gone")], capture_output=True, text=True,

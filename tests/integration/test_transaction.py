@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from patchkit import lock as lock_mod
 from patchkit import state as state_mod
 from patchkit import transaction
 from patchkit.errors import Interrupted, PatchkitError
@@ -38,7 +39,7 @@ def two_file_plan(site):
 def test_multi_file_commit(release):
     site = release("0.5.17", extra=(LOAD_CONFIG,))
     target, writes, new = two_file_plan(site)
-    with state_mod.locked(site):
+    with lock_mod.locked(site):
         transaction.commit(target, writes, None, new)
     assert all((site / w.rel).read_bytes() == w.after for w in writes)
     assert state_mod.load(site) == new
@@ -59,7 +60,7 @@ def test_a_failure_past_the_commit_point_finishes_the_run(release, monkeypatch, 
             raise exc
 
     monkeypatch.setattr(transaction, "replace", replace_then_fail)
-    with state_mod.locked(site):
+    with lock_mod.locked(site):
         if isinstance(exc, KeyboardInterrupt):
             with pytest.raises(Interrupted, match="the run was finished first"):
                 transaction.commit(target, writes, None, new)
@@ -82,12 +83,12 @@ def test_a_repeating_failure_past_the_commit_point_leaves_the_run_to_the_next_on
 
     monkeypatch.setattr(transaction, "replace", moved_then_fail)
     with pytest.raises(PatchkitError, match="the next `patchkit apply` or `patchkit revert` finishes it"):
-        with state_mod.locked(site):
+        with lock_mod.locked(site):
             transaction.commit(target, writes, None, new)
     assert (site / MODEL_CONFIG).read_bytes() == writes[0].after and (site / LOAD_CONFIG).read_bytes() == writes[1].before
     assert state_mod.journal_path(site).exists()
     monkeypatch.setattr(transaction, "replace", real_replace)
-    with state_mod.locked(site):
+    with lock_mod.locked(site):
         assert transaction.recover(target).finished
     assert all((site / w.rel).read_bytes() == w.after for w in writes)
     assert state_mod.load(site) == new and not state_mod.journal_path(site).exists()
@@ -203,7 +204,7 @@ def test_two_concurrent_applies_serialize(release):
 
 def test_apply_waits_for_the_lock(release):
     site = release("0.5.17")
-    with state_mod.locked(site):
+    with lock_mod.locked(site):
         proc = subprocess.Popen([sys.executable, "-m", "patchkit", "apply", "--site-packages", str(site)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(3)

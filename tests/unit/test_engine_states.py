@@ -17,6 +17,7 @@ from typing import Callable
 
 import pytest
 
+from patchkit import lock as lock_mod
 from patchkit import engine, transaction
 from patchkit import state as state_mod
 from patchkit.errors import PatchkitError
@@ -119,7 +120,7 @@ def pending_journal(t: Synthetic) -> None:
 
     transaction.replace = fails_on_gamma
     try:
-        with state_mod.locked(t.site):
+        with lock_mod.locked(t.site):
             plan = engine.plan_apply(target)
             with pytest.raises(PatchkitError, match="the next `patchkit apply` or `patchkit revert` finishes it"):
                 transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state)
@@ -303,7 +304,7 @@ def package(tree: dict[str, str]) -> dict[str, str]:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_decision_table(tree: Synthetic, case: Case):
     SETUPS[case.state](tree)
-    holding = state_mod.locked(tree.site) if case.state == "in-progress" else contextlib.nullcontext()
+    holding = lock_mod.locked(tree.site) if case.state == "in-progress" else contextlib.nullcontext()
     with holding:
         before = snapshot(tree.site)
         result = tree.run(*case.args)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import state as state_mod
+from patchkit import lock as lock_mod
 from patchkit.errors import LockTimeout
 from testing import synthetic as syn
 from testing.releases import snapshot
@@ -22,8 +22,8 @@ from testing.synthetic import Synthetic
 HOLDER = """
 import sys
 from pathlib import Path
-from patchkit import state
-with state.locked(Path(sys.argv[1])):
+from patchkit import lock
+with lock.locked(Path(sys.argv[1])):
     print("held", flush=True)
     sys.stdin.read()
 """
@@ -45,13 +45,13 @@ def child_holder(tree):
 
 
 def test_a_second_holder_gives_up_at_once_with_timeout_0(tree):
-    with state_mod.locked(tree.site):
+    with lock_mod.locked(tree.site):
         started = time.monotonic()
         with pytest.raises(LockTimeout, match=r"gave up after 0s \(--lock-timeout 0\)"):
-            with state_mod.locked(tree.site, timeout=0):
+            with lock_mod.locked(tree.site, timeout=0):
                 pytest.fail("two holders at once")
         assert time.monotonic() - started < 1
-    with state_mod.locked(tree.site, timeout=0):  # free again
+    with lock_mod.locked(tree.site, timeout=0):  # free again
         pass
     assert not (tree.site / ".patchkit").exists()  # a run leaves no lock (nor folder) behind
 
@@ -62,7 +62,7 @@ def test_a_waiter_gets_the_lock_when_the_holder_releases_it(tree):
     holding = threading.Event()
 
     def first():
-        with state_mod.locked(tree.site):
+        with lock_mod.locked(tree.site):
             holding.set()
             time.sleep(0.5)
             order.append("first done")
@@ -70,7 +70,7 @@ def test_a_waiter_gets_the_lock_when_the_holder_releases_it(tree):
     thread = threading.Thread(target=first)
     thread.start()
     holding.wait(5)
-    with state_mod.locked(tree.site, timeout=30, on_wait=said.append):
+    with lock_mod.locked(tree.site, timeout=30, on_wait=said.append):
         order.append("second in")
     thread.join()
     assert order == ["first done", "second in"]
@@ -86,10 +86,10 @@ def _pid() -> int:
 
 def test_a_waiter_gives_up_after_the_timeout(tree):
     said: list[str] = []
-    with state_mod.locked(tree.site):
+    with lock_mod.locked(tree.site):
         started = time.monotonic()
         with pytest.raises(LockTimeout) as refused:
-            with state_mod.locked(tree.site, timeout=0.6, on_wait=said.append):
+            with lock_mod.locked(tree.site, timeout=0.6, on_wait=said.append):
                 pytest.fail("two holders at once")
         waited = time.monotonic() - started
     assert 0.6 <= waited < 5
@@ -150,14 +150,14 @@ def test_the_lock_folder_removed_under_a_waiter(tree):
 
     def waiter():
         try:
-            with state_mod.locked(tree.site, timeout=30, on_wait=lambda _: waiting.set()):
+            with lock_mod.locked(tree.site, timeout=30, on_wait=lambda _: waiting.set()):
                 inside.set()
                 leave.wait(10)
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)
             inside.set()
 
-    with state_mod.locked(tree.site):
+    with lock_mod.locked(tree.site):
         thread = threading.Thread(target=waiter)
         thread.start()
         assert waiting.wait(10), "the second run did not wait"
@@ -167,7 +167,7 @@ def test_the_lock_folder_removed_under_a_waiter(tree):
     try:
         assert lock.exists()  # the waiter locked a file that is there, not the removed one
         with pytest.raises(LockTimeout):
-            with state_mod.locked(tree.site, timeout=0):
+            with lock_mod.locked(tree.site, timeout=0):
                 pytest.fail("a third run got the lock beside the waiter")
     finally:
         leave.set()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import state as state_mod
+from patchkit import lock as lock_mod
 from patchkit import transaction
 from patchkit.target import find_in
 from testing import synthetic as syn
@@ -208,7 +208,7 @@ def test_recover_finishes_the_run_under_the_lock(fresh, reference, monkeypatch):
     t = fresh()
     leave_pending(t, reference, monkeypatch)
     target = find_in(t.site)
-    with state_mod.locked(t.site):
+    with lock_mod.locked(t.site):
         assert transaction.recover(target).finished
         assert not transaction.recover(target).finished  # nothing left to finish
     assert snapshot(t.site) == reference["applied"]
