@@ -93,6 +93,18 @@ def _lines(data: bytes) -> list[bytes]:
     return lines
 
 
+def _without_bom(data: bytes, name: str) -> bytes:
+    """The diff without a UTF-8 BOM before its first line (an editor's, PowerShell's
+    `Out-File -Encoding utf8`): with it the first `diff --git` line is not seen and that file lost
+    its index line (its pre-image, modes). A UTF-16 diff (PowerShell's `git diff > FILE`) is a usage error saying so."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:]
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UsageError(f"{name}: the diff is UTF-16 text (PowerShell's `git diff > FILE` writes it); write it "
+                         "as bytes: `git diff --output=FILE`, or convert it to UTF-8")
+    return data
+
+
 def _is_file_start(lines: list[bytes], i: int) -> bool:
     line = lines[i]
     return line.startswith(b"diff --git ") or (
@@ -117,7 +129,7 @@ class Header:
 def parse_header(data: bytes, name: str) -> Header:
     """The header's fields (cheap: only the free text before the first file is read); an id
     that breaks the state file's rule is a usage error naming the file."""
-    lines = _lines(data)
+    lines = _lines(_without_bom(data, name))
     end = next((i for i in range(len(lines)) if _is_file_start(lines, i)), len(lines))
     return _header(lines[:end], name)
 
@@ -202,7 +214,7 @@ def _in_package(path: str | None) -> tuple[str | None, str]:
 def parse(data: bytes, name: str) -> DiffPatchFile:
     """A diff file parsed; a file that is not a diff (no file in it, a hunk cut short by
     something that is not a diff line) is a usage error naming the file and the line."""
-    lines = _lines(data)
+    lines = _lines(_without_bom(data, name))
     start = next((i for i in range(len(lines)) if _is_file_start(lines, i)), None)
     if start is None:
         raise UsageError(f"{name}: not a diff (no 'diff --git' or '--- '/'+++ ' lines)")

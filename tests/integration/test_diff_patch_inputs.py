@@ -300,3 +300,33 @@ def test_a_diff_ru_of_a_copy_kept_before_a_hand_edit_applies(tmp_path, release):
     result = run("--patches", path, "apply", "--site-packages", site, "--only", "hand-fix")
     assert result.exit_code == 0, result.stderr
     assert (site / OFFLOADER).read_bytes() == new
+
+
+def test_a_diff_file_with_a_utf8_bom_keeps_its_first_file_and_utf16_is_exit_2(tmp_path, release, patchkit_home):
+    from testing.releases import HOME
+
+    (patchkit_home / "wheels").symlink_to(HOME / "wheels")  # the pre-images are found there by blob hash
+    changed = ("sglang/srt/configs/kimi_linear.py", "sglang/srt/dllm/algorithm/base.py")  # by upstream in 0.5.17
+    site = release("0.5.16", extra=changed)
+    before = snapshot(site)
+    files = {rel: ((pristine("0.5.16") / rel).read_bytes(), (pristine("0.5.17") / rel).read_bytes())
+             for rel in changed}
+    assert all(old != new for old, new in files.values())
+    diff = git_diff({rel: old for rel, (old, _) in files.items()}, {rel: new for rel, (_, new) in files.items()},
+                    prefix="python/")
+    path = tmp_path / "two-files.patch"
+    path.write_bytes(b"\xef\xbb\xbf" + diff)  # as PowerShell's Out-File -Encoding utf8 writes it
+    listed = next(p for p in run("--patches", path, "list", "--json").json()["patches"] if p["id"] == "two-files")
+    # The first `diff --git` line started with the BOM and was not seen: that file was read from its
+    # ---/+++ lines without its index line, so only one of two pre-images named the release.
+    assert sorted(listed["targets"]) == sorted(files)
+    assert [(m["version"], m["matched"], m["total"]) for m in listed["made_for"]] == [("0.5.16", 2, 2)], listed["made_for"]
+    result = run("--patches", path, "apply", "--site-packages", site, "--only", "two-files")
+    assert result.exit_code == 0, result.stderr
+    assert all((site / rel).read_bytes() == new for rel, (_, new) in files.items())
+    assert run("--patches", path, "revert", "--site-packages", site).exit_code == 0
+    assert snapshot(site) == before
+    wide = tmp_path / "wide.patch"
+    wide.write_bytes(diff.decode().encode("utf-16"))
+    result = run("--patches", wide, "list")
+    assert result.exit_code == 2 and "UTF-16" in result.stderr and str(wide) in result.stderr, result.stderr
