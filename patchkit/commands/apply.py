@@ -107,7 +107,8 @@ def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: 
         output.as_json({
             "sglang": report.sglang(target),
             "dry_run": dry_run,
-            "changed": plan.changes_files,
+            "changed": plan.changes_files or recovery.finished,
+            "recovered": recovery.finished,
             "patches": [
                 {**s.to_dict(), "action": ("would apply" if dry_run else "applied") if s.id in acted else "none"}
                 for s in plan.statuses
@@ -128,8 +129,10 @@ def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: 
     report.header(target)
     report.table([replace(s, state="applied", detail="") if s.id in acted else s for s in plan.statuses])
     report.kept(target.site, plan.lost, kept)
+    if recovery.finished:  # files moved into place before this run planned: never "no file changed"
+        output.line(report.FINISHED_EARLIER)
     if not plan.changes_files:
-        output.line("nothing to do: no file changed")
+        output.line("nothing else to do" if recovery.finished else "nothing to do: no file changed")
     elif not acted:
         output.line(f"nothing to apply; added the runtime report ({len(plan.writes)} file(s) in {plan.target.runtime_dir})")
     else:

@@ -60,6 +60,10 @@ def kept(site: Path, lost: dict[str, bytes], copies: tuple[str, ...]) -> None:
                     "until the next full revert)")
 
 
+FINISHED_EARLIER = ("finished an interrupted earlier run first: the files it was writing are in place and "
+                    "recorded")
+
+
 @dataclass
 class Progress:
     recovered: bool = False  # an unfinished earlier run was finished

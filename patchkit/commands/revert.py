@@ -64,12 +64,17 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
             "files": [w.rel for w in plan.writes],
             "overwritten": report.overwritten(plan.lost, kept),
             "removed_kept_copies": removed,
+            "recovered": recovery.finished,
             "warnings": warnings,
         })
         return EXIT_OK
     report.warnings(warnings)
     report.header(target)
-    if not plan.acted:
+    if recovery.finished:
+        output.line(report.FINISHED_EARLIER)
+    if not plan.acted and recovery.finished and plan.old_state is None:
+        output.line("nothing else to revert: patchkit has changed nothing here now")
+    elif not plan.acted:
         output.line("nothing to revert: patchkit has changed nothing here" if plan.old_state is None or not only else
                     f"nothing to revert: {', '.join(only)} not applied here (`patchkit status` lists what is)")
     if removed:

@@ -284,7 +284,7 @@ CASES = [
     Case("orphaned", ("clean",), 0, (), None, "removed "),
     # an unfinished run (its journal) and nobody running
     Case("pending-journal", ("status",), 0, after={**FRESH, STACK_A: "pending"}, says="an interrupted patchkit run is pending"),
-    Case("pending-journal", ("apply",), 0, (ALPHA_EXT, GAMMA), ALL, "nothing to do", APPLIED, PATCHED),
+    Case("pending-journal", ("apply",), 0, (ALPHA_EXT, GAMMA), ALL, "finished an interrupted earlier run first", APPLIED, PATCHED),
     Case("pending-journal", ("apply", "--force"), 0, (ALPHA_EXT, GAMMA), ALL, after=APPLIED, files=PATCHED),
     Case("pending-journal", ("apply", "--only", STACK_B), 0, (ALPHA_EXT, GAMMA), ALL, after=APPLIED, files=PATCHED),
     Case("pending-journal", ("revert",), 0, (ALPHA,), None, "restored 3 file(s)", FRESH, PRISTINE),
