@@ -576,6 +576,13 @@ def status(target: Target) -> tuple[list[PatchStatus], list[str]]:
     return statuses, view.warnings
 
 
+def _unknown_after_warnings(view: View, pids: list[str]) -> list[str]:
+    """A stacking order that names a patch not loaded (a typo, a set not passed) orders nothing."""
+    return [f"patch {pid}: it stacks after {after} (Patchkit-After / STACK_AFTER), which is not loaded here; "
+            "on a shared file the order is by id" for pid in pids for after in view.patches[pid].STACK_AFTER
+            if after not in view.patches]
+
+
 def _range_warnings(view: View, pids: list[str]) -> list[str]:
     try:
         version = Version(view.target.version)
@@ -705,7 +712,8 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     for patch in (view.patches[s.id] for s in to_apply):
         view.warnings.extend(f"patch {patch.ID}: {w}" for w in patch.warnings)
     # A transform rendered for several files warns once.
-    warnings = list(dict.fromkeys(view.warnings + _range_warnings(view, [s.id for s in to_apply])))
+    warnings = list(dict.fromkeys(view.warnings + _range_warnings(view, [s.id for s in to_apply])
+                                  + _unknown_after_warnings(view, [s.id for s in to_apply])))
     return Plan(view.target, tuple(statuses), tuple(writes), view.state, new_state, tuple(warnings),
                 tuple(s.id for s in to_apply), lost, tuple(switchable(view)))
 

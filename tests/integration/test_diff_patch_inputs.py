@@ -330,3 +330,14 @@ def test_a_diff_file_with_a_utf8_bom_keeps_its_first_file_and_utf16_is_exit_2(tm
     wide.write_bytes(diff.decode().encode("utf-16"))
     result = run("--patches", wide, "list")
     assert result.exit_code == 2 and "UTF-16" in result.stderr and str(wide) in result.stderr, result.stderr
+
+
+def test_a_patchkit_after_naming_no_loaded_patch_is_a_warning(tmp_path, release):
+    site = release("0.5.20", extra=(OFFLOADER,))
+    old, new = _fix()
+    path = tmp_path / "offloader-fix.patch"
+    path.write_bytes(git_diff({OFFLOADER: old}, {OFFLOADER: new}, header="Patchkit-After: offloader-bsae\n"))
+    result = run("--patches", path, "apply", "--site-packages", site, "--only", "offloader-fix")
+    assert result.exit_code == 0, result.stderr
+    # It was accepted in silence: the order it asks for on a shared file was never kept.
+    assert "stacks after offloader-bsae" in result.stderr and "not loaded here" in result.stderr, result.stderr
