@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from importlib import resources
+from typing import Any
 from pathlib import Path, PurePosixPath
 
 from packaging.version import InvalidVersion, Version
@@ -120,8 +120,23 @@ def checkout_folder() -> Path | None:
     return folder if (root / "pyproject.toml").is_file() and (folder / "__init__.py").is_file() else None
 
 
+def _manifests() -> Any:
+    """The folder of the shipped manifests: a Path where the package is a folder on disk (the
+    usual case; importlib.resources, which imports tempfile and shutil, is a cost of every
+    `status`), else importlib.resources' traversable (a zipped install)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(MANIFESTS_PACKAGE)
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if len(locations) == 1 and Path(locations[0]).is_dir():
+        return Path(locations[0])
+    from importlib import resources
+
+    return resources.files(MANIFESTS_PACKAGE)
+
+
 def available() -> list[str]:
-    names = [entry.name for entry in resources.files(MANIFESTS_PACKAGE).iterdir() if entry.name.endswith(".json")]
+    names = [entry.name for entry in _manifests().iterdir() if entry.name.endswith(".json")]
     return sorted((name[: -len(".json")] for name in names), key=Version)
 
 
@@ -133,7 +148,7 @@ def find(version: str) -> Manifest | None:
     wanted = versions.public(versions.parse(version, what="SGLang version", error=TargetError))
     for name in available():
         if Version(name) == wanted:
-            entry = resources.files(MANIFESTS_PACKAGE) / f"{name}.json"
+            entry = _manifests() / f"{name}.json"
             # Read without blocking where it is a file (a FIFO there is refused, exit 6).
             raw = read_regular(entry, MANIFEST_LIMIT) if isinstance(entry, Path) else entry.read_bytes()
             return parse(raw.decode("utf-8"), f"manifests/{name}.json")

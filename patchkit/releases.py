@@ -7,7 +7,6 @@ import fcntl
 import functools
 import os
 import shutil
-import subprocess
 import sys
 import time
 import zipfile
@@ -108,6 +107,8 @@ def _download(version: str) -> Path:
             "--only-binary=:all:", "-d", str(wheel_cache()), f"{PACKAGE}=={version}"]
     what = f"cannot download SGLang {version} from the package index"
     # One line per download on stderr, on a terminal or not (CI logs show what a slow run did).
+    import subprocess  # here: a status never downloads
+
     started = time.monotonic()
     if sys.stderr.isatty():
         # On a terminal, pip's own progress bar shows the download.
