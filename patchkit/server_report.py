@@ -174,12 +174,16 @@ def expected_from(path: str) -> Expected:
     where = Path(path)
     if where.is_dir():
         return _from_folder(where)
-    try:
-        raw = where.read_text(encoding="utf-8")
+    from patchkit.util import read_regular
+
+    try:  # never blocks: a FIFO or device is refused (exit 6), not waited on
+        raw = read_regular(where, limit=MAX_BODY)
     except OSError as exc:
         raise UsageError(f"--expect-from {path}: cannot read it ({exc.strerror or exc})") from None
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise UsageError(f"--expect-from {path}: JSON nested too deep (not image labels)") from None
     except ValueError:
         raise UsageError(f"--expect-from {path}: neither a folder nor JSON (image labels, or `docker inspect` output)") from None
     return Expected(_from_labels(data, path), f"the labels in {path}")

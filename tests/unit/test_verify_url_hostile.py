@@ -124,3 +124,19 @@ def test_a_report_of_the_wrong_shape_is_a_finding_not_a_crash(change, words, tmp
     rank0, rank1 = result.json()["ranks"]
     assert not rank0["ok"] and rank1["ok"]
     assert any(f["problem"] == "no-report" and words in f["detail"] for f in rank0["findings"]), rank0
+
+
+def test_expect_from_a_fifo_is_refused_not_waited_on(tmp_path):
+    import os
+
+    fifo = tmp_path / "labels.json"
+    os.mkfifo(fifo)
+    result = run("verify", "--url", "http://127.0.0.1:1", "--expect-from", fifo)  # hung for ever before
+    assert result.exit_code == 6 and "not a regular file (a FIFO)" in result.stderr, result.stderr
+
+
+def test_expect_from_json_nested_too_deep_is_exit_2(tmp_path):
+    labels = tmp_path / "labels.json"
+    labels.write_text("[" * 200_000 + "]" * 200_000)
+    result = run("verify", "--url", "http://127.0.0.1:1", "--expect-from", labels)
+    assert result.exit_code == 2 and "nested too deep" in result.stderr, result.stderr
