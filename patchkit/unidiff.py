@@ -289,9 +289,11 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
             old_rel = new_rel = old_rel or new_rel
         hunks: list[Hunk] = []
         while i < len(lines) and lines[i].startswith(b"@@ "):
+            at = i
             hunk, i, blank = _hunk(lines, i, name)
             hunks.append(hunk)
             damaged += blank
+            _refuse_conflict_markers(name, lines, at, i)
         if old_rel is None and new_rel is None:
             outside.append(new or old or "?")
             continue
@@ -324,6 +326,15 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
     return DiffPatchFile(name=name, id=header.id, title=header.title, rationale=header.rationale,
                          upstream=header.upstream, applies_to=header.applies_to, after=header.after,
                          prefix=prefix or "", files=tuple(files), outside=tuple(outside), notes=tuple(notes))
+
+
+def _refuse_conflict_markers(name: str, lines: list[bytes], start: int, end: int) -> None:
+    """An added line that opens a conflict block (`patchkit rebase` writes them where a unit
+    conflicts): the diff is not resolved yet, and what it would write does not compile."""
+    for i in range(start, end):
+        if lines[i].startswith(b"+<<<<<<< "):
+            raise UsageError(f"{name}: line {i + 1}: an unresolved conflict block (`<<<<<<<` ... `>>>>>>>`, as "
+                             "`patchkit rebase` writes one where a unit conflicts); resolve it, then load the diff")
 
 
 def _converted_to_crlf(lines: list[bytes]) -> bool:

@@ -341,3 +341,24 @@ def test_a_patchkit_after_naming_no_loaded_patch_is_a_warning(tmp_path, release)
     assert result.exit_code == 0, result.stderr
     # It was accepted in silence: the order it asks for on a shared file was never kept.
     assert "stacks after offloader-bsae" in result.stderr and "not loaded here" in result.stderr, result.stderr
+
+
+def test_a_rebased_diff_with_its_conflict_block_unresolved_is_exit_2_at_load(tmp_path, release, monkeypatch):
+    from testing.checkout import wheel_home
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.20", "0.5.22"))))
+    old, new = _fix()
+    diff = tmp_path / "offloader-fix.patch"
+    diff.write_bytes(git_diff({OFFLOADER: old}, {OFFLOADER: new}))
+    out = tmp_path / "rebased.patch"
+    result = run("rebase", diff, "--to", "0.5.22", "-o", out)
+    assert result.exit_code == 1 and "OffloaderV2.__init__" in result.stderr, result.stderr
+    assert b"\n+<<<<<<< release\n" in out.read_bytes()
+    site = release("0.5.22", extra=(OFFLOADER,))
+    before = snapshot(site)
+    # It loaded, read `pending`, and apply then failed on invalid Python.
+    for command in (("status", "--site-packages", site), ("apply", "--site-packages", site)):
+        result = run("--patches", out, *command)
+        assert result.exit_code == 2, (command, result.stderr)
+        assert "unresolved conflict block" in result.stderr and str(out) in result.stderr, result.stderr
+    assert snapshot(site) == before
