@@ -3,37 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import datetime
-import os
-import traceback
 from typing import Callable
 
-from patchkit import output
-from patchkit.constants import ENV_HOME, EXIT_BUG, EXIT_INTERRUPTED
+from patchkit import crash_log, output
+from patchkit.constants import EXIT_BUG, EXIT_INTERRUPTED
 from patchkit.errors import PatchkitError, environment_failure, is_environment_failure
 
 
-def _log_dir() -> str:
-    home = os.environ.get(ENV_HOME) or os.path.join(os.path.expanduser("~"), ".cache", "patchkit")
-    return os.path.join(home, "logs")
-
-
-def _write_log(report: str) -> str:
-    directory = _log_dir()
-    os.makedirs(directory, exist_ok=True)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    path = os.path.join(directory, f"patchkit-{stamp}.log")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(report)
-    return path
-
-
 def log_traceback() -> str:
-    """Write the exception being handled to a log file; its path (or why there is none)."""
-    try:
-        return _write_log(traceback.format_exc())
-    except OSError:
-        return "(no log could be written)"
+    """Write the exception being handled to a crash log; its path (or why there is none)."""
+    return crash_log.log_traceback()
 
 
 def failed(code: int, message: str, as_json: bool = False) -> int:

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit import versions
+from patchkit import crash_log, versions
 from patchkit.constants import PACKAGE, RUNTIME_DIST_INFO, RUNTIME_MODULE
 from patchkit.errors import NotFoundError, TargetError, UsageError, environment_failure, is_environment_failure, undecodable
 from patchkit.util import read_regular
@@ -232,6 +232,7 @@ def _package_root(folder: Path) -> Path | None:
 
 def _make(site: Path, version: str, kind: str, metadata_site: Path | None = None) -> Target:
     versions.parse(version, what=f"the SGLang version installed in {site}", error=TargetError)
+    crash_log.note_sglang_version(version)  # a crash after this point names the SGLang it was patching
     site = Path(os.path.abspath(site))
     root = Path(os.path.abspath(metadata_site)) if kind == EDITABLE and metadata_site is not None else None
     return Target(site=site, version=version, kind=kind, checkout=_checkout_of(site),
