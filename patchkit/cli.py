@@ -9,14 +9,14 @@ from typing import Callable
 
 import click
 
-from patchkit import __version__, error_handler
-from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_CODES_HELP, MAX_LOCK_TIMEOUT
+from patchkit import __version__, error_handler, exit_codes
+from patchkit.constants import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def _epilog() -> str:
-    return "\b\n" + EXIT_CODES_HELP
+def _exit_codes_epilog(command: str | None) -> str:
+    return "\b\n" + exit_codes.help_text(command)  # \b: click prints the table as written
 
 
 def _wants_json() -> bool:
@@ -115,7 +115,7 @@ lock_timeout_option = click.option(
 )
 
 
-@click.group(cls=_Group, context_settings=_CONTEXT, epilog=_epilog())
+@click.group(cls=_Group, context_settings=_CONTEXT)
 @click.version_option(__version__, prog_name="patchkit")
 @click.option("--patches", "patch_folders", multiple=True, metavar="DIR|FILE",
               help="Also load the patch modules and .patch/.diff files in DIR, or one diff FILE (repeatable; also "
@@ -128,7 +128,7 @@ def main(patch_folders) -> None:
     registry.use_folders(patch_folders)
 
 
-@main.command(epilog=_epilog())
+@main.command()
 @target_option
 @targeting
 @click.option("--fetch", metavar="DIR", help="Patch DIR; when it holds no SGLang, first install the pristine "
@@ -148,7 +148,7 @@ def apply(version, site_packages, source, python, fetch, only, skip, dry_run, fo
                       lock_timeout=lock_timeout))
 
 
-@main.command(epilog=_epilog())
+@main.command()
 @target_option
 @targeting
 @json_option
@@ -159,7 +159,7 @@ def status(version, site_packages, source, python, as_json) -> None:
     _exit(lambda: run(site_packages, version, as_json, source=source, python=python))
 
 
-@main.command(epilog=_epilog())
+@main.command()
 @target_option
 @targeting
 @click.option("--only", multiple=True, metavar="ID", help="Revert only this patch (repeatable).")
@@ -175,7 +175,7 @@ def revert(version, site_packages, source, python, only, force, lock_timeout, as
                       lock_timeout=lock_timeout))
 
 
-@main.command(epilog=_epilog())
+@main.command()
 @target_option
 @targeting
 @json_option
@@ -186,7 +186,7 @@ def diff(version, site_packages, source, python, as_json) -> None:
     _exit(lambda: run(site_packages, version, as_json, source=source, python=python))
 
 
-@main.command(epilog=_epilog())
+@main.command()
 @targeting
 @lock_timeout_option
 @json_option
@@ -198,7 +198,7 @@ def clean(site_packages, source, python, lock_timeout, as_json) -> None:
     _exit(lambda: run(site_packages, source, python, as_json, lock_timeout))
 
 
-@main.command(name="list", epilog=_epilog())
+@main.command(name="list")
 @json_option
 def list_command(as_json) -> None:
     """The patches known, their version ranges and upstream references."""
@@ -207,7 +207,7 @@ def list_command(as_json) -> None:
     _exit(lambda: list_patches(as_json))
 
 
-@main.command(epilog=_epilog())
+@main.command()
 @click.argument("patch_id", metavar="ID")
 @click.option("--target", "target", required=True, metavar="FILE", help="The file it edits, e.g. sglang/srt/managers/scheduler.py.")
 @click.option("--class", "cls", default="TODO", show_default=True, metavar="NAME", help="The class it edits.")
@@ -222,12 +222,12 @@ def new(patch_id, target, cls, method, out, tests, as_json) -> None:
     _exit(lambda: run(patch_id, target, cls, method, out, tests, as_json=as_json))
 
 
-@main.group(epilog=_epilog())
+@main.group()
 def manifest() -> None:
     """Per-release manifests: which patches a release carries, pristine sha256 per file."""
 
 
-@manifest.command(epilog=_epilog())
+@manifest.command()
 @click.argument("versions", nargs=-1, required=True)
 @click.option("--out", metavar="DIR", help="Folder to write VERSION.json into (default: the checkout's manifests/; "
               "required when patchkit is an installed copy).")
@@ -239,7 +239,7 @@ def update(versions, out, as_json) -> None:
     _exit(lambda: run(versions, out, as_json=as_json))
 
 
-@manifest.command(epilog=_epilog())
+@manifest.command()
 @click.argument("versions", nargs=-1)
 @json_option
 def check(versions, as_json) -> None:
@@ -249,7 +249,7 @@ def check(versions, as_json) -> None:
     _exit(lambda: run(versions, as_json=as_json))
 
 
-@main.command(epilog=_epilog())
+@main.command()
 @click.option("--from", "first", required=True, metavar="A", help="Release (or git revision with --git).")
 @click.option("--to", "last", required=True, metavar="B", help="Release (or git revision / branch with --git).")
 @click.option("--git", "git_path", metavar="PATH", help="A local clone of the SGLang repository (no checkout needed).")
@@ -262,7 +262,7 @@ def track(first, last, git_path, as_json) -> None:
     _exit(lambda: run(first, last, git_path, as_json))
 
 
-@main.command(epilog=_epilog())
+@main.command()
 @click.option("--from", "first", metavar="A", help="First release (default: the oldest patchkit knows).")
 @click.option("--to", "last", metavar="B", help="Last release (default: the newest patchkit knows).")
 @click.option("--json", "fmt", flag_value="json", help="JSON output.")
@@ -274,7 +274,7 @@ def matrix(first, last, fmt) -> None:
     _exit(lambda: run(first, last, fmt or "text"))
 
 
-@main.command(epilog=_epilog() + "\n\b\nverify exits 1 when a check fails (or, with --strict, a needed patch is missing).")
+@main.command()
 @targeting
 @click.option("--strict", is_flag=True, help="Fail when a patch this release needs is not applied, or a check "
               "could not run (an import whose dependencies are missing here).")
@@ -295,8 +295,7 @@ def verify(site_packages, source, python, strict, allow_skipped, url, expect_fro
                       url=url, expect_from=expect_from))
 
 
-@main.command(epilog=_epilog() + "\n\b\nrebase exits 1 when a unit conflicts (the diff is written with conflict "
-              "markers) or release V already has the change.")
+@main.command()
 @click.argument("patch", metavar="PATCH")
 @click.option("--to", "to", required=True, metavar="V", help="The release to re-make the diff against.")
 @click.option("--from", "first", metavar="V", help="The release the diff was made against, where its index lines "
@@ -311,8 +310,7 @@ def rebase(patch, to, first, out, as_json) -> None:
     _exit(lambda: run(patch, to, first, out, as_json))
 
 
-@main.command(epilog=_epilog() + "\n\b\ncapture exits 1 when there is nothing to capture, 4 when a file patchkit "
-              "patched was edited since.")
+@main.command()
 @click.argument("patch_id", metavar="ID")
 @click.option("--out", metavar="DIR", help="Folder for ID.patch (default: ./sglang-patches; created when its parent "
               "exists).")
@@ -326,7 +324,7 @@ def capture(patch_id, out, site_packages, source, python, as_json) -> None:
     _exit(lambda: run(patch_id, out, site_packages, source, python, as_json))
 
 
-@main.command(epilog=_epilog())
+@main.command()
 @click.argument("patch_id", metavar="ID")
 @click.option("--release", "version", required=True, metavar="V", help="The SGLang release to make it against "
               "(its pristine files, from its wheel).")
@@ -341,7 +339,7 @@ def export(patch_id, version, out, author, as_json) -> None:
     _exit(lambda: run(patch_id, version, out, author, as_json))
 
 
-@main.group(epilog=_epilog())
+@main.group()
 def image() -> None:
     """Patched container images: a Dockerfile that applies and verifies at build time."""
 
@@ -367,7 +365,7 @@ def _with_image_options(command):
     return command
 
 
-@image.command(name="dockerfile", epilog=_epilog())
+@image.command(name="dockerfile")
 @_with_image_options
 @click.option("-o", "--output", "out", metavar="FILE", help="Write here instead of stdout.")
 @json_option
@@ -379,7 +377,7 @@ def image_dockerfile(base, version, python, wheel, ca_cert, allow_skipped, out, 
                                    allow_skipped=allow_skipped, as_json=as_json))
 
 
-@image.command(name="build", epilog=_epilog())
+@image.command(name="build")
 @_with_image_options
 @click.option("-t", "--tag", required=True, help="Tag of the image to build.")
 @click.option("--builder", type=click.Choice(["auto", "docker", "podman", "buildah"]), default="auto",
@@ -414,9 +412,7 @@ class _DoctorCommand(click.Command):
             raise _LaunchUsageError(exc.format_message()) from None
 
 
-@main.command(cls=_DoctorCommand, context_settings={**_CONTEXT, "allow_interspersed_args": False},
-              epilog=_epilog()
-              + "\n\b\ndoctor exits 1 when a finding is an error (the launch would fail or crash).")
+@main.command(cls=_DoctorCommand, context_settings={**_CONTEXT, "allow_interspersed_args": False})
 @click.option("--version", "version", metavar="V", help="Check against SGLang V (fetched into the cache) "
               "instead of the installed one.")
 @site_packages_option
@@ -461,4 +457,18 @@ def _accept_patches(group: click.Group) -> None:
             help="As `patchkit --patches DIR COMMAND`: also load these patch modules and diffs (repeatable)."))
 
 
+def _list_exit_codes(group: click.Group, prefix: str = "") -> None:
+    """Each command's --help lists the exit codes it can return (exit_codes.COMMAND_CODES);
+    `patchkit --help` lists them all."""
+    if not prefix:
+        group.epilog = _exit_codes_epilog(None)
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            command.epilog = _exit_codes_epilog(prefix + name)
+            _list_exit_codes(command, prefix + name + " ")
+        else:
+            command.epilog = _exit_codes_epilog(prefix + name)
+
+
 _accept_patches(main)
+_list_exit_codes(main)

@@ -45,20 +45,3 @@ EXIT_ENVIRONMENT = 6  # read-only, permission, no space, I/O error, wrong file t
 EXIT_BUG = 70  # unexpected error; traceback in the log file named on stderr
 EXIT_INTERRUPTED = 130
 
-EXIT_CODES_HELP = """\
-Exit codes:
-  0    done, or nothing to do
-  1    a patch could not be planned or validated (nothing written)
-  2    usage error (also a --target that is not a version)
-  3    SGLang not found, version mismatch, or a release patchkit knows
-       nothing about (--fetch)
-  4    a file was changed outside patchkit and the operation would lose
-       that change (nothing written; --force overrides)
-  5    gave up waiting for another patchkit run on the same folder
-       (--lock-timeout)
-  6    environment failure reading or writing a file (read-only, permission
-       denied, no space left, I/O error, wrong file type, undecodable
-       bytes); the file and the cause are named
-  70   unexpected error (the log file holding the traceback is named)
-  130  interrupted (Ctrl-C); the message says whether the files were left
-       as they were or the run was finished first"""
