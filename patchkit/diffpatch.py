@@ -241,7 +241,7 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
             elif after is None:  # removed by the diff, gone upstream too
                 outcomes.append(UnitOutcome(rel, name, UPSTREAM, "removed"))
             else:
-                outcomes.append(UnitOutcome(rel, name, CONFLICT, "not in the file (removed or renamed upstream)"))
+                outcomes.append(UnitOutcome(rel, name, CONFLICT, "not in the file (removed or renamed)"))
             continue
         moved = where != name
         if moved:

@@ -422,14 +422,14 @@ def _fast_status(view: View, pid: str) -> PatchStatus | None:
     recorded = view.manifest.patch_sha256.get(pid)
     if recorded is None or recorded != _digest(pid):
         return None  # the manifest judged another source of this patch (edited since): its probes decide
-    if entry.reads and any(_release_sha(view, rel) != digest for rel, digest in entry.reads.items()):
+    if entry.reads and any(before_patchkit_sha(view, rel) != digest for rel, digest in entry.reads.items()):
         return None  # a file the patch reads is not the release's (or is there where the release has none)
     if state and any(rel in state.files for rel in entry.files):
         return None  # another patch changed a shared file: read the code
     return PatchStatus(pid, _VERDICT_STATE[entry.verdict], entry.files)
 
 
-def _release_sha(view: View, rel: str) -> str | None:
+def before_patchkit_sha(view: View, rel: str) -> str | None:
     """The sha256 of a file before patchkit changed it (its pristine record), else of its bytes."""
     if view.state and rel in view.state.files:
         return view.state.files[rel].pristine
@@ -535,9 +535,19 @@ def _status(view: View, pid: str) -> PatchStatus:
     found = _fast_status(view, pid) or evaluate(view, pid)
     if found.state == FAILED and not found.crashed:
         found = _on_its_stack(view, pid) or found
+    if found.state == FAILED and not found.crashed:
+        found = _with_cause(view, found)
     if found.state == UPSTREAM_FIXED and _hand_applied(view, pid):
         return PatchStatus(pid, APPLIED, found.files, hand_applied.DETAIL)
     return found
+
+
+def _with_cause(view: View, found: PatchStatus) -> PatchStatus:
+    """A failed patch's detail also says whether a local edit or an upstream change is the cause."""
+    from patchkit import failure_cause
+
+    said = failure_cause.explain(view, found.id, found.files)
+    return replace(found, detail="; ".join(part for part in (found.detail, said) if part)) if said else found
 
 
 def _on_its_stack(view: View, pid: str) -> PatchStatus | None:

@@ -47,7 +47,7 @@ COMMAND_CODES: dict[str, tuple[int, ...]] = {
 
 # Where a code means something more particular for one command.
 COMMAND_MEANINGS: dict[tuple[str, int], str] = {
-    ("status", EXIT_PLAN): "a patch is failed (cannot be planned on this release), or the state file is corrupt",
+    ("status", EXIT_PLAN): "a patch's own code raised (its row says so), or the state file is corrupt",
     ("manifest check", EXIT_PLAN): "a manifest does not match the patches or the release",
     ("track", EXIT_PLAN): "a patch fails on a release in the range",
     ("matrix", EXIT_PLAN): "a patch fails on a release in the range",

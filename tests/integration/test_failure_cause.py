@@ -1,0 +1,66 @@
+"""A patch that cannot be planned says whether a local edit or an upstream change is the cause
+(its files against the release's own bytes: the dist-info RECORD) and names the next command."""
+
+from __future__ import annotations
+
+import pytest
+
+from testing.cli import run
+from testing.diffs import git_diff
+from testing.releases import pristine, snapshot
+
+pytestmark = pytest.mark.integration
+
+OFFLOADER = "sglang/srt/utils/offloader.py"
+ID = "offloader-tied"
+
+
+@pytest.fixture
+def offloader_patch(tmp_path, patchkit_home):
+    """Upstream's own 0.5.20 -> 0.5.21 change to offloader.py, made against 0.5.20 (the test
+    cache's wheels hold its pre-image)."""
+    from testing.releases import HOME
+
+    (patchkit_home / "wheels").symlink_to(HOME / "wheels")
+    path = tmp_path / "patches" / f"0001-{ID}.patch"
+    path.parent.mkdir()
+    path.write_bytes(git_diff({OFFLOADER: (pristine("0.5.20") / OFFLOADER).read_bytes()},
+                              {OFFLOADER: (pristine("0.5.21") / OFFLOADER).read_bytes()}))
+    return path
+
+
+def detail(patch, site) -> str:
+    result = run("--patches", patch, "status", "--site-packages", site, "--json")
+    assert result.exit_code == 0, result.stderr
+    found = next(p for p in result.json()["patches"] if p["id"] == ID)
+    assert found["state"] == "failed", found
+    return found["detail"]
+
+
+def test_upstream_change_on_a_pristine_release(release, offloader_patch):
+    # 0.5.22 changed OffloaderV2.__init__ in the diff's lines: the file is the release's own.
+    site = release("0.5.22", extra=(OFFLOADER,))
+    said = detail(offloader_patch, site)
+    assert "cause: an upstream change" in said and "local edit" not in said, said
+    assert f"`patchkit rebase {offloader_patch} --to 0.5.22`" in said and f"`--skip {ID}`" in said
+    before = snapshot(site)
+    result = run("--patches", offloader_patch, "apply", "--site-packages", site)
+    assert result.exit_code == 1 and "cause: an upstream change" in result.stderr, result.stderr
+    assert snapshot(site) == before
+
+
+def test_local_edit_that_removes_the_anchor(release, offloader_patch):
+    # On 0.5.20 the diff applies; a hand edit renames the function it changes.
+    site = release("0.5.20", extra=(OFFLOADER,))
+    path = site / OFFLOADER
+    code = path.read_bytes()
+    assert code.count(b"def create_offloader(") == 1
+    path.write_bytes(code.replace(b"def create_offloader(", b"def make_offloader("))
+    said = detail(offloader_patch, site)
+    assert f"cause: a local edit ({OFFLOADER} is not SGLang 0.5.20's release file)" in said, said
+    assert "pip install --force-reinstall --no-deps sglang==0.5.20" in said and f"`--skip {ID}`" in said
+    assert "upstream change" not in said
+    before = snapshot(site)
+    result = run("--patches", offloader_patch, "apply", "--site-packages", site)
+    assert result.exit_code == 1 and "cause: a local edit" in result.stderr, result.stderr
+    assert snapshot(site) == before
