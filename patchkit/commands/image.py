@@ -9,7 +9,7 @@ from packaging.version import InvalidVersion, Version
 from patchkit import builder as builders
 from patchkit import dockerfile, image_context, image_reference, output, versions
 from patchkit.constants import EXIT_OK
-from patchkit.errors import UsageError
+from patchkit.errors import EnvironmentFailure, UsageError
 from patchkit.util import atomic_write
 
 CA_NAME = "patchkit-ca-certificates.crt"  # the --ca-cert file's name in the build context
@@ -29,6 +29,9 @@ def _file(option: str, value: str | None) -> Path | None:
     if value is None:
         return None
     path = Path(value)
+    if path.exists() and not path.is_file():  # a FIFO, a device, a folder: it is there, but not a file
+        raise EnvironmentFailure(f"{option} {value}: not a regular file; patchkit copies only a file into the "
+                                 "build context")
     if not path.is_file():
         raise UsageError(f"{option} {value}: no such file")
     return path
@@ -65,7 +68,8 @@ def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None
     context = image_context.plan(wheel_path)
     spec = _spec(base, version, python, context, ca_path, allow_skipped)
     text = dockerfile.render(spec)
-    needs = [*context.names(), *([f"{ca_path} as {CA_NAME}"] if ca_path else [])]
+    # The given path as the user spelled it, made one inert line (a newline in it split the line).
+    needs = [*context.names(), *([f"{output.one_line(str(ca_path))} as {CA_NAME}"] if ca_path else [])]
     if out:
         folder = Path(out).resolve().parent
         if not folder.is_dir():

@@ -79,6 +79,27 @@ def test_python_and_ca_cert_options(tmp_path):
     assert runs[1].endswith("verify --python /opt/conda/bin/python --strict")
 
 
+def test_a_fifo_as_ca_cert_or_wheel_is_exit_6_not_no_such_file(tmp_path):
+    import os
+
+    fifo = tmp_path / "corp.pem"
+    os.mkfifo(fifo)
+    out = tmp_path / "Dockerfile"
+    for option in ("--ca-cert", "--wheel"):
+        result = run("image", "dockerfile", "--base", "b", "--target", "0.5.17", option, fifo, "-o", out)
+        assert result.exit_code == 6 and f"{option} {fifo}: not a regular file" in result.stderr, result.stderr
+        assert not out.exists()
+
+
+def test_a_ca_cert_path_with_a_newline_stays_one_line(tmp_path):
+    ca = tmp_path / "corp\nRUN id.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    result = run("image", "dockerfile", "--base", "b", "--target", "0.5.17", "--ca-cert", ca)
+    assert result.exit_code == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if "as patchkit-ca-certificates.crt" in line]
+    assert said and "\\nRUN id.pem" in said[0] and not any(line.startswith("RUN id") for line in result.stderr.splitlines())
+
+
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
     out = tmp_path / "Dockerfile"
     for args, code, message in [
