@@ -18,7 +18,7 @@ LOG_SUFFIX = ".log"
 _sglang_version: str | None = None
 
 
-def note_sglang_version(version: str) -> None:
+def note_sglang_version(version: str | None) -> None:
     global _sglang_version
     _sglang_version = version
 

@@ -24,6 +24,7 @@ def failed(code: int, message: str, as_json: bool = False) -> int:
 
 
 def run(command: Callable[[], int], as_json: bool = False) -> int:
+    crash_log.note_sglang_version(None)  # until this command resolves its target (in-process runs: tests)
     try:
         return command()
     except PatchkitError as exc:
