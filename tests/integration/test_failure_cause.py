@@ -29,10 +29,10 @@ def offloader_patch(tmp_path, patchkit_home):
     return path
 
 
-def detail(patch, site) -> str:
+def detail(patch, site, pid: str = ID) -> str:
     result = run("--patches", patch, "status", "--site-packages", site, "--json")
     assert result.exit_code == 0, result.stderr
-    found = next(p for p in result.json()["patches"] if p["id"] == ID)
+    found = next(p for p in result.json()["patches"] if p["id"] == pid)
     assert found["state"] == "failed", found
     return found["detail"]
 
@@ -64,3 +64,52 @@ def test_local_edit_that_removes_the_anchor(release, offloader_patch):
     result = run("--patches", offloader_patch, "apply", "--site-packages", site)
     assert result.exit_code == 1 and "cause: a local edit" in result.stderr, result.stderr
     assert snapshot(site) == before
+
+
+# A Python patch anchored on create_offloader, which 0.5.14-0.5.18 name create_offloader_from_server_args.
+AST_PATCH = '''
+import libcst as cst
+import libcst.matchers as m
+
+from patchkit.edits import edit
+from patchkit.patch import Patch
+
+
+class OffloaderMark(Patch):
+    ID = "offloader-mark"
+    TITLE = "A decorator on create_offloader"
+    RATIONALE = "Anchored on a function upstream renamed."
+    APPLIES_TO = ">=0.5.10"
+    TARGETS = ("sglang/srt/utils/offloader.py",)
+
+    def is_applied(self, path, tree):
+        return bool(m.findall(tree, m.FunctionDef(name=m.Name("create_offloader"), decorators=[m.AtLeastN(n=1)])))
+
+    def is_fixed_upstream(self, path, tree):
+        return False
+
+    @edit(m.FunctionDef(name=m.Name("create_offloader")), "create_offloader")
+    def mark(self, original_node, updated_node):
+        return updated_node.with_changes(decorators=[cst.Decorator(cst.Name("staticmethod"))])
+'''
+
+
+@pytest.fixture
+def ast_patch(tmp_path):
+    folder = tmp_path / "ast-patches"
+    folder.mkdir()
+    (folder / "offloader_mark.py").write_text(AST_PATCH)
+    return folder
+
+
+def test_python_patch_whose_anchor_upstream_renamed(release, ast_patch):
+    said = detail(ast_patch, release("0.5.17", extra=(OFFLOADER,)), "offloader-mark")
+    assert "anchor not found: create_offloader" in said, said
+    assert "cause: an upstream change" in said and "`patchkit track`" in said and "`--skip offloader-mark`" in said
+    site = release("0.5.20", extra=(OFFLOADER,))
+    before = run("--patches", ast_patch, "status", "--site-packages", site, "--json").json()["patches"]
+    assert next(p for p in before if p["id"] == "offloader-mark")["state"] == "pending"  # its anchor is there
+    path = site / OFFLOADER
+    path.write_bytes(path.read_bytes().replace(b"def create_offloader(", b"def make_offloader("))
+    said = detail(ast_patch, site, "offloader-mark")
+    assert "anchor not found" in said and "cause: a local edit" in said, said
