@@ -42,6 +42,7 @@ class UnitOutcome:
     unit: str  # "Class.method", "function", "<imports>", ...
     outcome: str  # one of OUTCOMES
     detail: str = ""
+    moved_to: str = ""  # the other file of the package the unit is in now (see `finder`)
 
     def to_dict(self) -> dict:
         return {"file": self.file, "unit": self.unit, "outcome": self.outcome, "detail": self.detail}
@@ -55,6 +56,8 @@ class FileResolution:
     after: bytes | None  # the new bytes (with conflict markers where asked); None when absent
     units: tuple[UnitOutcome, ...] = ()
     notes: tuple[str, ...] = ()
+    # Units that moved to another file, followed there (resolve(follow=True)): (file, unit, new bytes).
+    elsewhere: tuple[tuple[str, str, bytes], ...] = ()
 
     @property
     def conflicts(self) -> tuple[UnitOutcome, ...]:
@@ -161,12 +164,51 @@ def _texts(data: bytes, rel: str, what: str) -> dict[str, bytes]:
     return {u.name: b"".join(lines[u.start:u.end]) for u in _units(data, rel, what)}
 
 
+# (unit name, the diff's file) -> [(another file of the package, the unit's bytes there)]
+Elsewhere = Callable[[str, str], list[tuple[str, bytes]]]
+
+
+def finder(files: Callable[[], list[str]], read: Callable[[str], bytes | None]) -> Elsewhere:
+    """Where else in the package (`files()`: its Python files) a unit of that name is: a bytes
+    search for `def NAME` / `class NAME` first, then `patchkit.units` on the files that hold it."""
+    listed: list[str] = []
+    texts: dict[str, dict[str, bytes]] = {}
+
+    def find(name: str, rel: str) -> list[tuple[str, bytes]]:
+        if not listed:
+            listed.extend(files())
+        parts = name.split(".")
+        if len(parts) > 2 or not all(part.isidentifier() for part in parts):
+            return []  # <imports>, a statement: not a unit that moves by name
+        needles = [b"def " + parts[-1].encode()] if len(parts) == 2 else [b"def " + name.encode(), b"class " + name.encode()]
+        if len(parts) == 2:
+            needles.append(b"class " + parts[0].encode())
+        found = []
+        for other in listed:
+            if other == rel:
+                continue
+            data = read(other)
+            if data is None or not (all(n in data for n in needles) if len(parts) == 2 else any(n in data for n in needles)):
+                continue
+            if other not in texts:
+                try:
+                    texts[other] = units_mod.texts(data)
+                except (SyntaxError, ValueError):
+                    texts[other] = {}
+            if name in texts[other]:
+                found.append((other, texts[other][name]))
+        return found
+
+    return find
+
+
 def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes | None], markers: bool = False,
-                 count: bool = True) -> FileResolution:
+                 count: bool = True, elsewhere: Elsewhere | None = None, follow: bool = False) -> FileResolution:
     """One file of a diff on `target` (see the module docstring); `base()` gives the diff's
     pre-image of the file when known (else only the git-apply way works), asked only when the
     hunks do not apply as they are. `count`: name the units an exact apply changes (for reports;
-    the engine does not need them)."""
+    the engine does not need them). `elsewhere`: where a unit absent from the file is in the
+    package now (`finder`); `follow`: patch it there (rebase), else it is a conflict naming it."""
     rel = file.path
     if target is None:
         return FileResolution(rel, ABSENT, None, None)
@@ -186,7 +228,7 @@ def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes 
     patched = apply_hunks(pre_image, file.hunks)
     if patched is None:
         raise PlanError(f"{rel}: the diff does not apply to its own pre-image (index {file.old_blob}): a damaged diff")
-    return _per_unit(rel, pre_image, patched, target, markers)
+    return _per_unit(rel, pre_image, patched, target, markers, elsewhere, follow)
 
 
 def _changed_units(rel: str, before: bytes, after: bytes, outcome: str) -> tuple[UnitOutcome, ...]:
@@ -215,7 +257,8 @@ def _unplaced(file: FileDiff, target: bytes) -> tuple[UnitOutcome, ...]:
     return tuple(out) or (UnitOutcome(file.path, "<file>", CONFLICT, "its hunks do not apply together"),)
 
 
-def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: bool) -> FileResolution:
+def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: bool,
+              elsewhere: Elsewhere | None = None, follow: bool = False) -> FileResolution:
     old, new = _texts(base, rel, "the pre-image"), _texts(patched, rel, "the patched pre-image")
     ours_units = _units(target, rel, "the installed file")
     lines = units_mod.split_lines(target)
@@ -224,6 +267,7 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
     insert: dict[str | None, list[bytes]] = {}  # after which unit of the target (None: first) -> added units
     outcomes: list[UnitOutcome] = []
     notes: list[str] = []
+    followed: list[tuple[str, str, bytes]] = []
     order = list(new)
     for name in dict.fromkeys([*new, *old]):
         before, after = old.get(name), new.get(name)
@@ -241,7 +285,22 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
             elif after is None:  # removed by the diff, gone upstream too
                 outcomes.append(UnitOutcome(rel, name, UPSTREAM, "removed"))
             else:
-                outcomes.append(UnitOutcome(rel, name, CONFLICT, "not in the file (removed or renamed)"))
+                found = _in_other_file(rel, name, before, after, elsewhere, markers)
+                if found is None:
+                    outcomes.append(UnitOutcome(rel, name, CONFLICT, "not in the file (removed or renamed)"))
+                    continue
+                other, form, outcome = found
+                notes.append(f"moved: {rel}:{name} -> {other}:{name}")
+                if outcome == UPSTREAM:
+                    outcomes.append(UnitOutcome(rel, name, UPSTREAM, f"in its patched form in {other}", other))
+                elif follow:
+                    followed.append((other, name, form))
+                    outcomes.append(UnitOutcome(other, name, outcome, f"moved from {rel}:{name}", other))
+                else:
+                    # A diff's files are fixed when it loads (its TARGETS): the engine does not
+                    # write a file the diff does not name; rebase re-makes the diff against it.
+                    outcomes.append(UnitOutcome(rel, name, CONFLICT, f"moved to {other}:{name}; rebase with "
+                                                "patchkit rebase", other))
             continue
         moved = where != name
         if moved:
@@ -265,7 +324,30 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
     for unit in ours_units:
         out.append(replace.get(unit.name, ours[unit.name]))
         out.extend(_joined(insert.get(unit.name, []), out))
-    return FileResolution(rel, PER_UNIT, target, b"".join(out), tuple(outcomes), tuple(notes))
+    return FileResolution(rel, PER_UNIT, target, b"".join(out), tuple(outcomes), tuple(notes), tuple(followed))
+
+
+def _in_other_file(rel: str, name: str, before: bytes, after: bytes, elsewhere: Elsewhere | None,
+                   markers: bool) -> tuple[str, bytes, str] | None:
+    """(the other file, the unit's new bytes there, the outcome) when exactly one other file of
+    the package has a unit of that name whose form is the pre-image's, the patched one, or merges
+    cleanly with the diff's change; else None."""
+    found = elsewhere(name, rel) if elsewhere is not None else []
+    if len(found) != 1:
+        return None
+    other, current = found[0]
+    if current == after:
+        return other, current, UPSTREAM
+    if current == before:
+        return other, after, MOVED
+    merged, clean = _merge(before, current, after, markers)
+    return (other, merged, MOVED) if clean else None
+
+
+def _with_units(data: bytes, replace: dict[str, bytes]) -> bytes:
+    """`data` with the named units' bytes replaced."""
+    lines = units_mod.split_lines(data)
+    return b"".join(replace.get(u.name, b"".join(lines[u.start:u.end])) for u in units_mod.units(data))
 
 
 def _joined(added: list[bytes], out: list[bytes]) -> list[bytes]:
@@ -283,15 +365,31 @@ def _moved(name: str, ours: dict[str, bytes]) -> str | None:
 
 
 def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: bool = False,
-            pre_image: Callable[[FileDiff], bytes | None] | None = None) -> Resolution:
+            pre_image: Callable[[FileDiff], bytes | None] | None = None,
+            python_files: Callable[[], list[str]] | None = None) -> Resolution:
     """The diff on the files `read` gives (rel -> bytes, None when absent): per file the new
     bytes (with conflict markers for conflicting units when `markers`) and per unit its outcome.
-    `pre_image` gives a file's pre-image (default: the cached release with its blob hash)."""
+    `pre_image` gives a file's pre-image (default: the cached release with its blob hash).
+    `python_files` lists the package's Python files: a changed unit that moved to one of them
+    (not a file of the diff) is patched there, a file of its own in the resolution."""
     from patchkit import release_blobs
 
     find_base = pre_image or release_blobs.pre_image
-    files = [resolve_file(file, target, _base(file, target, find_base), markers)
+    diff_files = {file.path for file in diff.files}
+    elsewhere = None
+    if python_files is not None:
+        listing = python_files
+        elsewhere = finder(lambda: [rel for rel in listing() if rel not in diff_files], read)
+    files = [resolve_file(file, target, _base(file, target, find_base), markers, elsewhere=elsewhere, follow=True)
              for file in diff.files for target in (read(file.path),)]
+    edits: dict[str, dict[str, bytes]] = {}
+    for found in files:
+        for other, name, form in found.elsewhere:
+            edits.setdefault(other, {})[name] = form
+    for other, replace in edits.items():
+        data = read(other) or b""
+        moved = tuple(u for f in files for u in f.units if u.file == other)
+        files.append(FileResolution(other, PER_UNIT, data, _with_units(data, replace), moved))
     return Resolution(tuple(files), diff.notes)
 
 
@@ -321,6 +419,13 @@ class DiffPatch(Patch):
     def __init__(self) -> None:
         super().__init__()
         self._resolved: dict[tuple[str, bytes], FileResolution] = {}
+        self._elsewhere: Elsewhere | None = None
+
+    def bind_package(self, python_files: Callable[[], list[str]], read: Callable[[str], bytes | None]) -> None:
+        """The installed package's other files, where a unit absent from its file is looked for
+        (bound once per instance: one View, one tree)."""
+        if self._elsewhere is None:
+            self._elsewhere = finder(lambda: [rel for rel in python_files() if rel not in self.TARGETS], read)
 
     def _file(self, path: str) -> FileDiff:
         return next(f for f in self.DIFF.files if f.path == path)
@@ -331,7 +436,7 @@ class DiffPatch(Patch):
             from patchkit import release_blobs
 
             self._resolved[key] = resolve_file(self._file(path), data, _base(self._file(path), data, release_blobs.pre_image),
-                                               count=False)
+                                               count=False, elsewhere=self._elsewhere)
         return self._resolved[key]
 
     def is_applied(self, path: str, tree: Any) -> bool:  # `tree`: the file's bytes (WORKS_ON_BYTES)

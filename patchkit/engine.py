@@ -479,6 +479,11 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
 
     patch = view.patches[pid]
     read = (lambda rel: contents.get(rel)) if contents is not None else view.read
+    # A diff patch looks for a changed unit absent from its file in the package's other files
+    # (bound here, not in View: View is part of every module patch's identity).
+    bind, listing = getattr(patch, "bind_package", None), getattr(view.target, "python_files", None)
+    if bind is not None and listing is not None:
+        bind(listing, view.read)
     present = [rel for rel in patch.TARGETS if read(rel) is not None]
     required = patch.REQUIRES or patch.TARGETS
     if not any(read(rel) is not None for rel in required):

@@ -62,14 +62,16 @@ def load(data: bytes, name: str) -> DiffPatchFile:
 
 
 def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], bytes | None],
-           base: Callable[[FileDiff], bytes | None] | None = None, base_label: str | None = None) -> Rebased:
+           base: Callable[[FileDiff], bytes | None] | None = None, base_label: str | None = None,
+           python_files: Callable[[], list[str]] | None = None) -> Rebased:
     """`diff` (parsed from `data`) re-made against release `to`, whose files `read` gives. `base`
-    gives a file's pre-image (default: the cached release with its blob hash)."""
+    gives a file's pre-image (default: the cached release with its blob hash); `python_files`
+    lists the release's Python files, where a unit that moved to another file is followed."""
     from patchkit import __version__
 
     name = diff.name
     found_base = (base_label,) if base_label else tuple(str(m) for m in release_blobs.made_for(diff))
-    resolution = diffpatch.resolve(diff, read, markers=True, pre_image=base)
+    resolution = diffpatch.resolve(diff, read, markers=True, pre_image=base, python_files=python_files)
     notes = list(diff.notes)
     changes: list[format_patch.FileChange] = []
     already: list[str] = []
@@ -77,6 +79,8 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
         notes.extend(file.notes)
         if file.how == diffpatch.ABSENT:
             continue  # listed as a conflict below
+        if file.after == file.before and file.elsewhere:
+            continue  # what it changed is in other files of the release now (its notes say which)
         if file.after == file.before or file.upstream:
             already.append(file.rel)
             continue

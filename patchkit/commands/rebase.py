@@ -24,7 +24,7 @@ def rebase(patch: str, to: str, first: str | None, out: str | None, as_json: boo
     if first:
         source = releases.WheelSource(first)
         base = lambda file: source.read(file.old_path or file.path)  # noqa: E731
-    made = rebasing.rebase(diff, data, to, target.read, base, first)
+    made = rebasing.rebase(diff, data, to, target.read, base, first, target.python_files)
     if path is not None:
         atomic_write(path, made.data, 0o644)
     conflicts = made.conflicts

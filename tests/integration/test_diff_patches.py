@@ -283,3 +283,50 @@ def test_a_file_of_the_package_that_is_not_python_is_patched_not_compiled(tmp_pa
     result = run("--patches", patch, "apply", "--site-packages", site, "--only", "docs-too")
     assert result.exit_code == 0, result.stderr
     assert {rel: (site / rel).read_bytes() for rel in files} == expected
+
+
+# seqlens_expand_kernel moved from layers/attention/utils.py (0.5.12) to triton_ops/pad.py (0.5.13,
+# unchanged); upstream changed it by 0.5.15. That change, made against 0.5.12's utils.py.
+ATTENTION_UTILS = "sglang/srt/layers/attention/utils.py"
+PAD = "sglang/srt/layers/attention/triton_ops/pad.py"
+MOVED_UNIT = "seqlens_expand_kernel"
+
+
+def moved_unit_diff() -> tuple[bytes, bytes]:
+    """(the diff, the unit as upstream changed it)."""
+    from patchkit import units
+
+    old = (pristine("0.5.12") / ATTENTION_UTILS).read_bytes()
+    changed = units.texts((pristine("0.5.15") / PAD).read_bytes())[MOVED_UNIT]
+    before = units.texts(old)[MOVED_UNIT]
+    assert before != changed and before == units.texts((pristine("0.5.13") / PAD).read_bytes())[MOVED_UNIT]
+    return git_diff({ATTENTION_UTILS: old}, {ATTENTION_UTILS: old.replace(before, changed)}), changed
+
+
+def test_a_unit_moved_to_another_file_fails_naming_it_and_rebase_writes_the_hunk_there(tmp_path, release, cached_wheels):
+    from patchkit import units
+
+    text, changed = moved_unit_diff()
+    patch = tmp_path / "moved-kernel.patch"
+    patch.write_bytes(text)
+    site = release("0.5.13", extra=(ATTENTION_UTILS, PAD))
+    before = snapshot(site)
+    where = f"moved to {PAD}:{MOVED_UNIT}; rebase with patchkit rebase"
+    found = states_with(patch, site)["moved-kernel"]
+    assert found["state"] == "failed" and where in found["detail"], found
+    result = run("--patches", patch, "apply", "--site-packages", site)
+    assert result.exit_code == 1 and where in result.stderr + result.stdout
+    assert snapshot(site) == before
+
+    out = tmp_path / "rebased.patch"
+    result = run("rebase", patch, "--to", "0.5.13", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert f"moved: {ATTENTION_UTILS}:{MOVED_UNIT} -> {PAD}:{MOVED_UNIT}" in result.stdout + result.stderr
+    code, files, err = git_apply({PAD: (site / PAD).read_bytes()}, out.read_bytes())
+    assert code == 0, err
+    assert units.texts(files[PAD])[MOVED_UNIT] == changed  # type: ignore[arg-type]
+    assert states_with(out, site)["rebased"]["state"] == "pending"
+    assert run("--patches", out, "apply", "--site-packages", site).exit_code == 0
+    assert (site / PAD).read_bytes() == files[PAD]
+    assert run("--patches", out, "revert", "--site-packages", site).exit_code == 0
+    assert snapshot(site) == before
