@@ -78,3 +78,28 @@ def test_a_file_that_is_not_python_has_no_units_a_misfit_is_a_conflict():
     found = diffpatch.resolve(diff, lambda rel: b"# B\n\nother\n", pre_image=lambda f: b"# A\n\nline\n").files[0]
     assert [(u.unit, u.outcome) for u in found.conflicts] == [("<file>", "conflict")]
     assert diffpatch.resolve(diff, lambda rel: b"# A\n\nline\n").files[0].after == b"# A\n\nline 2\n"
+
+
+def test_a_unit_gone_from_its_file_is_followed_only_to_exactly_one_other_file():
+    other, third = "sglang/srt/other.py", "sglang/srt/third.py"
+    without_f = BASE.replace(b"def f():\n    return 1\n\n\n", b"")
+    moved_f = b"def f():\n    return 1\n"
+    files = {REL: without_f, other: moved_f, third: b"x = 1\n"}
+    diff = unidiff.parse(git_diff({REL: BASE}, {REL: PATCHED}), "d.patch")
+
+    def run(files: dict[str, bytes], follow: bool) -> diffpatch.Resolution | diffpatch.FileResolution:
+        if follow:
+            return diffpatch.resolve(diff, files.get, pre_image=lambda f: BASE, python_files=lambda: sorted(files))
+        return diffpatch.resolve_file(diff.files[0], files[REL], lambda: BASE, elsewhere=diffpatch.finder(lambda: sorted(files), files.get))
+
+    judged = run(files, follow=False)
+    assert isinstance(judged, diffpatch.FileResolution)
+    assert [(u.unit, u.detail) for u in judged.conflicts] == [("f", f"moved to {other}:f; rebase with patchkit rebase")]
+    assert f"moved: {REL}:f -> {other}:f" in judged.notes
+    followed = run(files, follow=True)
+    assert isinstance(followed, diffpatch.Resolution) and not followed.conflicts
+    assert {f.rel: f.after for f in followed.files}[other] == b"def f():\n    return 10\n"
+    # Two other files hold an f: which one is meant is not known, a conflict as before.
+    two = run({**files, third: moved_f}, follow=False)
+    assert isinstance(two, diffpatch.FileResolution)
+    assert [u.detail for u in two.conflicts] == ["not in the file (removed or renamed)"]
