@@ -93,18 +93,37 @@ def is_runtime_file(rel: str) -> bool:
 
 
 def _metadata_version(path: Path) -> str | None:
-    from email.parser import HeaderParser  # imported on use: start-up time matters for `status`
-
     try:
-        metadata = HeaderParser().parsestr(read_regular(path).decode("utf-8"))
+        text = read_regular(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise undecodable(path, exc) from None
     except OSError as exc:
         if is_environment_failure(exc):
             raise environment_failure(exc) from None
         raise TargetError(f"cannot read {path}: {exc.strerror}") from exc
-    version = metadata.get("Version")
+    version = header(text, "Version")
     return version.strip() if version else None
+
+
+def header(text: str, name: str) -> str | None:
+    """The first `name` field of a METADATA file's header block, read as email's HeaderParser
+    reads it (case-insensitive names, folded continuation lines, the block ends at a blank line
+    or at a line that is no field), without importing the email package (a cost of every `status`)."""
+    wanted, found, in_field = name.lower(), None, False  # in_field: a field was read
+    for line in text.splitlines():
+        if line[:1] in (" ", "\t") and line.strip():
+            if in_field and found is not None:
+                found += line  # a folded continuation of the field asked for
+            continue  # (email skips one before the first field too)
+        if found is not None:
+            return found
+        field, colon, value = line.partition(":")
+        if not line.strip() or not colon or not field or field != field.rstrip() or field[:1] in (" ", "\t"):
+            return None
+        in_field = True
+        if field.lower() == wanted:
+            found = value.lstrip(" \t")
+    return found
 
 
 def _dist_infos(site: Path) -> list[Path]:
