@@ -85,6 +85,9 @@ def _folder_set(folder: str) -> PatchSet:
     return PatchSet(origin=f"folder {path}", package=package, folder=path)
 
 
+ENTRY_POINTS_LIMIT = 16 << 20  # bytes: an entry_points.txt is a few lines
+
+
 def _declares_entry_points() -> bool:
     """Whether any installed distribution declares the group: a plain scan of the
     entry_points.txt files on sys.path, so that `status` does not pay for importing
@@ -98,12 +101,12 @@ def _declares_entry_points() -> bool:
         for name in names:
             if not name.endswith((".dist-info", ".egg-info")):
                 continue
-            try:
-                with open(os.path.join(entry or ".", name, "entry_points.txt"), encoding="utf-8") as handle:
-                    if marker in handle.read():
-                        return True
+            try:  # never blocks: a FIFO there (which importlib.metadata would wait on too) is exit 6 naming it
+                text = read_regular(Path(entry or ".", name, "entry_points.txt"), ENTRY_POINTS_LIMIT).decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
+            if marker in text:
+                return True
     return False
 
 

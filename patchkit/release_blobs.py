@@ -17,7 +17,9 @@ from packaging.version import InvalidVersion, Version
 
 from patchkit import releases
 from patchkit.constants import PACKAGE
+from patchkit.errors import EnvironmentFailure
 from patchkit.unidiff import DiffPatchFile, FileDiff, git_blob_sha1
+from patchkit.util import read_regular
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,9 @@ def _zip(wheel: Path) -> zipfile.ZipFile | None:
         return None
 
 
+INDEX_LIMIT = 64 << 20  # bytes: an index holds one hash per file of a wheel asked for
+
+
 def _index_file(wheel: Path) -> Path:
     return releases.home() / "blobs" / (wheel.name + ".json")
 
@@ -72,9 +77,10 @@ def _blobs(wheel: Path, rels: list[str]) -> dict[str, str | None]:
     path = _index_file(wheel)
     if _indexes.get(wheel, ("",))[0] != stamp:
         try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
+            # Never blocks: a FIFO or device there is a cache that does not validate, rebuilt.
+            saved = json.loads(read_regular(path, INDEX_LIMIT))
             known = saved["blobs"] if saved.get("wheel") == stamp and isinstance(saved.get("blobs"), dict) else {}
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, AttributeError, RecursionError, EnvironmentFailure):
             known = {}
         _indexes[wheel] = (stamp, known)
     known = _indexes[wheel][1]

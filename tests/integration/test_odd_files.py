@@ -273,3 +273,32 @@ def test_a_fifo_state_file_is_refused_with_exit_6(release):
     for command in (("status",), ("apply",), ("revert",), ("verify",), ("clean",)):
         refused(cli(*command, "--site-packages", site), 6, ".patchkit/state.json", "not a plain file")
     assert snapshot(site) == before
+
+
+def test_a_fifo_entry_points_txt_on_sys_path_is_exit_6_not_a_hang(tmp_path, release):
+    """Every command scans the dist-infos on sys.path for external patch sets: a FIFO
+    entry_points.txt in one (an in-place venv holds the tree's own dist-infos) hung them all."""
+    site = release("0.5.17")
+    folder = tmp_path / "path" / "odd-1.dist-info"
+    folder.mkdir(parents=True)
+    entry = fifo(folder / "entry_points.txt")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "path")}
+    proc = subprocess.run([sys.executable, "-m", "patchkit", "status", "--site-packages", str(site)],
+                          capture_output=True, text=True, timeout=TIMEOUT, env=env, stdin=subprocess.DEVNULL)
+    refused(proc, 6, str(entry), "not a regular file (a FIFO)")
+
+
+def test_a_fifo_blob_index_is_a_cache_rebuilt_not_a_hang(wheel_home):
+    """PATCHKIT_HOME/blobs/<wheel>.json (the diff judge's index of a wheel's blob hashes) as a
+    FIFO hung the judging of any diff; it is a cache: ignored, and replaced by a regular file."""
+    wheel = next((wheel_home / "wheels").glob("sglang-0.5.17-*.whl"))
+    index = wheel_home / "blobs" / f"{wheel.name}.json"
+    index.parent.mkdir()
+    fifo(index)
+    code = ("from pathlib import Path; from patchkit import release_blobs; "
+            f"print(release_blobs._blobs(Path({str(wheel)!r}), [{MODEL_CONFIG!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
+                          env={**os.environ, "PATCHKIT_HOME": str(wheel_home)}, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert MODEL_CONFIG in proc.stdout and "None" not in proc.stdout
+    assert index.is_file() and MODEL_CONFIG in index.read_text()
