@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from patchkit.doctor import tp_sharding
 from patchkit.doctor.gpu import GIB, GpuFacts
 from patchkit.doctor.launch import Launch
 from patchkit.doctor.model import ModelFacts
@@ -309,16 +310,34 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
             b.mem_fraction_static *= 0.85
             b.notes.append("aiter with a context over 8192: mem-fraction-static x 0.85")
 
-    # Weights: the target's, split across TP x PP ranks, then the draft model's (loaded before the
-    # KV pool is sized: "draft weights are now counted" in `_profile_available_bytes`).
-    # The target skips the checkpoint's mtp.* tensors (the MTP draft loads them).
-    if model.weights_bytes is not None:
-        b.weights_bytes = (model.weights_bytes - (model.mtp_bytes or 0)) // (tp * pp)
+    # Weights: the target's per TP x PP rank (sharded tensors split, replicated ones whole:
+    # tp_sharding), then the draft model's (loaded before the KV pool is sized: "draft weights are
+    # now counted" in `_profile_available_bytes`). The target skips the checkpoint's mtp.* tensors
+    # (only the MTP draft loads them, with speculative decoding on).
+    dp_encoder = bool(launch.get("mm_enable_dp_encoder"))
+    mtp_bytes = model.mtp_bytes
+    if mtp_bytes is None and model.has_mtp_weights:
+        # Only the index names them (no headers, so no sizes): their size from the config's geometry.
+        stored = str(model.text.get("torch_dtype") or model.config.get("torch_dtype") or "bfloat16")
+        mtp_bytes = None if model.quantization else tp_sharding.mtp_bytes_from_geometry(
+            model.text, _DTYPE_BYTES.get(stored, 2))
+        if mtp_bytes is None:
+            b.notes.append("the index names mtp.* tensors whose size the config does not give: counted as target weights")
+        else:
+            b.notes.append("mtp.* weights sized from the config (the index gives no tensor sizes)")
+    if model.headers_complete:
+        target = {k: v for k, v in model.tensor_bytes.items() if not tp_sharding.is_mtp(k)}
+        b.weights_bytes = tp_sharding.per_rank_bytes(target, tp, pp, dp_encoder, dp_attention=dp > 1)
+    elif model.weights_bytes is not None:
+        # The index's total without every tensor's size: the replicated share is not known; divided by TP.
+        b.weights_bytes = (model.weights_bytes - (mtp_bytes or 0)) // (tp * pp)
     mtp_draft = algo in EAGLE_FAMILY and (draft is None or draft.path.resolve() == model.path.resolve())
     if algo and draft is not None and not mtp_draft and draft.weights_bytes is not None:
         b.draft_weights_bytes = draft.weights_bytes // tp
     elif mtp_draft and algo:
-        b.draft_weights_bytes = (model.mtp_bytes or 0) // tp
+        mtp_tensors = {k: v for k, v in model.tensor_bytes.items() if tp_sharding.is_mtp(k)}
+        b.draft_weights_bytes = (tp_sharding.per_rank_bytes(mtp_tensors, tp) if mtp_tensors and model.mtp_bytes is not None
+                               else (mtp_bytes or 0) // tp)
         if patch_states.get("draft-lmhead-placeholder") in ("pending", "failed", "drifted") and model.arch.startswith("Qwen3_5"):
             # Without the patch the MTP draft allocates its own embedding and lm_head before
             # `set_embed_and_head()` swaps in the target's (Qwen3_5MTP, models/qwen3_5_mtp.py).

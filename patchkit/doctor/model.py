@@ -42,6 +42,8 @@ class ModelFacts:
     weights_source: str = "unknown"  # "index", "headers" or "unknown"
     tensor_names: list[str] = field(default_factory=list)
     mtp_bytes: int | None = None  # bytes of the mtp.* tensors (None: not known)
+    tensor_bytes: dict[str, int] = field(default_factory=dict)  # from the safetensors headers (empty: not read)
+    headers_complete: bool = False  # the headers size every tensor the index names (or there is no index)
 
     @property
     def architectures(self) -> list[str]:
@@ -220,6 +222,9 @@ def load(folder: str | Path, flag: str = "--model-path") -> ModelFacts:
         if facts.weights_bytes is None:
             facts.weights_bytes = sum(_tensor_bytes(v, st) for v, st in headers.values())
             facts.weights_source = "headers"
-        mtp = [(v, st) for k, (v, st) in headers.items() if k.startswith("mtp.") or ".mtp." in k]
-        facts.mtp_bytes = sum(_tensor_bytes(v, st) for v, st in mtp) if mtp else 0
+        facts.tensor_bytes = {k: _tensor_bytes(v, st) for k, (v, st) in headers.items()}
+        facts.headers_complete = set(facts.tensor_names) <= set(headers)
+        mtp_names = {k for k in [*facts.tensor_names, *headers] if k.startswith("mtp.") or ".mtp." in k}
+        if mtp_names <= set(headers):  # else the index names mtp.* tensors no header here sizes: unknown
+            facts.mtp_bytes = sum(facts.tensor_bytes[k] for k in mtp_names)
     return facts

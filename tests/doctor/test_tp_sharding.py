@@ -1,0 +1,189 @@
+"""What each TP rank loads (issue 21.7) and the MTP head's weight (21.8), on the Qwen3.8-27B fixture geometry:
+a header-only checkpoint (names and shapes, no weights) the test writes, against sums computed here by hand
+from the release's sharding rules (models/qwen3_5.py, qwen3_5_mtp.py, qwen3_vl.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from patchkit.doctor import tp_sharding
+from patchkit.doctor.model import load
+from testing.doctor import QWEN38, model_folder, run, write_safetensors_header
+
+T = json.loads(QWEN38.read_text())["text_config"]
+H, V, INTER, HD = T["hidden_size"], T["vocab_size"], T["intermediate_size"], T["head_dim"]
+Q, KV = T["num_attention_heads"] * HD, T["num_key_value_heads"] * HD  # 6144, 1024
+KEY, VALUE = T["linear_num_key_heads"] * T["linear_key_head_dim"], T["linear_num_value_heads"] * T["linear_value_head_dim"]
+VH = T["linear_num_value_heads"]
+LM = "model.language_model."
+
+
+def _full_attention(prefix: str) -> dict:
+    return {f"{prefix}input_layernorm.weight": ("BF16", [H]), f"{prefix}post_attention_layernorm.weight": ("BF16", [H]),
+            f"{prefix}self_attn.q_proj.weight": ("BF16", [2 * Q, H]), f"{prefix}self_attn.k_proj.weight": ("BF16", [KV, H]),
+            f"{prefix}self_attn.v_proj.weight": ("BF16", [KV, H]), f"{prefix}self_attn.o_proj.weight": ("BF16", [H, Q]),
+            f"{prefix}self_attn.q_norm.weight": ("BF16", [HD]), f"{prefix}self_attn.k_norm.weight": ("BF16", [HD]),
+            f"{prefix}mlp.gate_proj.weight": ("BF16", [INTER, H]), f"{prefix}mlp.up_proj.weight": ("BF16", [INTER, H]),
+            f"{prefix}mlp.down_proj.weight": ("BF16", [H, INTER])}
+
+
+def checkpoint() -> dict:
+    """The Qwen3.8-27B checkpoint's tensors (the Hugging Face names), a 2-block vision tower, one MTP layer."""
+    tensors = {f"{LM}embed_tokens.weight": ("BF16", [V, H]), "lm_head.weight": ("BF16", [V, H]),
+               f"{LM}norm.weight": ("BF16", [H])}
+    for i, kind in enumerate(T["layer_types"]):
+        p = f"{LM}layers.{i}."
+        if kind == "full_attention":
+            tensors.update(_full_attention(p))
+            continue
+        tensors.update({f"{p}input_layernorm.weight": ("BF16", [H]), f"{p}post_attention_layernorm.weight": ("BF16", [H]),
+                        f"{p}linear_attn.in_proj_qkv.weight": ("BF16", [2 * KEY + VALUE, H]),
+                        f"{p}linear_attn.in_proj_z.weight": ("BF16", [VALUE, H]),
+                        f"{p}linear_attn.in_proj_b.weight": ("BF16", [VH, H]),
+                        f"{p}linear_attn.in_proj_a.weight": ("BF16", [VH, H]),
+                        f"{p}linear_attn.conv1d.weight": ("BF16", [2 * KEY + VALUE, 1, 4]),
+                        f"{p}linear_attn.A_log": ("F32", [VH]), f"{p}linear_attn.dt_bias": ("BF16", [VH]),
+                        f"{p}linear_attn.norm.weight": ("F32", [T["linear_value_head_dim"]]),
+                        f"{p}linear_attn.out_proj.weight": ("BF16", [H, VALUE]),
+                        f"{p}mlp.gate_proj.weight": ("BF16", [INTER, H]), f"{p}mlp.up_proj.weight": ("BF16", [INTER, H]),
+                        f"{p}mlp.down_proj.weight": ("BF16", [H, INTER])})
+    for b in range(2):
+        p = f"model.visual.blocks.{b}."
+        tensors.update({f"{p}norm1.weight": ("BF16", [64]), f"{p}norm1.bias": ("BF16", [64]),
+                        f"{p}norm2.weight": ("BF16", [64]), f"{p}norm2.bias": ("BF16", [64]),
+                        f"{p}attn.qkv.weight": ("BF16", [192, 64]), f"{p}attn.qkv.bias": ("BF16", [192]),
+                        f"{p}attn.proj.weight": ("BF16", [64, 64]), f"{p}attn.proj.bias": ("BF16", [64]),
+                        f"{p}mlp.linear_fc1.weight": ("BF16", [256, 64]), f"{p}mlp.linear_fc1.bias": ("BF16", [256]),
+                        f"{p}mlp.linear_fc2.weight": ("BF16", [64, 256]), f"{p}mlp.linear_fc2.bias": ("BF16", [64])})
+    tensors.update({"model.visual.patch_embed.proj.weight": ("BF16", [64, 3, 2, 16, 16]),
+                    "model.visual.patch_embed.proj.bias": ("BF16", [64]),
+                    "model.visual.pos_embed.weight": ("BF16", [2304, 64]),
+                    "model.visual.merger.norm.weight": ("BF16", [64]), "model.visual.merger.norm.bias": ("BF16", [64]),
+                    "model.visual.merger.linear_fc1.weight": ("BF16", [256, 256]),
+                    "model.visual.merger.linear_fc1.bias": ("BF16", [256]),
+                    "model.visual.merger.linear_fc2.weight": ("BF16", [H, 256]),
+                    "model.visual.merger.linear_fc2.bias": ("BF16", [H])})
+    tensors.update({"mtp.fc.weight": ("BF16", [H, 2 * H]), "mtp.pre_fc_norm_embedding.weight": ("BF16", [H]),
+                    "mtp.pre_fc_norm_hidden.weight": ("BF16", [H]), "mtp.norm.weight": ("BF16", [H]),
+                    **_full_attention("mtp.layers.0.")})
+    return tensors
+
+
+# Hand sums from the release's rules, bytes (bf16 = 2 unless said): sharded = every *ParallelLinear weight and
+# column-parallel bias, VocabParallelEmbedding / ParallelLMHead, A_log (f32) and dt_bias (sharded_weight_loader(0)),
+# conv1d (ColumnParallelLinear); replicated = GemmaRMSNorm / gated RMSNorm (f32 here) / LayerNorm, row-parallel
+# biases, the Conv3dLayer patch embedding.
+LINEAR_LAYERS, FULL_LAYERS = 48, 16
+SHARDED = 2 * (2 * V * H
+               + LINEAR_LAYERS * ((2 * KEY + VALUE) * H + VALUE * H + 2 * VH * H + (2 * KEY + VALUE) * 4 + VH
+                                  + H * VALUE + 3 * H * INTER)
+               + FULL_LAYERS * (2 * Q * H + 2 * KV * H + H * Q + 3 * H * INTER)
+               + 2 * (192 * 64 + 192 + 64 * 64 + 256 * 64 + 256 + 64 * 256) + 2304 * 64
+               + 256 * 256 + 256 + H * 256) + LINEAR_LAYERS * VH * 4
+REPLICATED = (2 * (H + LINEAR_LAYERS * 2 * H + FULL_LAYERS * (2 * H + 2 * HD)) + LINEAR_LAYERS * 128 * 4
+              + 2 * (2 * (4 * 64 + 64 + 64) + 64 * 3 * 2 * 16 * 16 + 64 + 2 * 64 + H))
+MTP = 2 * (H * 2 * H + 3 * H + 2 * H + 2 * Q * H + 2 * KV * H + H * Q + 2 * HD + 3 * H * INTER)
+MTP_FC = 2 * H * 2 * H  # nn.Linear in Qwen3_5MTP: whole on every rank
+
+
+def header_only_model(folder: Path) -> Path:
+    tensors = checkpoint()
+    model_folder(folder, tensors=tensors, total_size=None)
+    index = {"metadata": {"total_size": SHARDED + REPLICATED + MTP},
+             "weight_map": {name: "model-00001-of-00001.safetensors" for name in tensors}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    return folder
+
+
+def test_each_tp4_rank_loads_the_sharded_quarter_and_the_replicated_whole(tmp_path):
+    facts = load(header_only_model(tmp_path / "m"))
+    assert facts.headers_complete and facts.weights_bytes == SHARDED + REPLICATED + MTP
+    assert facts.mtp_bytes == MTP
+    target = {k: v for k, v in facts.tensor_bytes.items() if not tp_sharding.is_mtp(k)}
+    assert tp_sharding.per_rank_bytes(target, 4) == SHARDED // 4 + REPLICATED
+    assert tp_sharding.per_rank_bytes(target, 1) == SHARDED + REPLICATED
+    # --mm-enable-dp-encoder: the vision tower whole on every rank.
+    vision = sum(v for k, v in target.items() if ".visual." in k)
+    vision_replicated = 2 * (2 * (4 * 64 + 64 + 64) + 64 * 3 * 2 * 16 * 16 + 64 + 2 * 64 + H)
+    assert tp_sharding.per_rank_bytes(target, 4, dp_encoder=True) == \
+        (SHARDED - (vision - vision_replicated)) // 4 + REPLICATED + (vision - vision_replicated)
+    # --enable-dp-attention: the embedding (enable_tp=not is_dp_attention_enabled()) whole on every rank.
+    embed = 2 * V * H
+    assert tp_sharding.per_rank_bytes(target, 4, dp_attention=True) == (SHARDED - embed) // 4 + REPLICATED + embed
+    mtp = {k: v for k, v in facts.tensor_bytes.items() if tp_sharding.is_mtp(k)}
+    mtp_norms = 2 * (3 * H + 2 * H + 2 * HD)
+    assert tp_sharding.per_rank_bytes(mtp, 4) == (MTP - MTP_FC - mtp_norms) // 4 + MTP_FC + mtp_norms
+
+
+def test_mtp_size_from_the_geometry_matches_the_headers():
+    # Where only the index names mtp.* (no sizes), the head is sized from config.json: the same bytes.
+    assert tp_sharding.mtp_bytes_from_geometry(T, 2) == MTP
+    assert tp_sharding.mtp_bytes_from_geometry({**T, "num_experts": 256}, 2) is None
+
+
+def test_index_without_headers_leaves_the_mtp_size_unknown(tmp_path):
+    folder = header_only_model(tmp_path / "m")
+    (folder / "model-00001-of-00001.safetensors").unlink()
+    facts = load(folder)
+    assert facts.has_mtp_weights and facts.mtp_bytes is None and not facts.headers_complete
+
+
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
+@pytest.mark.parametrize("version", ["0.5.12", "0.5.20"])
+def test_budget_per_rank_weights_and_the_mtp_head(version, tmp_path):
+    folder = header_only_model(tmp_path / "m")
+    base = ["--model-path", str(folder), "--mem-fraction-static", "0.88", "--tp-size", "4"]
+    b = run(version, base, gpus=4).budget
+    assert b.weights_bytes == SHARDED // 4 + REPLICATED and b.draft_weights_bytes == 0
+    mtp_norms = 2 * (3 * H + 2 * H + 2 * HD)
+    spec = [*base, "--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", str(folder)]
+    b = run(version, spec, gpus=4, states={"draft-lmhead-placeholder": "applied"}).budget
+    assert b.weights_bytes == SHARDED // 4 + REPLICATED
+    assert b.draft_weights_bytes == (MTP - MTP_FC - mtp_norms) // 4 + MTP_FC + mtp_norms
+    # Only the index: mtp.* sized from the config and left out of the target (divided by TP: sizes unknown).
+    (folder / "model-00001-of-00001.safetensors").unlink()
+    b = run(version, base, gpus=4).budget
+    assert b.weights_bytes == (SHARDED + REPLICATED) // 4
+    b = run(version, spec, gpus=4, states={"draft-lmhead-placeholder": "applied"}).budget
+    assert b.weights_bytes == (SHARDED + REPLICATED) // 4 and b.draft_weights_bytes == MTP // 4
+
+
+def _constructors(source: Path) -> dict[str, set[str]]:
+    """`self.NAME = Class(...)` in a module: the classes each attribute is built from."""
+    import ast
+
+    built: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            cls = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                    built.setdefault(target.attr, set()).add(cls)
+    return built
+
+
+@pytest.mark.integration  # reads the real releases (testing.releases.pristine): slow tier
+@pytest.mark.parametrize("version", [f"0.5.{n}" for n in range(10, 24)])
+def test_the_sharding_rules_are_the_releases(version):
+    """tp_sharding's rules hold in each release's Qwen3.5/3.8 code: what it splits and what it keeps whole."""
+    from testing.releases import pristine
+
+    models = next(pristine(version).rglob("sglang/srt/models"))
+    built = _constructors(models / "qwen3_5.py")
+    for name in ("input_layernorm", "post_attention_layernorm", "q_norm", "k_norm"):
+        assert built[name] == {"GemmaRMSNorm"}, name  # replicated
+    assert "RMSNormGated" in built["norm"]  # the gated DeltaNet's norm: replicated
+    assert built["conv1d"] == {"ColumnParallelLinear"} and built["out_proj"] == {"RowParallelLinear"}
+    assert built["o_proj"] == {"RowParallelLinear"} and built["qkv_proj"] == {"QKVParallelLinear"}
+    source = (models / "qwen3_5.py").read_text()
+    # VocabParallelEmbedding, split unless attention DP is on (then whole on every rank).
+    assert "VocabParallelEmbedding(" in source and "enable_tp=not is_dp_attention_enabled()" in source
+    for param in ("A_log", "dt_bias"):  # split along dim 0 (0.5.22 adds a parallel_group argument)
+        assert re.search(r'set_weight_attrs\(\s*self\.%s,\s*\{"weight_loader": sharded_weight_loader\(0' % param, source)
+    mtp = _constructors(models / "qwen3_5_mtp.py")
+    assert mtp["fc"] == {"Linear"} and "ParallelLMHead" in mtp["lm_head"]  # nn.Linear: whole on every rank
