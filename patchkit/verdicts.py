@@ -100,8 +100,9 @@ class VerdictCache:
             data = source.read(rel)
             present = present or data is not None
             parts.append(f"{rel}={'absent' if data is None else sha256(data)}")
-        if not present:
-            # No target file: the verdict (not-applicable or moved) depends on the whole package.
+        if not present or hasattr(patch, "bind_package"):
+            # No target file: the verdict (not-applicable or moved) depends on the whole package;
+            # so does a diff patch's (a changed unit may have moved to another file of it).
             parts.append(source.listing_fingerprint())
         return sha256("\n".join(parts).encode())
 

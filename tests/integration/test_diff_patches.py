@@ -330,3 +330,14 @@ def test_a_unit_moved_to_another_file_fails_naming_it_and_rebase_writes_the_hunk
     assert (site / PAD).read_bytes() == files[PAD]
     assert run("--patches", out, "revert", "--site-packages", site).exit_code == 0
     assert snapshot(site) == before
+
+
+def test_matrix_judges_a_moved_unit_on_each_release_not_from_a_cached_verdict(tmp_path, cached_wheels):
+    # utils.py is the same file in 0.5.13-0.5.15; pad.py holds the diff's pre-image form of the
+    # kernel in 0.5.13 and 0.5.14, upstream's changed form in 0.5.15.
+    patch = tmp_path / "moved-kernel.patch"
+    patch.write_bytes(moved_unit_diff()[0])
+    result = run("--patches", patch, "matrix", "--from", "0.5.13", "--to", "0.5.15", "--json")
+    assert result.exit_code == 0, result.stderr
+    row = next(row for row in result.json()["patches"] if row["id"] == "moved-kernel")
+    assert row["states"] == {"0.5.13": "broken", "0.5.14": "broken", "0.5.15": "upstream-fixed"}
