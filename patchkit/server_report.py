@@ -76,7 +76,13 @@ def fetch(url: str, timeout: float | None = None) -> dict:
 
     seconds = TIMEOUT if timeout is None else timeout
     where = server_info_url(url)
-    parts = urlsplit(where)
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise UsageError(f"--url {url!r}: a URL holds no spaces or control characters")
+    try:
+        parts = urlsplit(where)
+        parts.port  # noqa: B018 - parsed here, so that a bad port is this usage error
+    except ValueError as exc:  # an unclosed [IPv6 bracket, a port that is not a number
+        raise UsageError(f"--url {url!r}: {exc}") from None
     if not parts.hostname:
         raise UsageError(f"--url {url!r}: no host in it (e.g. http://127.0.0.1:30000)")
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
@@ -103,7 +109,8 @@ def fetch(url: str, timeout: float | None = None) -> dict:
     except (OSError, http.client.HTTPException) as exc:
         if timed_out.is_set():
             raise TargetError(f"{where} did not answer within {seconds:g}s: a hung or overloaded server") from None
-        raise TargetError(f"cannot reach {where}: {exc.strerror or exc if isinstance(exc, OSError) else exc!r}") from None
+        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else repr(exc)
+        raise TargetError(f"cannot reach {where}: {reason}") from None
     finally:
         deadline.cancel()
         connection.close()

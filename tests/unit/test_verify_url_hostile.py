@@ -140,3 +140,14 @@ def test_expect_from_json_nested_too_deep_is_exit_2(tmp_path):
     labels.write_text("[" * 200_000 + "]" * 200_000)
     result = run("verify", "--url", "http://127.0.0.1:1", "--expect-from", labels)
     assert result.exit_code == 2 and "nested too deep" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("url,words", [
+    ("http://[::1", "Invalid IPv6 URL"),  # was exit 70 (ValueError)
+    ("http://exa mple.com", "no spaces or control characters"),  # was exit 70 (InvalidURL)
+    ("http://127.0.0.1:1/\nx", "no spaces or control characters"),
+    ("http://127.0.0.1:99999", "Port out of range"),
+])
+def test_a_malformed_url_is_exit_2(url, words):
+    result = run("verify", "--url", url)
+    assert result.exit_code == 2 and words in result.stderr, result.stderr
