@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from patchkit.errors import PatchkitError, TargetError, UsageError
 from patchkit.runtime import FIELD
 
 TIMEOUT = 10.0  # seconds for the whole request: a hung server is an error, not a hung audit
+ENV_API_KEY = "PATCHKIT_API_KEY"  # the server's --api-key, sent as a bearer token (never on the command line)
 MAX_BODY = 64 << 20  # bytes: a /server_info is kilobytes; a server sending gigabytes is refused, not read
 MISSING, EXTRA, OUTDATED, DRIFTED, DISABLED, NO_REPORT = "missing", "extra", "outdated", "drifted", "disabled", "no-report"
 
@@ -127,8 +129,16 @@ def fetch(url: str, timeout: float | None = None) -> dict:
 
 def _get(connection: http.client.HTTPConnection, where: str, parts: SplitResult) -> bytes:
     path = parts.path + (f"?{parts.query}" if parts.query else "")
-    connection.request("GET", path, headers={"Accept": "application/json"})
+    headers = {"Accept": "application/json"}
+    key = os.environ.get(ENV_API_KEY)
+    if key:  # a server started with --api-key guards /server_info with it (sglang/srt/utils/auth.py)
+        headers["Authorization"] = f"Bearer {key}"
+    connection.request("GET", path, headers=headers)
     response = connection.getresponse()
+    if response.status in (401, 403):
+        raise TargetError(f"{where} answered HTTP {response.status} {response.reason}: the server was started with "
+                          f"--api-key; {'it refused the key in ' + ENV_API_KEY if key else 'give that key in ' + ENV_API_KEY} "
+                          "(sent as 'Authorization: Bearer')")
     if 300 <= response.status < 400:
         location = response.getheader("Location") or "?"
         raise TargetError(f"{where} redirects to {location} (HTTP {response.status}): verify --url reads the server "

@@ -151,3 +151,27 @@ def test_expect_from_json_nested_too_deep_is_exit_2(tmp_path):
 def test_a_malformed_url_is_exit_2(url, words):
     result = run("verify", "--url", url)
     assert result.exit_code == 2 and words in result.stderr, result.stderr
+
+
+def test_a_server_started_with_an_api_key_is_asked_with_it(monkeypatch, tmp_path):
+    """SGLang's --api-key guards /server_info (sglang/srt/utils/auth.py: 401 without the bearer
+    token); verify --url said 'not an SGLang server's /server_info' and had no way to give the key."""
+    def guarded(handler):
+        if handler.headers.get("Authorization") == "Bearer s3cret":
+            send(handler, json.dumps(RECORDED).encode())
+        else:
+            send(handler, b'{"error": "Unauthorized"}', 401)
+
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({"io.patchkit.patches": ",".join(
+        f"{p['id']}@sha256:{p['sha256']}" for p in RECORDED["internal_states"][1]["patchkit"]["patches"])}))
+    with answering(guarded) as (url, _):
+        monkeypatch.delenv("PATCHKIT_API_KEY", raising=False)
+        without = run("verify", "--url", url, "--expect-from", labels)
+        monkeypatch.setenv("PATCHKIT_API_KEY", "wrong")
+        wrong = run("verify", "--url", url, "--expect-from", labels)
+        monkeypatch.setenv("PATCHKIT_API_KEY", "s3cret")
+        keyed = run("verify", "--url", url, "--expect-from", labels)
+    assert without.exit_code == 3 and "give that key in PATCHKIT_API_KEY" in without.stderr, without.stderr
+    assert wrong.exit_code == 3 and "it refused the key in PATCHKIT_API_KEY" in wrong.stderr, wrong.stderr
+    assert keyed.exit_code == 0, keyed.stdout + keyed.stderr
