@@ -16,6 +16,7 @@ from email.header import Header as MailHeader
 from email.utils import format_datetime
 
 from patchkit.unidiff import git_blob_sha1
+from patchkit.units import split_lines
 
 FILE_MODE = "100644"
 NULL_BLOB = "0" * 40
@@ -69,15 +70,6 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _lines(data: bytes) -> list[bytes]:
-    """Lines split at b"\\n" only, each keeping its end (a lone \\r stays inside its line, as git
-    sees it)."""
-    parts = data.split(b"\n")
-    lines = [part + b"\n" for part in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
-
 
 def _range(start: int, count: int) -> str:
     # The unified format: a hunk that is empty on one side names the line before it.
@@ -125,7 +117,7 @@ def file_diff(change: FileChange, prefix: str = "", sides: bool = True) -> bytes
         head += [f"deleted file mode {FILE_MODE}\n", f"index {old_blob}..{new_blob}\n"]
     else:
         head.append(f"index {old_blob}..{new_blob} {FILE_MODE}\n")
-    old, new = _lines(change.before or b""), _lines(change.after or b"")
+    old, new = split_lines(change.before or b""), split_lines(change.after or b"")
     if not old and not new:  # an empty file added or removed: git writes no hunk
         return "".join(head).encode()
     head.append("--- /dev/null\n" if change.before is None else f"--- {a}{path}\n")
@@ -141,7 +133,7 @@ def git_diff(changes: list[FileChange] | tuple[FileChange, ...], prefix: str = "
 def counts(change: FileChange) -> tuple[int, int]:
     """(lines added, lines removed) of one change."""
     added = removed = 0
-    for line in _hunks(_lines(change.before or b""), _lines(change.after or b"")):
+    for line in _hunks(split_lines(change.before or b""), split_lines(change.after or b"")):
         if line.startswith(b"+"):
             added += 1
         elif line.startswith(b"-"):

@@ -16,6 +16,7 @@ from typing import Callable
 from patchkit import diffpatch, format_patch, release_blobs, unidiff
 from patchkit.errors import PlanError
 from patchkit.unidiff import DiffPatchFile, FileDiff
+from patchkit.units import split_lines
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Rebased:
 def _header(data: bytes) -> tuple[bytes, bool]:
     """The free text before the first file of the diff, kept as it is but for format-patch's
     "---" line and diffstat (made anew); and whether the header had that separator."""
-    lines = unidiff._lines(data)
+    lines = split_lines(data)
     end = next((i for i in range(len(lines)) if unidiff._is_file_start(lines, i)), len(lines))
     head = lines[:end]
     cut = next((i for i, line in enumerate(head) if line.rstrip(b"\r\n") == b"---"), None)

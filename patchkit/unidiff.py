@@ -17,6 +17,7 @@ from pathlib import Path
 
 
 from patchkit.errors import UsageError
+from patchkit.units import split_lines
 
 PACKAGE_DIR = "sglang/"
 CHECKOUT_DIR = "python/"  # an SGLang checkout keeps the package under python/
@@ -84,14 +85,6 @@ def git_blob_sha1(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def _lines(data: bytes) -> list[bytes]:
-    """Lines split after b"\\n" only (a lone \\r stays inside its line, as git sees it)."""
-    parts = data.split(b"\n")
-    lines = [part + b"\n" for part in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
-
 
 def _without_bom(data: bytes, name: str) -> bytes:
     """The diff without a UTF-8 BOM before its first line (an editor's, PowerShell's
@@ -129,7 +122,7 @@ class Header:
 def parse_header(data: bytes, name: str) -> Header:
     """The header's fields (cheap: only the free text before the first file is read); an id
     that breaks the state file's rule is a usage error naming the file."""
-    lines = _lines(_without_bom(data, name))
+    lines = split_lines(_without_bom(data, name))
     end = next((i for i in range(len(lines)) if _is_file_start(lines, i)), len(lines))
     return _header(lines[:end], name)
 
@@ -214,7 +207,7 @@ def _in_package(path: str | None) -> tuple[str | None, str]:
 def parse(data: bytes, name: str) -> DiffPatchFile:
     """A diff file parsed; a file that is not a diff (no file in it, a hunk cut short by
     something that is not a diff line) is a usage error naming the file and the line."""
-    lines = _lines(_without_bom(data, name))
+    lines = split_lines(_without_bom(data, name))
     start = next((i for i in range(len(lines)) if _is_file_start(lines, i)), None)
     if start is None:
         raise UsageError(f"{name}: not a diff (no 'diff --git' or '--- '/'+++ ' lines)")
