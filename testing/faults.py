@@ -46,6 +46,14 @@ def run_faulted(function: str, at: int, how: str, *args: str | Path, timeout: fl
                           capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
+
+def warm_home(site: Path) -> None:
+    """Fill the caches a child keeps in PATCHKIT_HOME (a cold identity cache is written with
+    os.replace before the plan), as any earlier command would: the N-th os.replace of a faulted
+    child is then the transaction's N-th."""
+    proc = run_faulted("replace", 0, "kill-after", "status", "--site-packages", site)
+    assert proc.returncode == 0, proc.stderr
+
 _RENDERED: dict[tuple, bytes | None] = {}
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from patchkit import lock as lock_mod
 from testing.cli import run, states
-from testing.faults import cache_renders, run_faulted
+from testing.faults import cache_renders, run_faulted, warm_home
 from testing.releases import copy_minimal, target_files, tree
 
 pytestmark = pytest.mark.integration
@@ -121,13 +121,6 @@ def kill_after_journal(site: Path) -> None:
     proc = run_faulted("replace", changed * 2 + 1, "kill-after", "apply", "--site-packages", site)
     assert proc.returncode == -9
     assert (site / ".patchkit/journal.json").exists()
-
-
-def warm_home(site: Path) -> None:
-    """Fill the child's caches in PATCHKIT_HOME (a cold identity cache is written with os.replace
-    before the plan), as any earlier command would: the N-th replace of a faulted child is then the
-    transaction's N-th."""
-    assert run_faulted("replace", 0, "kill-after", "status", "--site-packages", site).returncode == 0
 
 
 def count_changes(site: Path) -> int:

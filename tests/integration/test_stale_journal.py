@@ -12,7 +12,7 @@ import json
 import pytest
 
 from testing.cli import run
-from testing.faults import run_faulted
+from testing.faults import run_faulted, warm_home
 from testing.releases import snapshot, tree_bytes
 
 pytestmark = pytest.mark.integration
@@ -33,6 +33,7 @@ def killed_after_the_journal(site) -> list[str]:
     returns the files the journal names."""
     files = run("apply", "--site-packages", site, "--dry-run", "--json").json()["files"]
     # os.replace: a backup, then a staged copy of each file, then the journal, then the moves.
+    warm_home(site)
     killed = run_faulted("replace", 2 * len(files) + 3, "kill-after", "apply", "--site-packages", site)
     assert killed.returncode == -9, killed.stderr
     journal = json.loads((site / ".patchkit/journal.json").read_text())
