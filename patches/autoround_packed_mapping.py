@@ -13,14 +13,14 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.anchor import Anchor
 from patchkit.edits import edit
 from patchkit.launch_trigger import Trigger
 from patchkit.matchers import string
-from patchkit.patch import Patch, top_classes
+from patchkit.patch import Patch
 from patchkit.template import Snippet
 
 AUTO_ROUND = "sglang/srt/layers/quantization/auto_round.py"
-CLASS = "AutoRoundConfig"
 
 _RETURNS_CLS = m.SimpleStatementLine(body=[m.Return(value=m.Call(func=m.Name("cls")))])
 # The constructor's result is kept in a name; the snippet's first line (the update) marks the patch.
@@ -29,6 +29,8 @@ KEEP_MAPPING = Snippet("""
     quant_config.packed_modules_mapping.update(config.get("packed_modules_mapping") or {{}})  # patchkit autoround-packed-mapping
     return quant_config
 """)
+CONFIG_CLASS = Anchor("AutoRoundConfig", parts=("from_config",), marks=(KEEP_MAPPING,),
+                      watch=("from_config", "get_layer_config"))
 _READS_MAPPING = m.Call(args=[m.Arg(string("packed_modules_mapping")), m.ZeroOrMore()])
 _FROM_CONFIG = m.FunctionDef(name=m.Name("from_config"))
 
@@ -48,23 +50,19 @@ class AutoroundPackedMapping(Patch):
     LAUNCH = Trigger(level="error", model=("auto-round",),
                      why="AutoRound's fused modules lose their packed mapping and load the wrong bits")
     TARGETS = (AUTO_ROUND,)
-    SCOPE = {AUTO_ROUND: (CLASS,)}
-    PARTS = {AUTO_ROUND: (f"{CLASS}.from_config",)}
-    MARKS = {AUTO_ROUND: ((CLASS, KEEP_MAPPING),)}
-    ANCHOR_SYMBOLS = (CLASS,)
-    WATCH = (f"{CLASS}.from_config", f"{CLASS}.get_layer_config")
+    ANCHORS = {AUTO_ROUND: (CONFIG_CLASS,)}
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         # Upstream's fix: from_config itself reads config["packed_modules_mapping"] (passes it
         # to the constructor or sets it), without this patch's line.
         return any(
             m.findall(fn, _READS_MAPPING) and not KEEP_MAPPING.present_in(fn)
-            for cls in top_classes(tree, CLASS) for fn in cls.body.body if m.matches(fn, _FROM_CONFIG)
+            for cls in CONFIG_CLASS.find(tree) for fn in cls.body.body if m.matches(fn, _FROM_CONFIG)
         )
 
-    @m.call_if_inside(m.ClassDef(name=m.Name(CLASS)))
+    @m.call_if_inside(CONFIG_CLASS.matcher)
     @m.call_if_inside(_FROM_CONFIG)
-    @edit(_RETURNS_CLS, f"{CLASS}.from_config(): return cls(...)")
+    @edit(_RETURNS_CLS, f"{CONFIG_CLASS.name}.from_config(): return cls(...)")
     def keep_mapping(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.FlattenSentinel[cst.BaseStatement]:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.anchor import Anchor
 from patchkit.edits import edit
 from patchkit.launch_trigger import Trigger
-from patchkit.patch import Patch, top_classes
+from patchkit.patch import Patch
 from patchkit.template import Snippet, walk_statements
 
 OFFLOADER = "sglang/srt/utils/offloader.py"
-CLASS = "OffloaderV1"
 HELPER_NAME = "_patchkit_device_state"
 
 HELPER = Snippet('''
@@ -72,7 +72,8 @@ _WALKS_KEEP_VARS = m.For(iter=m.Call(
     args=[],
 ))
 _CALLS_ID = m.Call(func=m.Name("id"))
-_CLASS = m.ClassDef(name=m.Name(CLASS))
+# The upstream probe reads the whole class.
+OFFLOADER_CLASS = Anchor("OffloaderV1", marks=(CALL,), watch=("maybe_offload_to_cpu",))
 
 
 def _dedup_helpers(tree: cst.Module) -> set[str]:
@@ -103,12 +104,11 @@ class CpuOffloadTiedParams(Patch):
         why="--cpu-offload-gb's forward hook passes the tied dt_bias/A_log of every Gated DeltaNet layer "
             "twice: functional_call raises on the first forward")
     TARGETS = (OFFLOADER,)
-    SCOPE = {OFFLOADER: (CLASS,)}
+    ANCHORS = {OFFLOADER: (OFFLOADER_CLASS,)}
     # Upstream's helper, whatever its name, walks state_dict(keep_vars=True).
-    PARTS = {OFFLOADER: (CLASS, HELPER_NAME, ":keep_vars")}
-    MARKS = {OFFLOADER: ((None, HELPER), (CLASS, CALL))}
-    ANCHOR_SYMBOLS = (CLASS,)
-    WATCH = (f"{CLASS}.maybe_offload_to_cpu", "_get_offloaded_device_state")
+    PARTS = {OFFLOADER: (HELPER_NAME, ":keep_vars")}
+    MARKS = {OFFLOADER: ((None, HELPER),)}
+    WATCH = ("_get_offloaded_device_state",)
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         helpers = _dedup_helpers(tree)
@@ -116,10 +116,10 @@ class CpuOffloadTiedParams(Patch):
             return False
         # The hook builds its state by calling that helper.
         calls_helper = m.SimpleStatementLine(body=[m.Assign(value=m.Call(func=m.Name(m.MatchIfTrue(lambda name: name in helpers))))])
-        return any(m.matches(stmt, calls_helper) for cls in top_classes(tree, CLASS) for stmt in walk_statements(cls))
+        return any(m.matches(stmt, calls_helper) for cls in OFFLOADER_CLASS.find(tree) for stmt in walk_statements(cls))
 
-    @m.call_if_inside(_CLASS)
-    @edit(_BUILDS_STATE, f"{CLASS}: device_state = {{k: v.to(device) for k, v in module.state_dict().items()}}")
+    @m.call_if_inside(OFFLOADER_CLASS.matcher)
+    @edit(_BUILDS_STATE, f"{OFFLOADER_CLASS.name}: device_state = {{k: v.to(device) for k, v in module.state_dict().items()}}")
     def call_helper(self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine) -> cst.BaseStatement:
         assign = updated_node.body[0]
         assert isinstance(assign, cst.Assign)
@@ -130,7 +130,7 @@ class CpuOffloadTiedParams(Patch):
         (line,) = CALL.fill(state=assign.targets[0].target, module=module, device=device)
         return line.with_changes(leading_lines=updated_node.leading_lines)
 
-    @edit(_CLASS, f"class {CLASS}")
+    @edit(OFFLOADER_CLASS.matcher, f"class {OFFLOADER_CLASS.name}")
     def add_helper(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.FlattenSentinel[cst.BaseStatement]:
         # The helper goes right above the class (whose own leading lines and comments stay with it).
         return cst.FlattenSentinel([*HELPER.fill(), updated_node])

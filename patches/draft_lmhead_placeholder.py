@@ -24,6 +24,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.anchor import Anchor
 from patchkit.edits import edit, prepend_to_block
 from patchkit.launch_trigger import Trigger
 from patchkit.matchers import functions, self_attr, string
@@ -32,11 +33,7 @@ from patchkit.template import Snippet, walk_statements
 from patchkit.errors import AnchorError
 
 QWEN3_5_MTP = "sglang/srt/models/qwen3_5_mtp.py"
-CLASS = "Qwen3_5ForCausalLMMTP"
 QWEN3_NEXT_MTP = "sglang/srt/models/qwen3_next_mtp.py"
-NEXT_CLASS = "Qwen3NextForCausalLMMTP"
-# The MTP draft classes this patch covers, by file (one entry per model family).
-DRAFT_CLASSES = {QWEN3_5_MTP: CLASS, QWEN3_NEXT_MTP: NEXT_CLASS}
 
 # `if <pp_group>.is_last_rank:` whose body assigns self.lm_head (the head is built there).
 _ASSIGNS_HEAD = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr("lm_head"))])])
@@ -64,6 +61,14 @@ PLACEHOLDER = Snippet("""
                 self.lm_head.weight.new_empty(0), requires_grad=False
             )
 """, blank_lines_before=1)
+
+# The MTP draft classes this patch covers, by file (one per model family); the upstream probe
+# looks for a ParallelLMHead anywhere in the class.
+_DRAFT_PARTS = ("__init__", "load_weights", "set_embed_and_head", ":ParallelLMHead")
+DRAFT_CLASS = Anchor("Qwen3_5ForCausalLMMTP", parts=_DRAFT_PARTS, marks=(PLACEHOLDER,),
+                     watch=("__init__", "set_embed_and_head", "load_weights"))
+NEXT_DRAFT_CLASS = Anchor("Qwen3NextForCausalLMMTP", parts=_DRAFT_PARTS, marks=(PLACEHOLDER,), watch=("__init__",))
+DRAFT_CLASSES = {QWEN3_5_MTP: DRAFT_CLASS, QWEN3_NEXT_MTP: NEXT_DRAFT_CLASS}
 
 # load_weights (0.5.20+): `if name in ("model.embed_tokens.weight", ...):` loads the checkpoint
 # embedding; every such branch is guarded.
@@ -104,14 +109,8 @@ class DraftLmheadPlaceholder(Patch):
         level="warning", speculative=("EAGLE", "EAGLE3", "NEXTN", "STANDALONE"), model=("mtp-draft",),
         why="the MTP draft allocates its own vocab-sized embedding and lm_head before the KV pool is sized")
     TARGETS = tuple(DRAFT_CLASSES)
-    SCOPE = {path: (cls,) for path, cls in DRAFT_CLASSES.items()}
-    # The upstream probe looks for a ParallelLMHead anywhere in the class.
-    PARTS = {path: tuple(f"{cls}.{fn}" for fn in ("__init__", "load_weights", "set_embed_and_head")) + (f"{cls}:ParallelLMHead",)
-             for path, cls in DRAFT_CLASSES.items()}
-    MARKS = {path: ((cls, PLACEHOLDER),) for path, cls in DRAFT_CLASSES.items()}
-    ANCHOR_SYMBOLS = (CLASS, NEXT_CLASS)
-    WATCH = (f"{CLASS}.__init__", f"{CLASS}.set_embed_and_head", f"{CLASS}.load_weights", f"{NEXT_CLASS}.__init__",
-             "Qwen3NextForCausalLM.set_embed_and_head")
+    ANCHORS = {path: (cls,) for path, cls in DRAFT_CLASSES.items()}
+    WATCH = ("Qwen3NextForCausalLM.set_embed_and_head",)  # the class Qwen3-Next's draft inherits it from
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         # Upstream's fix (#38147), by its shape: the draft class shares the target's tensors
@@ -125,9 +124,9 @@ class DraftLmheadPlaceholder(Patch):
         )
 
     # Qwen3.5: the placeholder after `if <pp_group>.is_last_rank: self.lm_head = ...` in __init__.
-    @m.call_if_inside(m.ClassDef(name=m.Name(CLASS)))
+    @m.call_if_inside(DRAFT_CLASS.matcher)
     @m.call_if_inside(_INIT)
-    @edit(_BUILDS_HEAD, f"{CLASS}.__init__: if <pp_group>.is_last_rank: self.lm_head = ...", files=(QWEN3_5_MTP,))
+    @edit(_BUILDS_HEAD, f"{DRAFT_CLASS.name}.__init__: if <pp_group>.is_last_rank: self.lm_head = ...", files=(QWEN3_5_MTP,))
     def add_placeholder(self, original_node: cst.If, updated_node: cst.If) -> cst.FlattenSentinel[cst.BaseStatement]:
         captured = m.extract(original_node, _BUILDS_HEAD)
         assert captured is not None and isinstance(captured["pp_group"], cst.BaseExpression)
@@ -135,9 +134,9 @@ class DraftLmheadPlaceholder(Patch):
 
     # From 0.5.20, load_weights loads the checkpoint embedding into the draft's own copy: every
     # such branch skips that load while the placeholder is in place.
-    @m.call_if_inside(m.ClassDef(name=m.Name(CLASS)))
+    @m.call_if_inside(DRAFT_CLASS.matcher)
     @m.call_if_inside(m.FunctionDef(name=m.Name("load_weights")))
-    @edit(_LOADS_EMBED, f'{CLASS}.load_weights: if name in ("model.embed_tokens.weight", ...)', times="any", files=(QWEN3_5_MTP,))
+    @edit(_LOADS_EMBED, f'{DRAFT_CLASS.name}.load_weights: if name in ("model.embed_tokens.weight", ...)', times="any", files=(QWEN3_5_MTP,))
     def skip_load(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
         assert isinstance(updated_node.body, cst.IndentedBlock)
         if any(SKIP_LOAD.matches(stmt) for stmt in updated_node.body.body):
@@ -146,17 +145,17 @@ class DraftLmheadPlaceholder(Patch):
 
     # Qwen3-Next: the placeholder right after the unconditional `self.lm_head = ...`, for the pp
     # group the draft keeps in `self.pp_group` (assigned before it).
-    @m.call_if_inside(m.ClassDef(name=m.Name(NEXT_CLASS)))
-    @edit(_INIT, f"{NEXT_CLASS}.__init__", files=(QWEN3_NEXT_MTP,))
+    @m.call_if_inside(NEXT_DRAFT_CLASS.matcher)
+    @edit(_INIT, f"{NEXT_DRAFT_CLASS.name}.__init__", files=(QWEN3_NEXT_MTP,))
     def add_placeholder_after_head(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         assert isinstance(updated_node.body, cst.IndentedBlock)
         body = list(updated_node.body.body)
         heads = [i for i, stmt in enumerate(body) if m.matches(stmt, _ALLOCATES_HEAD_LINE)]
         if len(heads) != 1:
             what = "anchor not found" if not heads else f"anchor is ambiguous ({len(heads)} matches)"
-            raise AnchorError(f"{what}: {NEXT_CLASS}.__init__: self.lm_head = ParallelLMHead(...)")
+            raise AnchorError(f"{what}: {NEXT_DRAFT_CLASS.name}.__init__: self.lm_head = ParallelLMHead(...)")
         if not any(m.matches(stmt, _SETS_PP_GROUP) for stmt in body[: heads[0]]):
-            raise AnchorError(f"anchor not found: {NEXT_CLASS}.__init__: self.pp_group = ... before self.lm_head")
+            raise AnchorError(f"anchor not found: {NEXT_DRAFT_CLASS.name}.__init__: self.pp_group = ... before self.lm_head")
         body[heads[0] + 1:heads[0] + 1] = PLACEHOLDER.fill(pp_group=cst.parse_expression("self.pp_group"))
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.anchor import Anchor
 from patchkit.edits import append_to_block, edit
 from patchkit.launch_trigger import Trigger
 from patchkit.matchers import functions
 from patchkit.errors import AnchorError
-from patchkit.patch import Patch, SkipPatch, top_classes
+from patchkit.patch import Patch, SkipPatch
 from patchkit.template import Snippet
 
 QWEN3_5 = "sglang/srt/models/qwen3_5.py"
@@ -62,7 +63,11 @@ TEXT_METHOD = Snippet("""
 
 _DEFINES_METHOD = m.FunctionDef(name=m.Name(METHOD))
 _DEFINES_DFLASH = m.FunctionDef(name=m.Name(DFLASH))
-_DECODER = m.ClassDef(name=m.Name(DECODER))
+# The decoder, in both files (its DFlash method is what 0.5.22's is copied from); the VL wrappers.
+DECODER_CLASS = Anchor(DECODER, parts=(DFLASH, METHOD), watch=(DFLASH, METHOD))
+TEXT_DECODER_CLASS = Anchor(DECODER, parts=(METHOD,), marks=(TEXT_METHOD,))
+WRAPPER_CLASSES = (Anchor(WRAPPERS[0], parts=(METHOD,), marks=(WRAPPER_METHOD,), watch=(METHOD,)),
+                   *(Anchor(name, parts=(METHOD,), marks=(WRAPPER_METHOD,)) for name in WRAPPERS[1:]))
 _WRAPPER = m.ClassDef(name=m.OneOf(*(m.Name(name) for name in WRAPPERS)))
 
 
@@ -86,38 +91,29 @@ class Eagle3CaptureHook(Patch):
                      why="EAGLE-3 cannot capture the Qwen3.5/3.8 hidden states")
     TARGETS = (QWEN3_5, QWEN3_5_TEXT)
     REQUIRES = (QWEN3_5,)
-    SCOPE = {QWEN3_5: (DECODER, *WRAPPERS), QWEN3_5_TEXT: (DECODER,)}
-    PARTS = {
-        QWEN3_5: (f"{DECODER}.{DFLASH}", f"{DECODER}.{METHOD}", *(f"{wrapper}.{METHOD}" for wrapper in WRAPPERS)),
-        QWEN3_5_TEXT: (f"{DECODER}.{METHOD}",),
-    }
-    MARKS = {
-        QWEN3_5: tuple((wrapper, WRAPPER_METHOD) for wrapper in WRAPPERS),
-        QWEN3_5_TEXT: ((DECODER, TEXT_METHOD),),
-    }
-    ANCHOR_SYMBOLS = WRAPPERS[:1]
-    WATCH = (f"{DECODER}.{DFLASH}", f"{DECODER}.{METHOD}", f"{WRAPPERS[0]}.{METHOD}")
+    ANCHORS = {QWEN3_5: (DECODER_CLASS, *WRAPPER_CLASSES), QWEN3_5_TEXT: (TEXT_DECODER_CLASS,)}
+    ANCHOR_SYMBOLS = WRAPPERS[:1]  # the VL wrapper: the decoder's name is in other models' files too
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         # Upstream's fix (0.5.22): the decoder defines set_eagle3_layers_to_capture itself (the
         # VL base delegates to it), and no wrapper carries this patch's override. The text-only
         # class: a method of its own that is not this patch's.
-        decoders = top_classes(tree, DECODER)
+        decoders = DECODER_CLASS.find(tree)
         if path == QWEN3_5_TEXT:
             return any(fn for cls in decoders for fn in _defines(cls, _DEFINES_METHOD) if not TEXT_METHOD.matches(fn))
-        ours = any(WRAPPER_METHOD.present_in(cls) for name in WRAPPERS for cls in top_classes(tree, name))
+        ours = any(WRAPPER_METHOD.present_in(cls) for wrapper in WRAPPER_CLASSES for cls in wrapper.find(tree))
         return not ours and any(_defines(cls, _DEFINES_METHOD) for cls in decoders)
 
     def check(self, path: str, tree: cst.Module) -> None:
         super().check(path, tree)
-        if path == QWEN3_5 and not any(_defines(cls, _DEFINES_DFLASH) for cls in top_classes(tree, DECODER)):
+        if path == QWEN3_5 and not any(_defines(cls, _DEFINES_DFLASH) for cls in DECODER_CLASS.find(tree)):
             raise SkipPatch(f"{path}: no layer-capture machinery ({DECODER}.{DFLASH}) in this release")
 
-    @edit(_DECODER, f"class {DECODER}", files=(QWEN3_5_TEXT,))
+    @edit(DECODER_CLASS.matcher, f"class {DECODER}", files=(QWEN3_5_TEXT,))
     def add_text_method(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         return append_to_block(updated_node, TEXT_METHOD.fill())
 
-    @edit(_DECODER, f"class {DECODER}", times="any", files=(QWEN3_5,))
+    @edit(DECODER_CLASS.matcher, f"class {DECODER}", times="any", files=(QWEN3_5,))
     def add_decoder_method(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         # 0.5.22's decoder method is the DFlash one under another name.
         if _defines(updated_node, _DEFINES_METHOD):

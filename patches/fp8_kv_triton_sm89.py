@@ -13,13 +13,13 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.anchor import Anchor
 from patchkit.edits import edit
 from patchkit.matchers import string
-from patchkit.patch import Patch, top_classes
+from patchkit.patch import Patch
 from patchkit.template import Snippet, walk_statements
 
 TRITON_BACKEND = "sglang/srt/layers/attention/triton_backend.py"
-CLASS = "TritonAttnBackend"
 CHECK_NAME = "_patchkit_refuse_fp8_e4m3_below_sm89"
 
 CHECK = Snippet('''
@@ -45,7 +45,7 @@ _SUPER_INIT = m.SimpleStatementLine(body=[m.Expr(value=m.Call(func=m.Attribute(v
 # Upstream's fix: `__init__` itself tests for the e4m3 KV dtype and raises.
 _MENTIONS_E4M3 = m.Attribute(attr=m.Name("float8_e4m3fn")) | string("fp8_e4m3")
 _RAISES = m.SimpleStatementLine(body=[m.Raise()])
-_CLASS = m.ClassDef(name=m.Name(CLASS))
+BACKEND_CLASS = Anchor("TritonAttnBackend", parts=("__init__",), marks=(CALL,), watch=("__init__",))
 _INIT_WITH_MODEL_RUNNER = m.FunctionDef(
     name=m.Name("__init__"),
     params=m.MatchIfTrue(lambda params: bool(m.findall(params, m.Param(name=m.Name("model_runner"))))),
@@ -73,28 +73,26 @@ class Fp8KvTritonSm89(Patch):
     DROP_WHEN = "drop when TritonAttnBackend (or server_args) refuses fp8_e4m3 KV below SM 8.9"
     APPLIES_TO = ">=0.5.10"
     TARGETS = (TRITON_BACKEND,)
-    SCOPE = {TRITON_BACKEND: (CLASS,)}
-    PARTS = {TRITON_BACKEND: (f"{CLASS}.__init__", CHECK_NAME)}
-    MARKS = {TRITON_BACKEND: ((None, CHECK), (CLASS, CALL))}
-    ANCHOR_SYMBOLS = (CLASS,)
-    WATCH = (f"{CLASS}.__init__",)
+    ANCHORS = {TRITON_BACKEND: (BACKEND_CLASS,)}
+    PARTS = {TRITON_BACKEND: (CHECK_NAME,)}
+    MARKS = {TRITON_BACKEND: ((None, CHECK),)}
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         return any(
             _refuses_e4m3(stmt)
-            for cls in top_classes(tree, CLASS) for init in cls.body.body
+            for cls in BACKEND_CLASS.find(tree) for init in cls.body.body
             if m.matches(init, m.FunctionDef(name=m.Name("__init__"))) for stmt in walk_statements(init)
         )
 
-    @m.call_if_inside(_CLASS)
+    @m.call_if_inside(BACKEND_CLASS.matcher)
     @m.call_if_inside(_INIT_WITH_MODEL_RUNNER)
-    @edit(_SUPER_INIT, f"{CLASS}.__init__(self, model_runner, ...): super().__init__()")
+    @edit(_SUPER_INIT, f"{BACKEND_CLASS.name}.__init__(self, model_runner, ...): super().__init__()")
     def call_check(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.FlattenSentinel[cst.BaseStatement]:
         return cst.FlattenSentinel([updated_node, *CALL.fill(model_runner="model_runner")])
 
-    @edit(_CLASS, f"class {CLASS}")
+    @edit(BACKEND_CLASS.matcher, f"class {BACKEND_CLASS.name}")
     def add_check(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.FlattenSentinel[cst.BaseStatement]:
         # The check goes right above the class (whose own leading lines and comments stay with it).
         return cst.FlattenSentinel([*CHECK.fill(), updated_node])

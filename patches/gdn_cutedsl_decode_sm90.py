@@ -22,13 +22,13 @@ import re
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.anchor import Anchor
 from patchkit.edits import edit
 from patchkit.errors import AnchorError
-from patchkit.patch import Patch, top_classes
+from patchkit.patch import Patch
 from patchkit.template import Snippet, walk_statements
 
 GDN_BACKEND = "sglang/srt/layers/attention/linear/gdn_backend.py"
-CLASS = "GDNKernelDispatcher"
 FLAG = "--linear-attn-decode-backend cutedsl"
 
 FALLBACK = Snippet('''
@@ -43,6 +43,9 @@ FALLBACK = Snippet('''
         )
         {decode_backend} = LinearAttnKernelBackend.TRITON
 ''', flag=FLAG)
+
+# `:is_cutedsl`: every decode branch the probes look for.
+DISPATCHER_CLASS = Anchor("GDNKernelDispatcher", parts=("__init__", ":is_cutedsl"), marks=(FALLBACK,), watch=("__init__",))
 
 # The head of the decode chain: `if decode_backend.is_triton():`, whose first statement picks
 # the dispatcher's Triton kernel.
@@ -76,28 +79,24 @@ class GdnCutedslDecodeSm90(Patch):
     DROP_WHEN = "drop when GDNKernelDispatcher checks the GPU generation for its cutedsl decode kernel"
     APPLIES_TO = ">=0.5.10"
     TARGETS = (GDN_BACKEND,)
-    SCOPE = {GDN_BACKEND: (CLASS,)}
-    PARTS = {GDN_BACKEND: (f"{CLASS}.__init__", f"{CLASS}:is_cutedsl")}  # every decode branch the probes look for
-    MARKS = {GDN_BACKEND: ((CLASS, FALLBACK),)}
-    ANCHOR_SYMBOLS = (CLASS,)
-    WATCH = (f"{CLASS}.__init__",)
+    ANCHORS = {GDN_BACKEND: (DISPATCHER_CLASS,)}
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         return any(
             m.matches(branch, _CUTEDSL_DECODE) and any(
                 isinstance(gate, cst.If) and m.findall(gate.test, _GENERATION_CALL) for gate in walk_statements(branch)
             )
-            for cls in top_classes(tree, CLASS) for branch in walk_statements(cls)
+            for cls in DISPATCHER_CLASS.find(tree) for branch in walk_statements(cls)
         )
 
-    @m.call_if_inside(m.ClassDef(name=m.Name(CLASS)))
+    @m.call_if_inside(DISPATCHER_CLASS.matcher)
     @m.call_if_inside(m.FunctionDef(name=m.Name("__init__")))
-    @edit(_CHAIN, f"{CLASS}.__init__: if decode_backend.is_triton(): self.decode_kernel = ...")
+    @edit(_CHAIN, f"{DISPATCHER_CLASS.name}.__init__: if decode_backend.is_triton(): self.decode_kernel = ...")
     def gate(self, original_node: cst.If, updated_node: cst.If) -> cst.FlattenSentinel[cst.BaseStatement]:
         found = m.extract(original_node, _CHAIN)
         assert found is not None and isinstance(found["backend"], cst.Name)
         if not m.findall(updated_node, _CUTEDSL_DECODE):
-            raise AnchorError(f"{CLASS}.__init__: the decode chain has no `elif decode_backend.is_cutedsl():`")
+            raise AnchorError(f"{DISPATCHER_CLASS.name}.__init__: the decode chain has no `elif decode_backend.is_cutedsl():`")
         first, *rest = FALLBACK.fill(decode_backend=found["backend"])
         return cst.FlattenSentinel([
             first.with_changes(leading_lines=updated_node.leading_lines), *rest, updated_node.with_changes(leading_lines=[]),

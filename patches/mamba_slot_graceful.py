@@ -24,6 +24,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.anchor import Anchor
 from patchkit.edits import edit
 from patchkit.errors import AnchorError
 from patchkit.launch_trigger import Trigger
@@ -75,6 +76,9 @@ GUARD = Snippet("""
         return {value}
 """, skip=SKIP)
 _DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())])
+# Either class, in whichever file holds it: its allocator, the methods this patch adds and its donating function.
+CACHE_CLASSES = tuple(Anchor(cls, parts=(ALLOC, TRY_ALLOC, SKIP, donating), watch=(ALLOC, donating))
+                      for cls, donating in DONATING.items())
 _CACHE_CLASS = m.ClassDef(name=m.OneOf(*(m.Name(kind) for kind in DONATING)))
 _DONATING_FN = m.FunctionDef(name=m.OneOf(*(m.Name(fn) for fn in DONATING.values())))
 _TRY_ALLOC_DOC = '"""patchkit mamba-slot-graceful: like _alloc_mamba_slot, but None when no slot can be had."""'
@@ -100,12 +104,7 @@ class MambaSlotGraceful(Patch):
                      flags=("!disable_radix_cache", "max_running_requests>1"),
                      why="long concurrent chunked prefills can run the state pool dry and crash the scheduler")
     TARGETS = (*COMPONENT_PATHS, LEGACY)
-    ANCHOR_SYMBOLS = tuple(DONATING)
-    WATCH = tuple(f"{cls}.{fn}" for cls, donating in DONATING.items() for fn in (ALLOC, donating))
-
-    SCOPE = {path: tuple(DONATING) for path in TARGETS}
-    PARTS = {path: tuple(f"{cls}.{fn}" for cls, donating in DONATING.items() for fn in (ALLOC, TRY_ALLOC, SKIP, donating))
-             for path in TARGETS}
+    ANCHORS = {path: CACHE_CLASSES for path in TARGETS}
 
     def _classes(self, path: str, tree: cst.Module) -> list[cst.ClassDef]:
         return [cls for cls in self.scope_classes(path, tree) if _methods(cls, ALLOC)]

@@ -19,11 +19,12 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.anchor import Anchor
 from patchkit.edits import edit
 from patchkit.errors import AnchorError
 from patchkit.launch_trigger import Trigger
 from patchkit.matchers import methods, self_attr, string
-from patchkit.patch import Patch, SkipPatch, top_classes
+from patchkit.patch import Patch, SkipPatch
 from patchkit.template import Snippet, walk_statements
 
 MODEL_RUNNER = "sglang/srt/model_executor/model_runner.py"
@@ -43,6 +44,8 @@ FALLBACK = Snippet("""
         {count} = int({model_config}.hf_text_config.mtp_num_hidden_layers)
 """)
 
+# 0.5.14-0.5.15 resolve the count in ModelRunner.__init__.
+RUNNER_CLASS = Anchor("ModelRunner", parts=("__init__",), marks=(FALLBACK,), watch=("__init__",))
 _DRAFT_PATH = m.Attribute(attr=m.Name("speculative_draft_model_path"))
 _READS_MTP = m.Call(func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(string("mtp_num_hidden_layers")), m.ZeroOrMore()]) | m.Attribute(
     attr=m.Name("mtp_num_hidden_layers")
@@ -64,7 +67,7 @@ def _top_functions(tree: cst.Module, *names: str) -> list[cst.FunctionDef]:
 
 
 def _runner_inits(tree: cst.Module) -> list[cst.FunctionDef]:
-    return [fn for cls in top_classes(tree, "ModelRunner") for fn in methods(cls, "__init__")]
+    return [fn for cls in RUNNER_CLASS.find(tree) for fn in methods(cls, "__init__")]
 
 
 def _reads_mtp_outside_ours(scope: cst.CSTNode) -> bool:
@@ -97,11 +100,11 @@ class MtpDraftKvBudget(Patch):
         why="without --speculative-draft-model-path the built-in MTP draft's KV layers are left out of "
             "the KV budget, which over-commits the pool")
     TARGETS = (MODEL_RUNNER, SPEC_AUX)
-    SCOPE = {MODEL_RUNNER: ("ModelRunner",)}
-    PARTS = {MODEL_RUNNER: ("ModelRunner.__init__",), SPEC_AUX: (RESOLVER, EAGLE_RESOLVER)}
-    MARKS = {MODEL_RUNNER: (("ModelRunner", FALLBACK),), SPEC_AUX: ((None, FALLBACK),)}
-    ANCHOR_SYMBOLS = (RESOLVER, "ModelRunner")
-    WATCH = (RESOLVER, EAGLE_RESOLVER, "ModelRunner.__init__")
+    ANCHORS = {MODEL_RUNNER: (RUNNER_CLASS,)}
+    PARTS = {SPEC_AUX: (RESOLVER, EAGLE_RESOLVER)}
+    MARKS = {SPEC_AUX: ((None, FALLBACK),)}
+    ANCHOR_SYMBOLS = (RESOLVER, RUNNER_CLASS.name)  # track looks for the resolver first
+    WATCH = (RESOLVER, EAGLE_RESOLVER)
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         # Upstream's fix (still open) has to read mtp_num_hidden_layers where the count is resolved.
@@ -124,7 +127,7 @@ class MtpDraftKvBudget(Patch):
             raise SkipPatch(f"{path} has no {RESOLVER}()")
 
     # 0.5.14-0.5.15: right after ModelRunner.__init__'s own resolution with the draft path.
-    @m.call_if_inside(m.ClassDef(name=m.Name("ModelRunner")))
+    @m.call_if_inside(RUNNER_CLASS.matcher)
     @m.call_if_inside(m.FunctionDef(name=m.Name("__init__")))
     @edit(_RESOLVES_WITH_PATH, "ModelRunner.__init__: if ... and server_args.speculative_draft_model_path: self.eagle_draft_num_layers = ...",
           files=(MODEL_RUNNER,))

@@ -5,14 +5,14 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.anchor import Anchor
 from patchkit.edits import edit
 from patchkit.launch_trigger import Trigger
 from patchkit.matchers import self_attr, string
-from patchkit.patch import Patch, top_classes
+from patchkit.patch import Patch
 from patchkit.template import Snippet, walk_statements
 
 MODEL_CONFIG = "sglang/srt/configs/model_config.py"
-CLASS = "ModelConfig"
 
 # `self.num_nextn_predict_layers = getattr(self.hf_text_config, "num_nextn_predict_layers", None)`
 _READS_NEXTN = m.SimpleStatementLine(
@@ -35,6 +35,10 @@ FALLBACK = Snippet("""
             self.hf_text_config, "mtp_num_hidden_layers", None
         )
 """)
+
+# Every matcher of the patch needs `num_nextn_predict_layers`: only the members that mention it are parsed.
+MODEL_CONFIG_CLASS = Anchor("ModelConfig", parts=(":num_nextn_predict_layers",), marks=(FALLBACK,),
+                            watch=("_derive_model_shapes", "_config_draft_model"))
 
 _QWEN3_5_ARCH = string("Qwen3_5ForConditionalGeneration")
 _MENTIONS_QWEN3_5 = m.If(test=m.MatchIfTrue(lambda test: bool(m.findall(test, _QWEN3_5_ARCH))))
@@ -70,14 +74,10 @@ class MtpLayerDetection(Patch):
         why="the MTP draft is counted as {draft_layers} layers, the KV cell is scaled by 1 + "
             "{draft_layers}/{full_attention_layers} = {kv_scale}x")
     TARGETS = (MODEL_CONFIG,)
-    SCOPE = {MODEL_CONFIG: (CLASS,)}
-    PARTS = {MODEL_CONFIG: (f"{CLASS}:num_nextn_predict_layers",)}  # every matcher of the patch needs that name
-    MARKS = {MODEL_CONFIG: ((CLASS, FALLBACK),)}
-    ANCHOR_SYMBOLS = (CLASS,)
-    WATCH = ("ModelConfig._derive_model_shapes", "ModelConfig._config_draft_model")
+    ANCHORS = {MODEL_CONFIG: (MODEL_CONFIG_CLASS,)}
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
-        for cls in top_classes(tree, CLASS):
+        for cls in MODEL_CONFIG_CLASS.find(tree):
             # Upstream's fix (0.5.18): a Qwen3.5 draft branch that also sets
             # hf_text_config.num_nextn_predict_layers.
             for branch in walk_statements(cls):
@@ -91,7 +91,7 @@ class MtpLayerDetection(Patch):
                     return True
         return False
 
-    @m.call_if_inside(m.ClassDef(name=m.Name(CLASS)))
+    @m.call_if_inside(MODEL_CONFIG_CLASS.matcher)
     @edit(_READS_NEXTN, 'ModelConfig: self.num_nextn_predict_layers = getattr(self.hf_text_config, "num_nextn_predict_layers", None)')
     def add_fallback(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine

@@ -25,6 +25,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patchkit.anchor import Anchor
 from patchkit.constants import ENV_DISABLE
 from patchkit.edits import edit
 from patchkit.errors import AnchorError
@@ -35,7 +36,6 @@ from patchkit.template import Snippet
 
 MULTIMEM_AG = "sglang/srt/distributed/device_communicators/triton_symm_mem_ag.py"
 TORCH_SYMM_MEM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
-COMMUNICATOR = "TorchSymmMemCommunicator"
 ENV = "SGLANG_PATCH_DISABLE_SYMM_MEM"
 SWITCH = "_patchkit_symm_mem_kill_switch"
 DECIDE = "_patchkit_symm_mem_blocked"
@@ -135,6 +135,7 @@ if os.environ.get("{env}", "auto").strip().lower() != "0" and "symm-mem-kill-swi
             f"kill switch turns off here ({{symm_mem_off}}); set {env}=0 to use it, or drop the flag"
         )
 ''', mark_statement=1, env=ENV, decide=DECIDE, disable=ENV_DISABLE)
+COMMUNICATOR_CLASS = Anchor("TorchSymmMemCommunicator", marks=(FLAG_GUARD,), watch=("__init__",))
 
 _SYMM_MEM_IMPORT = m.SimpleStatementLine(
     body=[m.Import(names=[m.ImportAlias(
@@ -169,10 +170,10 @@ class SymmMemKillSwitch(Patch):
                      why="symmetric memory's rendezvous dies with SIGFPE on PCIe/WSL2 with TP > 1")
     TARGETS = (MULTIMEM_AG, TORCH_SYMM_MEM)
     REQUIRES = (MULTIMEM_AG,)
-    SCOPE = {TORCH_SYMM_MEM: (COMMUNICATOR,)}
-    MARKS = {MULTIMEM_AG: ((None, KILL_SWITCH),), TORCH_SYMM_MEM: ((COMMUNICATOR, FLAG_GUARD),)}
-    ANCHOR_SYMBOLS = ("MultimemAllGatherer",)
-    WATCH = ("MultimemAllGatherer._build", "create_state", "TorchSymmMemCommunicator.__init__")
+    ANCHORS = {TORCH_SYMM_MEM: (COMMUNICATOR_CLASS,)}
+    MARKS = {MULTIMEM_AG: ((None, KILL_SWITCH),)}
+    ANCHOR_SYMBOLS = ("MultimemAllGatherer",)  # the all-gatherer's file is patched at module level
+    WATCH = ("MultimemAllGatherer._build", "create_state")
     RUNTIME_HOOK = {
         "module": "sglang.srt.distributed.device_communicators.triton_symm_mem_ag",
         "active": (
@@ -201,8 +202,8 @@ class SymmMemKillSwitch(Patch):
         body[last_import + 1:last_import + 1] = KILL_SWITCH.fill(alias=alias)
         return updated_node.with_changes(body=body)
 
-    @m.call_if_inside(m.ClassDef(name=m.Name(COMMUNICATOR)))
-    @edit(m.FunctionDef(name=m.Name("__init__")), f"{COMMUNICATOR}.__init__", files=(TORCH_SYMM_MEM,))
+    @m.call_if_inside(COMMUNICATOR_CLASS.matcher)
+    @edit(m.FunctionDef(name=m.Name("__init__")), f"{COMMUNICATOR_CLASS.name}.__init__", files=(TORCH_SYMM_MEM,))
     def guard_init(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         # First in __init__, after its docstring.
         assert isinstance(updated_node.body, cst.IndentedBlock)

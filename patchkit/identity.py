@@ -27,6 +27,7 @@ from patchkit.util import atomic_write, read_regular, sha256
 # patch's identity (a change in it re-renders every tree: `outdated`), per module: the top-level
 # definitions that do, or () for the whole module.
 #   patch.py    the transform pass, its gating and the applied / skip decisions;
+#   anchor.py   the classes a patch works in, and the SCOPE / PARTS / MARKS derived from them;
 #   edits.py    the @edit callbacks and the block helpers that build the new nodes;
 #   template.py snippets: the code a patch inserts, as filled in;
 #   matchers.py the shared matchers that decide where an edit lands;
@@ -38,6 +39,7 @@ from patchkit.util import atomic_write, read_regular, sha256
 # bytes) is pinned to a tested range in pyproject.toml and not part of the digest: a libcst
 # upgrade would otherwise make every tree and manifest out of date.
 RENDERING: dict[str, tuple[str, ...]] = {
+    "anchor.py": (),
     "edits.py": (),
     "engine.py": ("View", "_render", "_transform", "_with_default_indent", "_part"),
     "matchers.py": (),

@@ -33,6 +33,7 @@ from libcst.matchers._decorators import (
 from libcst.matchers._visitors import _check_types
 from packaging.specifiers import SpecifierSet
 
+from patchkit.anchor import Anchor, derive
 from patchkit.edits import Edit, EditError, declared
 from patchkit.errors import AnchorError, PatchkitError
 from patchkit.matchers import classes
@@ -159,21 +160,28 @@ class Patch(m.MatcherDecoratableTransformer):
     # Files of which at least one must exist for the patch to apply at all (default: any
     # target). A patch whose secondary edits only make sense beside its main one names it here.
     REQUIRES: ClassVar[tuple[str, ...]] = ()
-    # Per target file, the top-level classes the patch reads and edits there. None of them in
+    # Per target file, the top-level classes the patch reads and edits there (`patchkit.anchor`),
+    # each said once: the members parsed, the marks it holds once patched, the methods `track`
+    # watches. SCOPE, PARTS, MARKS, ANCHOR_SYMBOLS and WATCH are derived from it.
+    ANCHORS: ClassVar[Mapping[str, tuple[Anchor, ...]]] = {}
+    # Derived from ANCHORS: per target file, the names of its anchor classes. None of them in
     # the file -> the patch does not apply to it (skip, with the reason). A file not named
     # here is edited at module level. The engine parses only these classes' statements.
     SCOPE: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     # Per target file, the parts of it the engine parses for this patch, when less than its
-    # SCOPE classes whole: "Class" (all of it), "Class.member" (only the members of that name),
+    # anchor classes whole: "Class" (all of it), "Class.member" (only the members of that name),
     # "Class:text" (only the members whose source mentions `text`), "name" (a top-level def,
-    # class or assignment), ":text" (the top-level statements whose source mentions `text`). Probes and edits see only these (each run of code left out is one
-    # placeholder line), so declare all they read, the module-level code a MARK looks for
-    # included. Default: the SCOPE classes whole; the whole file with a module-level MARK.
+    # class or assignment), ":text" (the top-level statements whose source mentions `text`).
+    # Probes and edits see only these (each run of code left out is one placeholder line), so
+    # declare all they read, the module-level code a MARK looks for included. The class parts
+    # come from ANCHORS; a patch declares here only the module-level ones. Default: the anchor
+    # classes whole; the whole file with a module-level MARK.
     PARTS: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     # Per target file, what "applied" means: (top-level class, or None for the module, and a
     # snippet of the patch) pairs; the file counts as patched when every class of that name
     # present holds the snippet's first statement (by shape). Derived from the same snippets
-    # the patch inserts, so the detector is never written twice. A patch whose change is not
+    # the patch inserts, so the detector is never written twice. The class marks come from
+    # ANCHORS; a patch declares here only `(None, snippet)`. A patch whose change is not
     # a snippet (a derived copy of upstream code) overrides `is_applied` instead.
     MARKS: ClassVar[Mapping[str, tuple[tuple[str | None, Snippet], ...]]] = {}
     # Ids of patches that edit the same file and must be applied before this one there (the
@@ -186,9 +194,10 @@ class Patch(m.MatcherDecoratableTransformer):
     # (a diff patch): the engine hands them the bytes and `transform` returns the new bytes.
     WORKS_ON_BYTES: ClassVar[bool] = False
     # Classes the patch needs; when its target files are gone, `track` looks for these in
-    # other files to report the patch as `moved` (naming the new file).
+    # other files to report the patch as `moved` (naming the new file). Default: the ANCHORS.
     ANCHOR_SYMBOLS: ClassVar[tuple[str, ...]] = ()
-    # Functions ("Class.method" or "function") whose upstream changes `track` diffs.
+    # Functions ("Class.method" or "function") whose upstream changes `track` diffs: the
+    # anchors' `watch`, then the top-level functions declared here.
     WATCH: ClassVar[tuple[str, ...]] = ()
     # A hook that acts at run time, checked by `verify` in a child interpreter of the patched
     # environment: `module` is imported, then `active` (an expression) must be true, and false
@@ -208,6 +217,13 @@ class Patch(m.MatcherDecoratableTransformer):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "ANCHORS" in vars(cls):  # a subclass that only overrides PARTS (a test) keeps them as it says
+            if "SCOPE" in vars(cls):
+                raise TypeError(f"{cls.__name__}: SCOPE is derived from ANCHORS; declare one of them")
+            found = derive(cls.ANCHORS, cls.PARTS, cls.MARKS, cls.WATCH)
+            cls.SCOPE, cls.PARTS, cls.MARKS, cls.WATCH = found.scope, found.parts, found.marks, found.watch
+            if "ANCHOR_SYMBOLS" not in vars(cls):
+                cls.ANCHOR_SYMBOLS = found.symbols
         cls.EDITS = declared(cls)
         cls._HOOKS = _Hooks(cls)
 
