@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from patchkit.doctor import tp_sharding
+from patchkit.doctor import dflash, tp_sharding
 from patchkit.doctor.gpu import GIB, GpuFacts
 from patchkit.doctor.launch import Launch
 from patchkit.doctor.model import ModelFacts
@@ -49,7 +49,8 @@ class Budget:
     draft_layers: int | None = None
     full_attention_layers: int | None = None
     kv_dtype_bytes: float | None = None
-    kv_bytes_per_token: int | None = None
+    kv_bytes_per_token: int | None = None  # the cell: target KV, with a draft's KV priced in
+    draft_kv_bytes_per_token: int | None = None  # a DFLASH draft's own pool (None: priced by layer count)
     kv_budget_bytes: int | None = None
     kv_tokens: int | None = None
     context_length: int | None = None
@@ -390,8 +391,15 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     if b.kv_dtype_bytes == 0.5:  # FP4: half the bytes plus one scale byte per 16 elements
         cell = kv_heads * head_dim * 2 * b.full_attention_layers * 0.5 + kv_heads * head_dim * b.full_attention_layers * 2 // 16
     cell = int(cell)
-    if algo in ("DFLASH", "DSPARK"):
-        b.notes.append(f"{algo}'s draft KV scaling (scale_kv_cell_size_per_token_for_dflash) is not modelled")
+    if algo in dflash.FAMILY and release.dflash_draft_tp is not None:
+        # The draft's own KV pool, priced into the target's cell (patchkit/doctor/dflash.py).
+        priced = None if draft is None else dflash.draft_kv(
+            release.dflash_draft_tp, launch, draft, model_dtype_bytes(draft, launch), cell, b.full_attention_layers,
+            tp, attn_tp)
+        if priced is None:
+            b.notes.append(f"{algo}'s draft KV is not counted: no local draft config gives its layers")
+        else:
+            b.draft_layers, b.draft_kv_bytes_per_token, cell = priced.layers, priced.cell_bytes, priced.fused_cell_bytes
     if environ.get("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING", "").lower() in ("1", "true"):
         b.notes.append("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING: SGLang resizes the KV pool after graph capture; not modelled")
     if algo in EAGLE_FAMILY and launch.get("speculative_draft_model_path"):

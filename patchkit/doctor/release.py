@@ -28,6 +28,12 @@ SIZING_FILES = (
     "srt/mem_cache/kv_cache_configurator.py",  # 0.5.16 on
     "srt/model_executor/model_runner_kv_cache_mixin.py",  # 0.5.14-0.5.15
 )
+# Where DFLASH's draft KV is priced: the scaling function, and the callers of the draft-cell one.
+DFLASH_UTILS = "srt/speculative/dflash_utils.py"
+DFLASH_CELL_CALLERS = (
+    "srt/model_executor/model_runner_components/spec_aux_hidden_state.py",  # 0.5.18-0.5.22
+    "srt/mem_cache/draft_kv_budget.py",  # 0.5.23
+)
 RATIO_CONSTANTS = (
     "MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO",
     "MAMBA_CACHE_BASE_RATIO_DROP_ON_SKIP",
@@ -270,6 +276,27 @@ class ReleaseCode:
                     return tuple(e.value for e in node.value.elts
                                  if isinstance(e, ast.Constant) and isinstance(e.value, str))
         return ("max_position_embeddings",)
+
+    @cached_property
+    def dflash_draft_tp(self) -> str | None:
+        """How the release prices a DFLASH draft's KV into the target's cell (patchkit/doctor/dflash.py):
+        None without `scale_kv_cell_size_per_token_for_dflash` (no DFLASH: 0.5.10), "layers" where no
+        call passes a draft cell (0.5.11-0.5.17), else the parallel size the call to
+        `dflash_draft_cell_size_per_token` divides the draft's KV heads by: "tp_size" (0.5.18-0.5.21)
+        or "attn_tp_size" (0.5.22 on, `get_parallel().attn_tp_size` or the draft's attention-TP size)."""
+        utils = self.tree(DFLASH_UTILS)
+        if utils is None or not _functions(utils, ("scale_kv_cell_size_per_token_for_dflash",)):
+            return None
+        for rel in DFLASH_CELL_CALLERS:
+            tree = self.tree(rel)
+            for node in ast.walk(tree) if tree is not None else []:
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id == "dflash_draft_cell_size_per_token"):
+                    for kw in node.keywords:
+                        if kw.arg == "tp_size":
+                            named = kw.value.attr if isinstance(kw.value, ast.Attribute) else getattr(kw.value, "id", "")
+                            return "tp_size" if named == "tp_size" else "attn_tp_size"
+        return "layers"
 
     @cached_property
     def longer_context_raises(self) -> bool:
