@@ -9,7 +9,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from patchkit import engine, format_patch, identity, registry, releases, versions
+from patchkit import engine, format_patch, patch_status, identity, registry, releases, versions
 from patchkit.errors import PlanError
 
 CHECKOUT_PREFIX = "python/"  # where the package lives in the SGLang repository
@@ -39,7 +39,7 @@ def export(pid: str, version: str, author: str | None = None) -> Export:
     releases.check_known(version)  # a release patchkit knows nothing about: exit 3, nothing downloaded
     source = releases.WheelSource(version)
     status, files = engine.render_alone(source, pid)
-    if status.state != engine.PENDING:
+    if status.state != patch_status.PENDING:
         why = f": {status.detail}" if status.detail else ""
         raise PlanError(f"patch {pid} is {status.state} on SGLang {version}{why}; there is no change to export "
                         "(`patchkit matrix` shows the releases it applies to)")

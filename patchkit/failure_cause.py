@@ -11,7 +11,7 @@ from patchkit import manifest as manifest_mod
 from patchkit import versions
 
 if TYPE_CHECKING:
-    from patchkit.engine import View
+    from patchkit.view import View
 
 UPSTREAM, LOCAL_EDIT = "upstream", "local-edit"
 
@@ -31,7 +31,7 @@ def release_sha(view: "View", rel: str) -> str | None:
 def cause(view: "View", files: tuple[str, ...]) -> tuple[str | None, list[str]]:
     """(UPSTREAM, []) when every file has the release's bytes; (LOCAL_EDIT, the edited files) when
     one differs; (None, []) when the release's bytes are known for none of them."""
-    from patchkit.engine import before_patchkit_sha
+    from patchkit.view import before_patchkit_sha
 
     known = {rel: release_sha(view, rel) for rel in files}
     compared = {rel: sha for rel, sha in known.items() if sha is not None}

@@ -32,8 +32,8 @@ from patchkit.util import atomic_write, read_regular, sha256
 #   template.py snippets: the code a patch inserts, as filled in;
 #   matchers.py the shared matchers that decide where an edit lands;
 #   skeleton.py the parsed part of a file and how the edited part is spliced back into its bytes;
-#   engine.py   the render path only: View (parse, skeleton, fold the stacked patches) and the
-#               helpers it calls; not the state decision, planning or manifests.
+#   view.py     the render path only: View (parse, skeleton, fold the stacked patches), render_file
+#               and the helpers they call; not what opens a view, the state decision, planning or manifests.
 # Not the rest: state, transaction, manifests, output and the commands decide what is written
 # where and what is said, never the rendered bytes. libcst (whose code generation writes the
 # bytes) is pinned to a tested range in pyproject.toml and not part of the digest: a libcst
@@ -41,11 +41,11 @@ from patchkit.util import atomic_write, read_regular, sha256
 RENDERING: dict[str, tuple[str, ...]] = {
     "anchor.py": (),
     "edits.py": (),
-    "engine.py": ("View", "_render", "_transform", "_with_default_indent", "_part"),
     "matchers.py": (),
     "patch.py": (),
     "skeleton.py": (),
     "template.py": (),
+    "view.py": ("View", "render_file", "_transform", "_with_default_indent", "_part"),
 }
 # Bumped when the normalisation changes (every digest changes with it).
 _FORMAT = b"patchkit identity 2\n"

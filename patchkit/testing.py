@@ -59,9 +59,10 @@ class PatchTest:
 def _engine_run(cls: type[Patch], rel: str, data: bytes, whole: bool) -> tuple[str, bytes | str | None]:
     """The engine's verdict on `data` at `rel`, and the bytes it renders there (or the error)."""
     from patchkit import engine
+    from patchkit import view as view_mod
 
     target = types.SimpleNamespace(site=Path("/nonexistent"), read=lambda path: None, version="0")
-    view = engine.View(target=target, state=None, manifest=None)  # type: ignore[arg-type]
+    view = view_mod.View(target=target, state=None, manifest=None)  # type: ignore[arg-type]
     view._patches = {cls.ID: cls()}
     if whole:
         view.skeleton = lambda rel, data: None  # type: ignore[method-assign]
@@ -71,6 +72,6 @@ def _engine_run(cls: type[Patch], rel: str, data: bytes, whole: bool) -> tuple[s
         return "error", str(exc)
     view.pristine = lambda path: data if path == rel else None  # type: ignore[method-assign, assignment]
     try:
-        return verdict, engine._render(view, rel, (cls.ID,))
+        return verdict, view_mod.render_file(view, rel, (cls.ID,))
     except PatchkitError as exc:
         return "render-error", str(exc)

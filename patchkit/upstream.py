@@ -15,18 +15,19 @@ from typing import Collection, Iterable, Protocol
 
 from packaging.version import InvalidVersion, Version
 
-from patchkit import engine, manifest, registry
+from patchkit import engine, manifest, patch_status, registry
+from patchkit import view as view_mod
 from patchkit.constants import PACKAGE
 from patchkit.errors import TargetError
 
 APPLIES, UPSTREAM_FIXED, MOVED, BROKEN, NOT_APPLICABLE = "applies", "upstream-fixed", "moved", "broken", "not-applicable"
 FAILED = "failed"  # the patch's own code raised on that source (a bug in the patch, not a change upstream)
 _FROM_ENGINE = {
-    engine.PENDING: APPLIES,
-    engine.UPSTREAM_FIXED: UPSTREAM_FIXED,
-    engine.FAILED: BROKEN,
-    engine.NOT_APPLICABLE: NOT_APPLICABLE,
-    engine.APPLIED: "applied",
+    patch_status.PENDING: APPLIES,
+    patch_status.UPSTREAM_FIXED: UPSTREAM_FIXED,
+    patch_status.FAILED: BROKEN,
+    patch_status.NOT_APPLICABLE: NOT_APPLICABLE,
+    patch_status.APPLIED: "applied",
 }
 
 
@@ -91,7 +92,7 @@ class Verdict:
         return {"state": self.state, "file": self.file, "detail": self.detail}
 
 
-def judge(source: Source, view: engine.View | None = None, cache=None,
+def judge(source: Source, view: view_mod.View | None = None, cache=None,
           settled: dict[str, str] | None = None, ids: Collection[str] | None = None) -> dict[str, Verdict]:
     """Each patch's verdict on a source (from `settled`, {id: state} already known without
     parsing, or from `cache`, a VerdictCache, when it has it); only the patches `ids` when given."""
@@ -107,14 +108,14 @@ def judge(source: Source, view: engine.View | None = None, cache=None,
         if hit is not None:
             verdicts[patch.ID] = Verdict(hit["state"], hit["file"], hit["detail"])
             continue
-        view = view or engine.code_view(source)  # type: ignore[arg-type]
+        view = view or view_mod.code_view(source)  # type: ignore[arg-type]
         verdicts[patch.ID] = _judge(source, view, patch.ID)
         if key and verdicts[patch.ID].state != FAILED:  # a crash is never remembered as a verdict
             cache.put(key, verdicts[patch.ID].to_dict())
     return verdicts
 
 
-def _judge(source: Source, view: engine.View, pid: str) -> Verdict:
+def _judge(source: Source, view: view_mod.View, pid: str) -> Verdict:
     status = engine.evaluate(view, pid)
     state = FAILED if status.crashed else _FROM_ENGINE[status.state]
     file = status.files[0] if status.files else None
@@ -167,7 +168,7 @@ def _find_moved(source: Source, patch) -> tuple[str, str] | None:
     return None
 
 
-def watched_source(view: engine.View, patch, files: list[str]) -> dict[str, str]:
+def watched_source(view: view_mod.View, patch, files: list[str]) -> dict[str, str]:
     """{qualified name: source text} of the functions a patch works on, from `files`."""
     import libcst as cst
     import libcst.matchers as m
@@ -212,7 +213,7 @@ class Track:
 def track(source_from: Source, source_to: Source) -> Track:
     """Each patch on both sources, with the diff of its watched functions between them."""
     patches = {cls.ID: cls for cls in registry.load_all()}
-    view_from, view_to = engine.code_view(source_from), engine.code_view(source_to)  # type: ignore[arg-type]
+    view_from, view_to = view_mod.code_view(source_from), view_mod.code_view(source_to)  # type: ignore[arg-type]
     before, after = judge(source_from, view_from), judge(source_to, view_to)
     rows = []
     for pid, patch in patches.items():

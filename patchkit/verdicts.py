@@ -61,7 +61,7 @@ def from_manifest(source) -> dict[str, str]:
     if found is None or not manifest.matches(found, source.version):
         return {}
     # Diff patches aside: they work on bytes and never shape the part of a file another patch's
-    # probes see (engine.View._scope), so a diff loaded beside the built-in set leaves their verdicts as recorded.
+    # probes see (view.View._scope), so a diff loaded beside the built-in set leaves their verdicts as recorded.
     if found.patch_sha256 != identity.digests([pid for pid in registry.patch_ids() if not registry.is_diff(pid)]):
         return {}
     hashes: dict[str, str | None] = {}

@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit import engine, registry
+from patchkit import engine, patch_status, registry
 from patchkit import state as state_mod
 from patchkit.target import Target
 from patchkit.util import sha256
@@ -33,15 +33,15 @@ class Check:
 class Report:
     target: Target
     checks: list[Check] = field(default_factory=list)
-    statuses: list[engine.PatchStatus] = field(default_factory=list)
+    statuses: list[patch_status.PatchStatus] = field(default_factory=list)
 
     @property
     def failed(self) -> list[Check]:
         return [c for c in self.checks if c.result == FAILED]
 
-    def not_applied(self) -> list[engine.PatchStatus]:
+    def not_applied(self) -> list[patch_status.PatchStatus]:
         """Patches this release needs that are not in place (what --strict refuses)."""
-        return [s for s in self.statuses if s.state not in (engine.APPLIED, engine.UPSTREAM_FIXED, engine.NOT_APPLICABLE)]
+        return [s for s in self.statuses if s.state not in (patch_status.APPLIED, patch_status.UPSTREAM_FIXED, patch_status.NOT_APPLICABLE)]
 
 
 # Runs in the child: imports modules and evaluates hooks, prints one JSON object.
@@ -112,7 +112,7 @@ def verify(target: Target, python: str) -> Report:
     if state_mod.journal_path(target.site).exists():
         report.checks.append(Check(str(state_mod.journal_path(target.site)), FAILED,
                                    "an unfinished patchkit run is pending; `patchkit apply` or `patchkit revert` finishes it"))
-    applied = {s.id for s in statuses if s.state in (engine.APPLIED, engine.DRIFTED, engine.OUTDATED)}
+    applied = {s.id for s in statuses if s.state in (patch_status.APPLIED, patch_status.DRIFTED, patch_status.OUTDATED)}
 
     for rel, record in sorted((recorded.files if recorded else {}).items()):
         data = target.read(rel)

@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from patchkit import engine
+from patchkit import view as view_mod
 from patchkit.util import sha256
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ _RENDERED: dict[tuple, bytes | None] = {}
 def cache_renders(monkeypatch) -> None:
     """In this process, render each (file, pristine bytes, patch ids) once across tests: the
     transaction and recovery are under test here, not the transforms (tested on their own)."""
-    real = engine._render
+    real = view_mod.render_file
 
     def cached(view, rel, ids):
         base = view.pristine(rel)
@@ -69,4 +69,4 @@ def cache_renders(monkeypatch) -> None:
             _RENDERED[key] = real(view, rel, ids)
         return _RENDERED[key]
 
-    monkeypatch.setattr(engine, "_render", cached)
+    monkeypatch.setattr(view_mod, "render_file", cached)

@@ -9,7 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from patchkit import engine, registry
+from patchkit import engine, patch_status, registry
+from patchkit import view as view_mod
 from testing.releases import pristine
 
 VERSIONS = tuple(f"0.5.{minor}" for minor in range(10, 24))
@@ -42,19 +43,19 @@ def render(version: str) -> dict:
 def patched_states(version: str) -> dict[str, str]:
     """Each patch's state, judged by its probes, on the release with every patch applied."""
     files = _render(version)[1]
-    view = engine.code_view(_Patched(pristine(version), version, files))
+    view = view_mod.code_view(_Patched(pristine(version), version, files))
     return {pid: engine.evaluate(view, pid).state for pid in registry.patch_ids()}
 
 
 def _render(version: str) -> tuple[dict, dict[str, bytes]]:
     source = _Tree(pristine(version), version)
-    view = engine.code_view(source)
+    view = view_mod.code_view(source)
     classes = {cls.ID: cls for cls in registry.load_all()}
     statuses, per_file = {}, {}
     for pid in registry.patch_ids():
         status = engine.evaluate(view, pid)
         statuses[pid] = [status.state, list(status.files)]
-        if status.state == engine.PENDING:
+        if status.state == patch_status.PENDING:
             for rel in status.files:
                 per_file.setdefault(rel, []).append(pid)
     files, rendered = {}, {}

@@ -173,16 +173,16 @@ def sample(trials: list[tuple[str, int, str]], size: int, seed: str,
 
 _BOOT = textwrap.dedent("""
     import os, pickle, sys
-    from patchkit import engine
+    from patchkit import view as view_mod
     from patchkit.util import sha256
     with open(os.environ["PATCHKIT_SWEEP_RENDERS"], "rb") as handle:
         cache = pickle.load(handle)
-    real = engine._render
+    real = view_mod.render_file
     def render(view, rel, ids):
         base = view.pristine(rel)
         key = (rel, None if base is None else sha256(base), tuple(ids))
         return cache[key] if key in cache else real(view, rel, ids)
-    engine._render = render
+    view_mod.render_file = render
     sys.argv = ["patchkit", *sys.argv[1:]]
     from patchkit.cli import main
     main()

@@ -10,7 +10,7 @@ from typing import Iterator
 from patchkit import output
 from patchkit.error_handler import INTERRUPTED_EARLY
 from patchkit.errors import Interrupted
-from patchkit.engine import PatchStatus
+from patchkit.patch_status import PatchStatus
 from patchkit.target import Target
 
 

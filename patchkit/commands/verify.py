@@ -9,7 +9,7 @@ from patchkit import server_report
 from patchkit import verify as verify_mod
 from patchkit.commands import report as render
 from patchkit.commands.locate import locate
-from patchkit import engine
+from patchkit import patch_status
 from patchkit.constants import EXIT_OK, EXIT_PLAN
 from patchkit.errors import UsageError
 from patchkit.target import SITE, Target, interpreter
@@ -69,13 +69,13 @@ def _targeting(site_packages: str | None, source: str | None, python: str | None
     return "".join(f" {flag} {value}" for flag, value in named if value)
 
 
-def next_step(status: engine.PatchStatus, where: str = "") -> str:
+def next_step(status: patch_status.PatchStatus, where: str = "") -> str:
     """The command that puts a patch this release needs in place, for the state it is in: `apply`
     refuses a drifted file (exit 4) without --force, and cannot plan a failed patch."""
-    if status.state == engine.DRIFTED:
+    if status.state == patch_status.DRIFTED:
         return (f"`patchkit diff{where}` shows the outside change; `patchkit apply{where} --force` overwrites it, "
                 "keeping a copy")
-    if status.state == engine.FAILED:
+    if status.state == patch_status.FAILED:
         return f"`patchkit status{where}` says why; `patchkit apply{where} --skip {status.id}` applies the others"
     return f"run `patchkit apply{where}`"
 

@@ -10,7 +10,8 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from patchkit import engine
+from patchkit import patch_status
+from patchkit import view as view_mod
 from patchkit.patches.draft_lmhead_placeholder import QWEN3_5_MTP, DraftLmheadPlaceholder
 from patchkit.patches.eagle3_capture_hook import METHOD, QWEN3_5, WRAPPERS, Eagle3CaptureHook
 from testing.releases import pristine
@@ -29,7 +30,7 @@ def test_states_and_bytes_match_the_recorded_rendering(version):
 @pytest.mark.parametrize("version", ["0.5.17", "0.5.23"])
 def test_parsing_only_the_scope_renders_what_parsing_everything_renders(version, monkeypatch):
     scoped = render(version)
-    monkeypatch.setattr(engine.View, "_scope", lambda self, rel: None)  # every file parsed whole
+    monkeypatch.setattr(view_mod.View, "_scope", lambda self, rel: None)  # every file parsed whole
     assert render(version) == scoped
 
 
@@ -37,10 +38,10 @@ def test_parsing_only_the_scope_renders_what_parsing_everything_renders(version,
 def test_probes_on_the_parsed_parts_judge_the_patched_release_as_on_whole_files(version, monkeypatch):
     # What `status` and a second `apply` see: every patch that applied is found applied, by
     # probes that see only the declared parts, and they say what they say on whole files.
-    pending = {pid for pid, (state, _) in render(version)["statuses"].items() if state == engine.PENDING}
+    pending = {pid for pid, (state, _) in render(version)["statuses"].items() if state == patch_status.PENDING}
     states = patched_states(version)
-    assert pending and {pid for pid, state in states.items() if state == engine.APPLIED} >= pending
-    monkeypatch.setattr(engine.View, "_scope", lambda self, rel: None)
+    assert pending and {pid for pid, state in states.items() if state == patch_status.APPLIED} >= pending
+    monkeypatch.setattr(view_mod.View, "_scope", lambda self, rel: None)
     assert patched_states(version) == states
 
 

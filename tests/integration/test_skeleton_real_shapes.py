@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import engine, registry
+from patchkit import engine, patch_status, registry
+from patchkit import view as view_mod
 from patchkit.errors import PatchkitError
 from testing.releases import pristine
 
@@ -44,7 +45,7 @@ def _tabs(data: bytes) -> bytes:
 
 
 def _judge(pid: str, contents: dict[str, bytes | None], whole: bool) -> tuple[str, dict[str, bytes]]:
-    view = engine.View(target=types.SimpleNamespace(site=Path("/nonexistent")), state=None, manifest=None)  # type: ignore[arg-type]
+    view = view_mod.View(target=types.SimpleNamespace(site=Path("/nonexistent")), state=None, manifest=None)  # type: ignore[arg-type]
     if whole:
         view.skeleton = lambda rel, data: None  # type: ignore[method-assign]
     try:
@@ -52,10 +53,10 @@ def _judge(pid: str, contents: dict[str, bytes | None], whole: bool) -> tuple[st
     except PatchkitError as exc:
         return f"error: {exc}", {}
     written = {}
-    if status.state == engine.PENDING:
+    if status.state == patch_status.PENDING:
         for rel in status.files:
             view.pristine = lambda rel, data=contents[rel]: data  # type: ignore[method-assign,misc]
-            written[rel] = engine._render(view, rel, (pid,))  # type: ignore[assignment]
+            written[rel] = view_mod.render_file(view, rel, (pid,))  # type: ignore[assignment]
     return status.state, written
 
 
@@ -69,5 +70,5 @@ def test_reshaped_release_file_judged_as_the_whole_file(pid, shape):
     data = _under_if(data, *CASES[pid]) if shape == "under-if" else _tabs(data)
     compile(data, rel, "exec")
     skeleton, whole = _judge(pid, {rel: data}, whole=False), _judge(pid, {rel: data}, whole=True)
-    assert skeleton[0] == whole[0] == engine.PENDING  # the skeleton said failed / a tokenizer error
+    assert skeleton[0] == whole[0] == patch_status.PENDING  # the skeleton said failed / a tokenizer error
     assert skeleton[1] == whole[1]

@@ -172,7 +172,7 @@ def test_a_transform_that_drops_a_placeholder_is_refused():
 
 def test_every_patch_that_declares_parts_keeps_its_scope_classes_in_them():
     from patchkit import registry
-    from patchkit.engine import _part
+    from patchkit.view import _part
 
     for patch in registry.load_all():
         assert set(patch.PARTS) <= set(patch.TARGETS), patch.ID

@@ -12,6 +12,7 @@ import libcst.matchers as m
 import pytest
 
 from patchkit import engine
+from patchkit import view as view_mod
 from patchkit.edits import append_to_block, edit, prepend_to_block
 from patchkit.errors import PatchkitError
 from patchkit.patch import Patch, top_classes
@@ -75,9 +76,9 @@ class TAdd(Patch):
 PATCHES = (TGuard, TAdd)
 
 
-def _view(whole: bool) -> engine.View:
+def _view(whole: bool) -> view_mod.View:
     target = types.SimpleNamespace(site=Path("/nonexistent"), read=lambda rel: None)
-    view = engine.View(target=target, state=None, manifest=None)  # type: ignore[arg-type]
+    view = view_mod.View(target=target, state=None, manifest=None)  # type: ignore[arg-type]
     view._patches = {cls.ID: cls() for cls in PATCHES}
     if whole:
         view.skeleton = lambda rel, data: None  # type: ignore[method-assign]
@@ -95,7 +96,7 @@ def run(pid: str, data: bytes, whole: bool) -> tuple[str, bytes | str | None]:
         return verdict, None
     view.pristine = lambda rel: data  # type: ignore[method-assign]
     try:
-        return verdict, engine._render(view, REL, (pid,))
+        return verdict, view_mod.render_file(view, REL, (pid,))
     except PatchkitError as exc:
         return "render-error", str(exc)
 
