@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from patchkit import unit_change
 from patchkit import units as units_mod
 from patchkit.errors import PlanError
 from patchkit.patch import Patch
@@ -149,6 +150,10 @@ def _merge(base: bytes, ours: bytes, theirs: bytes, markers: bool) -> tuple[byte
     if clean or markers:
         return b"".join(merger.merge_lines(name_a=b"release", name_b=b"patch")), clean
     return ours, clean
+
+
+def _plain_merge(base: bytes, ours: bytes, theirs: bytes) -> tuple[bytes, bool]:
+    return _merge(base, ours, theirs, False)
 
 
 def _units(data: bytes, rel: str, what: str) -> list[units_mod.Unit]:
@@ -311,15 +316,18 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
         elif current == (before or b""):
             replace[where] = target_form
             outcomes.append(UnitOutcome(rel, where, MOVED if moved else TRANSPLANTED, f"moved from {name}" if moved else ""))
+        elif unit_change.holds(before or b"", current, target_form, _plain_merge):
+            outcomes.append(UnitOutcome(rel, where, UPSTREAM, "the change is already in it, with others"))
         else:
             merged, clean = _merge(before or b"", current, target_form, markers)
-            if clean and merged == current:
-                outcomes.append(UnitOutcome(rel, where, UPSTREAM, "the change is already in it, with others"))
-                continue
+            why = "changed here and by the diff in the same lines"
+            if clean and not markers and not unit_change.holds(before or b"", merged, target_form, _plain_merge):
+                # Written, it would not read back as applied (status, a second apply): refused.
+                clean, why = False, "changed here and by the diff in lines next to each other (a merge would not read back as applied)"
             if clean or markers:
                 replace[where] = merged
             outcomes.append(UnitOutcome(rel, where, (MOVED if moved else MERGED) if clean else CONFLICT,
-                                        "" if clean else "changed here and by the diff in the same lines"))
+                                        "" if clean else why))
     out: list[bytes] = [*insert.get(None, [])]
     for unit in ours_units:
         out.append(replace.get(unit.name, ours[unit.name]))
