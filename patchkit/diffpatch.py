@@ -420,7 +420,7 @@ class DiffPatch(Patch):
     DIFF: ClassVar[DiffPatchFile]
     SOURCE: ClassVar[Path]
     NOTES: ClassVar[tuple[str, ...]] = ()
-    # Every file of the diff must be there: a diff is one change (see engine.evaluate).
+    # Every file of the diff must be there: a diff is one change (see decide.evaluate).
     ALL_TARGETS_REQUIRED = True
     WORKS_ON_BYTES = True  # probes and transform get the file's bytes (no libcst parse)
 

@@ -58,7 +58,7 @@ class PatchTest:
 
 def _engine_run(cls: type[Patch], rel: str, data: bytes, whole: bool) -> tuple[str, bytes | str | None]:
     """The engine's verdict on `data` at `rel`, and the bytes it renders there (or the error)."""
-    from patchkit import engine
+    from patchkit import decide
     from patchkit import view as view_mod
 
     target = types.SimpleNamespace(site=Path("/nonexistent"), read=lambda path: None, version="0")
@@ -67,7 +67,7 @@ def _engine_run(cls: type[Patch], rel: str, data: bytes, whole: bool) -> tuple[s
     if whole:
         view.skeleton = lambda rel, data: None  # type: ignore[method-assign]
     try:
-        verdict = engine.evaluate(view, cls.ID, {rel: data}).state
+        verdict = decide.evaluate(view, cls.ID, {rel: data}).state
     except PatchkitError as exc:
         return "error", str(exc)
     view.pristine = lambda path: data if path == rel else None  # type: ignore[method-assign, assignment]

@@ -15,7 +15,7 @@ from typing import Collection, Iterable, Protocol
 
 from packaging.version import InvalidVersion, Version
 
-from patchkit import engine, manifest, patch_status, registry
+from patchkit import decide, manifest, patch_status, registry
 from patchkit import view as view_mod
 from patchkit.constants import PACKAGE
 from patchkit.errors import TargetError
@@ -116,7 +116,7 @@ def judge(source: Source, view: view_mod.View | None = None, cache=None,
 
 
 def _judge(source: Source, view: view_mod.View, pid: str) -> Verdict:
-    status = engine.evaluate(view, pid)
+    status = decide.evaluate(view, pid)
     state = FAILED if status.crashed else _FROM_ENGINE[status.state]
     file = status.files[0] if status.files else None
     detail = status.detail

@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit import engine, patch_status, registry
+from patchkit import decide, patch_status, registry
 from patchkit import state as state_mod
 from patchkit.target import Target
 from patchkit.util import sha256
@@ -106,7 +106,7 @@ def _child(python: str, site: Path, modules: list[str], hooks: dict, extra_env: 
 
 def verify(target: Target, python: str) -> Report:
     report = Report(target)
-    statuses, _ = engine.status(target)
+    statuses, _ = decide.status(target)
     report.statuses = statuses
     recorded = state_mod.load(target.site)
     if state_mod.journal_path(target.site).exists():

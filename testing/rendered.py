@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from patchkit import engine, patch_status, registry
+from patchkit import decide, patch_status, registry
 from patchkit import view as view_mod
 from testing.releases import pristine
 
@@ -44,7 +44,7 @@ def patched_states(version: str) -> dict[str, str]:
     """Each patch's state, judged by its probes, on the release with every patch applied."""
     files = _render(version)[1]
     view = view_mod.code_view(_Patched(pristine(version), version, files))
-    return {pid: engine.evaluate(view, pid).state for pid in registry.patch_ids()}
+    return {pid: decide.evaluate(view, pid).state for pid in registry.patch_ids()}
 
 
 def _render(version: str) -> tuple[dict, dict[str, bytes]]:
@@ -53,7 +53,7 @@ def _render(version: str) -> tuple[dict, dict[str, bytes]]:
     classes = {cls.ID: cls for cls in registry.load_all()}
     statuses, per_file = {}, {}
     for pid in registry.patch_ids():
-        status = engine.evaluate(view, pid)
+        status = decide.evaluate(view, pid)
         statuses[pid] = [status.state, list(status.files)]
         if status.state == patch_status.PENDING:
             for rel in status.files:

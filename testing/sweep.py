@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from patchkit import engine, error_handler, registry
+from patchkit import decide, error_handler, registry
 from patchkit.commands.apply import apply as apply_command
 from patchkit.commands.clean import clean as clean_command
 from patchkit.commands.revert import revert as revert_command
@@ -256,7 +256,7 @@ def do_clean(site: Path) -> tuple[int, str]:
 
 def states(site: Path) -> dict[str, str]:
     with _CMD_LOCK:
-        statuses, _ = engine.status(find_in(site))
+        statuses, _ = decide.status(find_in(site))
     return {s.id: s.state for s in statuses}
 
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from patchkit import lock
-from patchkit import engine, output
+from patchkit import decide, output
 from patchkit import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.locate import locate
@@ -11,7 +11,7 @@ from patchkit.constants import EXIT_OK, EXIT_PLAN
 def status(site_packages: str | None, version: str | None, as_json: bool,
            source: str | None = None, python: str | None = None) -> int:
     target = locate(site_packages, None, version, source=source, python=python)
-    statuses, warnings = engine.status(target)
+    statuses, warnings = decide.status(target)
     if state_mod.journal_path(target.site).exists():
         holder = lock.lock_holder(target.site)
         warnings.append(f"a patchkit run is in progress ({holder})" if holder else

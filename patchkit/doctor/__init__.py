@@ -27,14 +27,14 @@ from patchkit.target import Target
 def patch_states(target: Target | WheelSource) -> dict[str, str]:
     """Each patchkit patch's state in the targeted SGLang (what `patchkit status` reports); for a
     release read from its wheel, what the patches' probes say of its pristine code."""
-    from patchkit import engine, registry
+    from patchkit import decide, registry
     from patchkit import view as view_mod
 
     if isinstance(target, WheelSource):
         source: Any = target  # code_view takes anything with `read` and `version`
         view = view_mod.code_view(source)
-        return {pid: engine.evaluate(view, pid).state for pid in registry.patch_ids()}
-    statuses, _warnings = engine.status(target)
+        return {pid: decide.evaluate(view, pid).state for pid in registry.patch_ids()}
+    statuses, _warnings = decide.status(target)
     return {s.id: s.state for s in statuses}
 
 

@@ -254,16 +254,16 @@ def test_list_and_matrix_name_the_release_a_diff_was_made_for(tmp_path, offloade
 
 
 def test_a_diff_beside_the_built_in_set_leaves_their_verdicts_to_the_manifests(offloader_patch, cached_wheels, monkeypatch):
-    from patchkit import engine, registry
+    from patchkit import decide, registry
 
     judged: list[str] = []
-    real = engine.evaluate
+    real = decide.evaluate
 
     def counted(view, pid, contents=None):
         judged.append(pid)
         return real(view, pid, contents)
 
-    monkeypatch.setattr(engine, "evaluate", counted)
+    monkeypatch.setattr(decide, "evaluate", counted)
     with_diff = run("--patches", offloader_patch, "matrix", "--from", "0.5.17", "--to", "0.5.18", "--json").json()
     assert set(judged) == {ID}  # the built-in patches: from the committed manifests, by hashes
     registry.use_folders([])

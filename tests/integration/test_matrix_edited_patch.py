@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from patchkit import engine, manifest, registry, verdicts
+from patchkit import decide, manifest, registry, verdicts
 from patchkit import view as view_mod
 from patchkit.releases import WheelSource
 from patchkit.target import Target
@@ -77,8 +77,8 @@ def test_a_file_the_patch_reads_that_the_release_lacks_sends_it_to_the_probes(re
     rel = "sglang/srt/models/qwen3_5_text.py"
     assert manifest.load("0.5.10").patches["eagle3-capture-hook"].reads[rel] is None
     view = view_mod.open_view(Target(site=site, version="0.5.10"))
-    assert engine.fast_status(view, "eagle3-capture-hook") is not None  # the release: hashes decide
+    assert decide.fast_status(view, "eagle3-capture-hook") is not None  # the release: hashes decide
     shutil.copy(pristine("0.5.17") / rel, site / rel)
     view = view_mod.open_view(Target(site=site, version="0.5.10"))
-    assert engine.fast_status(view, "eagle3-capture-hook") is None
-    assert engine.fast_status(view, "autoround-packed-mapping") is not None  # it does not read that file
+    assert decide.fast_status(view, "eagle3-capture-hook") is None
+    assert decide.fast_status(view, "autoround-packed-mapping") is not None  # it does not read that file

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import engine, patch_status, registry
+from patchkit import decide, patch_status, registry
 from patchkit import view as view_mod
 from patchkit.errors import PatchkitError
 from testing.releases import pristine
@@ -49,7 +49,7 @@ def _judge(pid: str, contents: dict[str, bytes | None], whole: bool) -> tuple[st
     if whole:
         view.skeleton = lambda rel, data: None  # type: ignore[method-assign]
     try:
-        status = engine.evaluate(view, pid, contents)
+        status = decide.evaluate(view, pid, contents)
     except PatchkitError as exc:
         return f"error: {exc}", {}
     written = {}

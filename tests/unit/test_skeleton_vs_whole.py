@@ -11,7 +11,7 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from patchkit import engine
+from patchkit import decide
 from patchkit import view as view_mod
 from patchkit.edits import append_to_block, edit, prepend_to_block
 from patchkit.errors import PatchkitError
@@ -89,7 +89,7 @@ def run(pid: str, data: bytes, whole: bool) -> tuple[str, bytes | str | None]:
     """(verdict, bytes written or the error) of patch `pid` on `data`."""
     view = _view(whole)
     try:
-        verdict = engine.evaluate(view, pid, {REL: data}).state
+        verdict = decide.evaluate(view, pid, {REL: data}).state
     except PatchkitError as exc:
         return "error", str(exc)
     if verdict != "pending":

@@ -1,0 +1,202 @@
+"""Decide each patch's state on a target: from hashes alone where the state file and the manifest
+settle it (no libcst: `status` and a no-op `apply` stay cheap), else by the patch's own probes on
+the parsed code; a failed patch's detail says its cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from patchkit import hand_applied
+from patchkit import manifest as manifest_mod
+from patchkit import registry
+from patchkit import view as view_mod  # render_file through the module: the fault tests replace it
+from patchkit.errors import PlanError
+from patchkit.patch_status import (
+    APPLIED, DRIFTED, FAILED, NOT_APPLICABLE, OUTDATED, PENDING, UPSTREAM_FIXED, VERDICT_STATE, PatchCrashed, PatchStatus,
+    guarded,
+)
+from patchkit.target import Target
+from patchkit.view import View, before_patchkit_sha, open_view
+
+
+def fast_status(view: View, pid: str) -> PatchStatus | None:
+    """Decide from hashes only, or None when the code must be read."""
+    state = view.state
+    if state and pid in state.patches:
+        files = state.files_of(pid)
+        conditions = {rel: view.file_condition(rel) for rel in files}
+        drifted = [rel for rel, cond in conditions.items() if cond == "drifted"]
+        if drifted:
+            return PatchStatus(pid, DRIFTED, tuple(files), f"{drifted[0]} was changed outside patchkit")
+        if all(cond == "patched" for cond in conditions.values()):
+            return _identity_status(view, pid, files)
+        return None  # files back to pristine (reinstalled): judge them afresh
+    entry = view.manifest.patches.get(pid)
+    if entry is None or not manifest_mod.matches(view.manifest, view.target.version):
+        return None
+    if any(view.sha(rel) != view.manifest.files[rel] for rel in entry.files):
+        return None
+    recorded = view.manifest.patch_sha256.get(pid)
+    if recorded is None or recorded != _digest(pid):
+        return None  # the manifest judged another source of this patch (edited since): its probes decide
+    if entry.reads and any(before_patchkit_sha(view, rel) != digest for rel, digest in entry.reads.items()):
+        return None  # a file the patch reads is not the release's (or is there where the release has none)
+    if state and any(rel in state.files for rel in entry.files):
+        return None  # another patch changed a shared file: read the code
+    return PatchStatus(pid, VERDICT_STATE[entry.verdict], entry.files)
+
+
+def _digest(pid: str) -> str | None:
+    from patchkit import identity
+    from patchkit.errors import PatchkitError
+
+    try:
+        return identity.digest(pid)
+    except PatchkitError:
+        return None
+
+
+def _identity_status(view: View, pid: str, files: list[str]) -> PatchStatus:
+    """APPLIED when every file was rendered by this very patch source, else OUTDATED (the patch
+    changed since: `apply` re-renders the file from its pristine backup)."""
+    from patchkit import identity
+
+    current = identity.digest(pid)
+    records = {rel: view.state.files[rel] for rel in files}  # type: ignore[union-attr]
+    older = [rel for rel, record in records.items() if record.digests.get(pid, current) != current]
+    unknown = [rel for rel, record in records.items() if pid not in record.digests]
+    # A state written before patch digests were recorded (schema 1): render and compare.
+    older += [rel for rel in unknown if _rendered_differs(view, rel, tuple(records[rel].patches))]
+    if older:
+        return PatchStatus(pid, OUTDATED, tuple(files),
+                           f"{older[0]} was patched by an older version of {pid}; `patchkit apply` updates it")
+    return PatchStatus(pid, APPLIED, tuple(files))
+
+
+def _rendered_differs(view: View, rel: str, ids: tuple[str, ...]) -> bool:
+    from patchkit.errors import PatchkitError
+
+    try:
+        return view_mod.render_file(view, rel, ids) != view.read(rel)
+    except PatchkitError:  # today's patches cannot reproduce the file: not what they would write
+        return True
+
+
+def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = None) -> PatchStatus:
+    """Decide a patch by its probes on the code (current bytes, or `contents`)."""
+    from patchkit.errors import AnchorError
+    from patchkit.patch import SkipPatch
+
+    patch = view.patches[pid]
+    read = (lambda rel: contents.get(rel)) if contents is not None else view.read
+    # A diff patch looks for a changed unit absent from its file in the package's other files
+    # (bound here, not in View: View is part of every module patch's identity).
+    bind, listing = getattr(patch, "bind_package", None), getattr(view.target, "python_files", None)
+    if bind is not None and listing is not None:
+        bind(listing, view.read)
+    present = [rel for rel in patch.TARGETS if read(rel) is not None]
+    required = patch.REQUIRES or patch.TARGETS
+    if not any(read(rel) is not None for rel in required):
+        return PatchStatus(pid, NOT_APPLICABLE, (), "no target file: " + ", ".join(required))
+    missing = [rel for rel in patch.TARGETS if rel not in present]
+    if patch.ALL_TARGETS_REQUIRED and missing:
+        return PatchStatus(pid, FAILED, tuple(present), "one change over all its files, and "
+                           f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in this release")
+    verdicts: dict[str, str] = {}
+    details: list[str] = []
+    notes: list[str] = []
+    for rel in present:
+        tree = view.code(patch, rel, read(rel))  # type: ignore[arg-type]
+        try:
+            notes += guarded(patch, "notes", rel, lambda: patch.notes(rel, tree))
+            if guarded(patch, "is_applied probe", rel, lambda: patch.is_applied(rel, tree)):
+                verdicts[rel] = APPLIED
+            elif guarded(patch, "is_fixed_upstream probe", rel, lambda: patch.is_fixed_upstream(rel, tree)):
+                verdicts[rel] = UPSTREAM_FIXED
+            else:
+                try:
+                    if patch.WORKS_ON_BYTES:
+                        view.render(rel, read(rel), (pid,))  # type: ignore[arg-type]
+                    else:
+                        view.fold(rel, read(rel), (pid,))  # type: ignore[arg-type]
+                    verdicts[rel] = PENDING
+                except SkipPatch as exc:
+                    verdicts[rel] = NOT_APPLICABLE
+                    details.append(str(exc))
+                except PatchCrashed:
+                    raise
+                except (AnchorError, PlanError) as exc:
+                    verdicts[rel] = FAILED
+                    details.append(str(exc))
+        except PatchCrashed as exc:
+            # This patch's outcome is its own: it is `failed`, the others are still judged.
+            return PatchStatus(pid, FAILED, tuple(present), str(exc), crashed=True)
+    for state in (FAILED, PENDING):
+        chosen = tuple(rel for rel, v in verdicts.items() if v == state)
+        if chosen:
+            return PatchStatus(pid, state, chosen, "; ".join(details if state == FAILED else notes))
+    applied = tuple(rel for rel, v in verdicts.items() if v == APPLIED)
+    fixed = tuple(rel for rel, v in verdicts.items() if v == UPSTREAM_FIXED)
+    if fixed:
+        # Upstream fixed the main file; a companion file that already has the same change
+        # (upstream's own) does not make the patch "applied".
+        return PatchStatus(pid, UPSTREAM_FIXED, fixed + applied, "; ".join(notes))
+    if applied:
+        return PatchStatus(pid, APPLIED, applied)
+    return PatchStatus(pid, NOT_APPLICABLE, tuple(present), "; ".join(details))
+
+
+def judge(view: View, pid: str) -> PatchStatus:
+    found = fast_status(view, pid) or evaluate(view, pid)
+    if found.state == FAILED and not found.crashed:
+        found = _on_its_stack(view, pid) or found
+    if found.state == FAILED and not found.crashed:
+        found = _with_cause(view, found)
+    if found.state == UPSTREAM_FIXED and hand_applied_files(view, pid):
+        return PatchStatus(pid, APPLIED, found.files, hand_applied.DETAIL)
+    return found
+
+
+def _with_cause(view: View, found: PatchStatus) -> PatchStatus:
+    """A failed patch's detail also says whether a local edit or an upstream change is the cause."""
+    from patchkit import failure_cause
+
+    said = failure_cause.explain(view, found.id, found.files)
+    return replace(found, detail="; ".join(part for part in (found.detail, said) if part)) if said else found
+
+
+def _on_its_stack(view: View, pid: str) -> PatchStatus | None:
+    """A diff patch made on top of the patches it names in `Patchkit-After` (not applied here
+    yet): judged on its files as those patches leave them, as `apply` renders the stack; None when
+    that does not make it pending."""
+    patch = view.patches[pid]
+    before = [p for p in patch.STACK_AFTER if p in view.patches and not (view.state and p in view.state.patches)]
+    if not patch.WORKS_ON_BYTES or not before:
+        return None
+    classes = {p: type(view.patches[p]) for p in before}
+    contents: dict[str, bytes | None] = {}
+    try:
+        for rel in patch.TARGETS:
+            data = view.read(rel)
+            under = tuple(registry.stack([p for p in before if rel in view.patches[p].TARGETS], classes))
+            contents[rel] = view.render(rel, data, under) if data is not None and under else data
+    except PlanError:
+        return None
+    found = evaluate(view, pid, contents)
+    if found.state != PENDING:
+        return None
+    return replace(found, detail=f"on top of {', '.join(before)} (Patchkit-After), as apply stacks them")
+
+
+def hand_applied_files(view: View, pid: str) -> dict[str, bytes] | None:
+    """The release's bytes of a diff patch's files when it was applied by hand (`hand_applied`)."""
+    if not hand_applied.is_diff(pid):
+        return None
+    return hand_applied.release_bytes(view.target, view.patches[pid], view.read, view.state)
+
+
+def status(target: Target) -> tuple[list[PatchStatus], list[str]]:
+    view = open_view(target)
+    statuses = [judge(view, pid) for pid in registry.patch_ids()]
+    return statuses, view.warnings
