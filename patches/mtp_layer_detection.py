@@ -1,4 +1,9 @@
-"""mtp-layer-detection: read Qwen3.5/3.8's MTP depth from `mtp_num_hidden_layers`."""
+"""mtp-layer-detection: read Qwen3.5/3.8's MTP depth from `mtp_num_hidden_layers`.
+
+Runtime switch: `SGLANG_PATCHKIT_DISABLE=mtp-layer-detection` skips the fallback, read when
+`ModelConfig` derives its shapes (once per config built, at start-up), so the draft counts its
+layers as the release does.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,10 @@ from patchkit.edits import edit
 from patchkit.launch_trigger import Trigger
 from patchkit.matchers import self_attr, string
 from patchkit.patch import Patch
+from patchkit.runtime_switch import declared, on
 from patchkit.template import Snippet, walk_statements
 
+ID = "mtp-layer-detection"
 MODEL_CONFIG = "sglang/srt/configs/model_config.py"
 
 # `self.num_nextn_predict_layers = getattr(self.hf_text_config, "num_nextn_predict_layers", None)`
@@ -30,11 +37,15 @@ _READS_NEXTN = m.SimpleStatementLine(
 # The fallback this patch inserts (the draft-only guard keeps target models unchanged: a
 # target with MTP layers and pipeline parallelism would otherwise trip SGLang's PP/MTP assert).
 FALLBACK = Snippet("""
-    if self.num_nextn_predict_layers is None and self.is_draft_model:
+    if (
+        self.num_nextn_predict_layers is None
+        and self.is_draft_model
+        and {on}
+    ):
         self.num_nextn_predict_layers = getattr(
             self.hf_text_config, "mtp_num_hidden_layers", None
         )
-""")
+""", on=on(ID))
 
 # Every matcher of the patch needs `num_nextn_predict_layers`: only the members that mention it are parsed.
 MODEL_CONFIG_CLASS = Anchor("ModelConfig", parts=(":num_nextn_predict_layers",), marks=(FALLBACK,),
@@ -57,7 +68,7 @@ def _lines_reading_mtp(fn: cst.FunctionDef) -> list[cst.CSTNode]:
 
 
 class MtpLayerDetection(Patch):
-    ID = "mtp-layer-detection"
+    ID = ID
     TITLE = "Read the MTP draft depth from text_config.mtp_num_hidden_layers"
     RATIONALE = (
         "Qwen3.5/3.8 checkpoints declare their MTP depth as text_config.mtp_num_hidden_layers. "
@@ -75,6 +86,7 @@ class MtpLayerDetection(Patch):
             "{draft_layers}/{full_attention_layers} = {kv_scale}x")
     TARGETS = (MODEL_CONFIG,)
     ANCHORS = {MODEL_CONFIG: (MODEL_CONFIG_CLASS,)}
+    RUNTIME_SWITCH = declared(ID)
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         for cls in MODEL_CONFIG_CLASS.find(tree):

@@ -30,6 +30,7 @@ from patchkit.util import atomic_write, read_regular, sha256
 #   anchor.py   the classes a patch works in, and the SCOPE / PARTS / MARKS derived from them;
 #   edits.py    the @edit callbacks and the block helpers that build the new nodes;
 #   template.py snippets: the code a patch inserts, as filled in;
+#   runtime_switch.py the SGLANG_PATCHKIT_DISABLE test a switchable patch's snippets hold;
 #   matchers.py the shared matchers that decide where an edit lands;
 #   skeleton.py the parsed part of a file and how the edited part is spliced back into its bytes;
 #   view.py     the render path only: View (parse, skeleton, fold the stacked patches), render_file
@@ -43,6 +44,7 @@ RENDERING: dict[str, tuple[str, ...]] = {
     "edits.py": (),
     "matchers.py": (),
     "patch.py": (),
+    "runtime_switch.py": (),
     "skeleton.py": (),
     "template.py": (),
     "view.py": ("View", "render_file", "_transform", "_with_default_indent", "_part"),

@@ -206,6 +206,8 @@ class Patch(m.MatcherDecoratableTransformer):
     # The environment settings under which the patched code takes the release's own path at run
     # time (e.g. "SGLANG_PATCHKIT_DISABLE=<id>"); empty: it cannot be switched off without a revert.
     RUNTIME_SWITCH: ClassVar[tuple[str, ...]] = ()
+    # Why a patch has no RUNTIME_SWITCH (one phrase, shown by `list`).
+    NO_RUNTIME_SWITCH: ClassVar[str] = ""
     # Which launches depend on the patch (flags, model features, hardware): what `patchkit doctor`
     # asks for (patchkit/launch_trigger.py).
     LAUNCH: ClassVar[Trigger | None] = None

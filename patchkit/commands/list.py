@@ -18,6 +18,7 @@ def list_patches(as_json: bool) -> int:
             "upstream": list(p.UPSTREAM),
             "drop_when": p.DROP_WHEN,
             "runtime_switch": list(p.RUNTIME_SWITCH),
+            "no_runtime_switch": None if p.RUNTIME_SWITCH else (p.NO_RUNTIME_SWITCH or None),
         }
         for p in patches
     ]
@@ -43,5 +44,6 @@ def list_patches(as_json: bool) -> int:
         if row["runtime_switch"]:
             output.line(f"    runtime switch: {' or '.join(row['runtime_switch'])} (the release's own path)")
         else:
-            output.line("    runtime switch: none, cannot take the pristine path at run time (only `patchkit revert` removes it)")
+            why = f": {row['no_runtime_switch']}" if row["no_runtime_switch"] else ""
+            output.line(f"    runtime switch: none, cannot take the pristine path at run time{why} (only `patchkit revert` removes it)")
     return EXIT_OK

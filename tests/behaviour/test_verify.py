@@ -65,9 +65,13 @@ def test_verify_passes_then_catches_drift_and_a_removed_hook(patched_env):
     off = {"SGLANG_PATCHKIT_DISABLE": "symm-mem-kill-switch"}
     hook = {"symm-mem-kill-switch": SymmMemKillSwitch.RUNTIME_HOOK}
     assert _child(str(python), site, [], hook, off)["hooks"]["symm-mem-kill-switch"][0] == "inactive"
-    [switched] = behaviour.load_plugins_lines(python, {"SGLANG_PATCHKIT_DISABLE": "symm-mem-kill-switch,mtp-layer-detection"})
-    assert switched.endswith(" drifted=- disabled=symm-mem-kill-switch cannot-disable=mtp-layer-detection"), switched
-    assert "symm-mem-kill-switch@" not in switched and "mtp-layer-detection@" in switched
+    [switched] = behaviour.load_plugins_lines(
+        python, {"SGLANG_PATCHKIT_DISABLE": "symm-mem-kill-switch, mtp-layer-detection,eagle3-capture-hook"})
+    fields = dict(item.split("=", 1) for item in switched.split(" ")[1:])
+    assert set(fields["disabled"].split(",")) == {"symm-mem-kill-switch", "mtp-layer-detection"}, switched
+    assert fields["cannot-disable"] == "eagle3-capture-hook", switched
+    active = {item.split("@")[0] for item in fields["active"].split(",")}
+    assert "eagle3-capture-hook" in active and not active & {"symm-mem-kill-switch", "mtp-layer-detection"}, switched
 
     # One byte changed in a patched file: drifted.
     config = site / "sglang/srt/configs/model_config.py"

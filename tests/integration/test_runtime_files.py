@@ -101,7 +101,7 @@ def test_sglang_plugins_without_patchkit_is_noted_by_apply_and_verify(site, monk
 
 def test_list_says_which_patches_can_be_switched_off():
     rows = {row["id"]: row["runtime_switch"] for row in run("list", "--json").json()["patches"]}
-    assert rows["mtp-layer-detection"] == []
+    assert rows["mtp-layer-detection"] == ["SGLANG_PATCHKIT_DISABLE=mtp-layer-detection"]
     assert rows["symm-mem-kill-switch"] == ["SGLANG_PATCHKIT_DISABLE=symm-mem-kill-switch",
                                             "SGLANG_PATCH_DISABLE_SYMM_MEM=0"]
     text = run("list").stdout
@@ -111,12 +111,15 @@ def test_list_says_which_patches_can_be_switched_off():
 
 
 def test_the_switchable_patches_are_rendered_into_the_plugin(site, monkeypatch):
-    monkeypatch.setenv("SGLANG_PATCHKIT_DISABLE", "symm-mem-kill-switch, mtp-layer-detection")
+    monkeypatch.setenv("SGLANG_PATCHKIT_DISABLE", "symm-mem-kill-switch, mtp-layer-detection, eagle3-capture-hook")
     applied = run("apply", "--site-packages", site)
     assert applied.exit_code == 0
-    assert ("SGLANG_PATCHKIT_DISABLE lists mtp-layer-detection, which cannot take the pristine path at runtime"
+    assert ("SGLANG_PATCHKIT_DISABLE lists eagle3-capture-hook, which cannot take the pristine path at runtime"
             in applied.stderr), applied.stderr
-    assert "SWITCHABLE = ['symm-mem-kill-switch']\n" in (site / MODULE).read_text()
+    switchable = sorted(pid for pid, switch in
+                        ((row["id"], row["runtime_switch"]) for row in run("list", "--json").json()["patches"]) if switch)
+    assert {"symm-mem-kill-switch", "mtp-layer-detection"} <= set(switchable)
+    assert f"SWITCHABLE = {switchable!r}\n" in (site / MODULE).read_text()
 
 
 def test_verify_checks_their_bytes(site):

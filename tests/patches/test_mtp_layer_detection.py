@@ -28,7 +28,11 @@ class ModelConfig:
         self.num_nextn_predict_layers = getattr(
             self.hf_text_config, "num_nextn_predict_layers", None
         )
-        if self.num_nextn_predict_layers is None and self.is_draft_model:
+        if (
+            self.num_nextn_predict_layers is None
+            and self.is_draft_model
+            and "mtp-layer-detection" not in map(str.strip, __import__("os").environ.get("SGLANG_PATCHKIT_DISABLE", "").split(","))
+        ):
             self.num_nextn_predict_layers = getattr(
                 self.hf_text_config, "mtp_num_hidden_layers", None
             )

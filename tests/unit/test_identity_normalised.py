@@ -13,8 +13,8 @@ from patchkit import identity, registry
 
 PATCH_ID = "mtp-layer-detection"
 # A statement of the snippet the patch inserts: its operands swapped is a change of what it writes.
-OLD_LINE = "    if self.num_nextn_predict_layers is None and self.is_draft_model:\n"
-NEW_LINE = "    if self.is_draft_model and self.num_nextn_predict_layers is None:\n"
+OLD_LINE = "        self.num_nextn_predict_layers is None\n        and self.is_draft_model\n"
+NEW_LINE = "        self.is_draft_model\n        and self.num_nextn_predict_layers is None\n"
 PACKAGE = Path(identity.__file__).parent
 
 
