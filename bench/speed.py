@@ -95,7 +95,7 @@ def main() -> None:
         "bare": ([py, "-c", "pass"], None),
         "cold": (apply, fresh_copy),
         "libcst_only": ([py, "-c", parse_regen, *[str(pristine / t) for t in targets]], None),
-        "imports": ([py, "-c", "import libcst.matchers, click, patchkit.engine, packaging.specifiers"], None),
+        "imports": ([py, "-c", "import libcst.matchers, click, patchkit.planning, packaging.specifiers"], None),
         "libcst_import": ([py, "-c", "import libcst"], None),
     }, args.runs, work)
     # `site` is now patched (the last cold apply): status and a second apply are no-ops.

@@ -9,7 +9,9 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from patchkit import engine, format_patch, patch_status, identity, registry, releases, versions
+from patchkit import decide, format_patch, identity, registry, releases, versions
+from patchkit import view as view_mod  # render_file through the module: the fault tests replace it
+from patchkit.patch_status import PENDING, PatchStatus
 from patchkit.errors import PlanError
 
 CHECKOUT_PREFIX = "python/"  # where the package lives in the SGLang repository
@@ -38,8 +40,8 @@ def export(pid: str, version: str, author: str | None = None) -> Export:
     version = versions.normalise(version, "--release")
     releases.check_known(version)  # a release patchkit knows nothing about: exit 3, nothing downloaded
     source = releases.WheelSource(version)
-    status, files = engine.render_alone(source, pid)
-    if status.state != patch_status.PENDING:
+    status, files = _render_alone(source, pid)
+    if status.state != PENDING:
         why = f": {status.detail}" if status.detail else ""
         raise PlanError(f"patch {pid} is {status.state} on SGLang {version}{why}; there is no change to export "
                         "(`patchkit matrix` shows the releases it applies to)")
@@ -53,3 +55,14 @@ def export(pid: str, version: str, author: str | None = None) -> Export:
     summary = tuple({"file": CHECKOUT_PREFIX + c.rel, "added": added, "removed": removed}
                     for c in sorted(changes, key=lambda c: c.rel) for added, removed in (format_patch.counts(c),))
     return Export(id=pid, version=version, data=data, files=summary)
+
+
+def _render_alone(source: Any, pid: str) -> tuple[PatchStatus, dict[str, tuple[bytes | None, bytes | None]]]:
+    """One patch on a pristine source (a release's wheel), judged by its probes: its status
+    there and, when it is pending, {file: (bytes before, bytes after)} of the files it edits,
+    rendered and compiled as `apply` would write them on that release alone."""
+    view = view_mod.code_view(source)
+    found = decide.evaluate(view, pid)
+    if found.state != PENDING:
+        return found, {}
+    return found, {rel: (view.read(rel), view_mod.render_file(view, rel, (pid,))) for rel in found.files}

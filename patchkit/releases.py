@@ -188,7 +188,7 @@ def _open_zip(wheel: Path, mtime_ns: int) -> zipfile.ZipFile:
 
 class WheelSource:
     """A release read straight from its cached wheel (a zip): no unpacking, only the files asked
-    for are inflated. Has what `upstream` and `engine.describe` need: `read`, `version`, `label`,
+    for are inflated. Has what `upstream` and `manifest_describe.describe` need: `read`, `version`, `label`,
     `python_files`, and each file's CRC-32 from the zip's directory (for the verdict cache)."""
 
     def __init__(self, version: str) -> None:

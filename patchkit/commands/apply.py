@@ -4,7 +4,7 @@ import os
 from dataclasses import replace
 
 from patchkit import lock
-from patchkit import engine, output, runtime, transaction
+from patchkit import output, planning, runtime, transaction
 from patchkit import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.locate import APPLY_TARGET_OPTIONS, locate
@@ -30,7 +30,7 @@ def apply(
     with report.interruptible() as progress:  # also while the report is printed
         try:
             return _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress)
-        except engine.PatchesFailed as exc:
+        except planning.PatchesFailed as exc:
             if not as_json:  # every selected patch as judged, the failed one among them; then the error
                 report.header(target)
                 report.table(exc.statuses)
@@ -50,7 +50,7 @@ def _upgrade_state(target, state: state_mod.State) -> None:
                     f"({exc.strerror or exc}); `status` keeps checking those files by rendering them")
 
 
-def _add_runtime_report(plan: engine.Plan) -> engine.Plan:
+def _add_runtime_report(plan: planning.Plan) -> planning.Plan:
     """Nothing to apply, but the runtime report's files are missing (a tree patched by an older
     patchkit): add them. Where the tree cannot be written (a read-only mount) the apply still
     succeeds, as a no-op, with a note; the patched files are as they were."""
@@ -65,7 +65,7 @@ def _add_runtime_report(plan: engine.Plan) -> engine.Plan:
         return replace(plan, writes=(), new_state=plan.old_state)
 
 
-def _runtime_notes(plan: engine.Plan) -> None:
+def _runtime_notes(plan: planning.Plan) -> None:
     """Where the runtime report (patchkit/runtime.py) will not speak: say so, and how to fix it."""
     if plan.new_state is None:
         return
@@ -84,13 +84,13 @@ def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: 
     if dry_run:
         if state_mod.journal_path(target.site).exists():
             output.warn("an interrupted patchkit run is pending; the real apply will finish it first")
-        plan = engine.plan_apply(target, only, skip, force)
+        plan = planning.plan_apply(target, only, skip, force)
     else:
         with lock.locked(target.site, lock_timeout, output.warn):
             recovery = transaction.recover(target, force)
             progress.recovered = recovery.finished
             report.discard_stale(target)
-            plan = engine.plan_apply(target, only, skip, force)
+            plan = planning.plan_apply(target, only, skip, force)
             if plan.changes_files and not plan.acted:
                 plan = _add_runtime_report(plan)
             elif plan.changes_files:

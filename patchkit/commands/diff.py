@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from patchkit import engine, output
+from patchkit import output, planning
 from patchkit.commands import report
 from patchkit.commands.locate import locate
 from patchkit.constants import EXIT_OK
@@ -17,7 +17,7 @@ def diff(site_packages: str | None, version: str | None, as_json: bool,
                     "no diff against another release's backups (`patchkit clean` removes it)")
         text = ""
     else:
-        text = engine.current_diff(target)
+        text = planning.current_diff(target)
     if as_json:
         output.as_json({"sglang": report.sglang(target), "diff": text})
     else:

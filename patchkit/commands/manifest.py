@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit import engine, output
+from patchkit import manifest_describe, output
 from patchkit import versions as versions_mod
 from patchkit import manifest as manifest_mod
 from patchkit.constants import EXIT_OK, EXIT_PLAN
@@ -12,7 +12,7 @@ from patchkit.util import atomic_write
 
 
 def _describe(version: str) -> manifest_mod.Manifest:
-    return engine.describe(release_source(version))
+    return manifest_describe.describe(release_source(version))
 
 
 def update(versions: tuple[str, ...], out: str | None = None, as_json: bool = False) -> int:

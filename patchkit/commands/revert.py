@@ -4,7 +4,7 @@ import os
 from pathlib import Path
 
 from patchkit import lock
-from patchkit import engine, output, registry, stale, transaction
+from patchkit import output, planning, registry, stale, transaction
 from patchkit import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.clean import clean_leftovers
@@ -47,7 +47,7 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
         recovery = transaction.recover(target, force)
         progress.recovered = recovery.finished
         report.discard_stale(target)
-        plan = engine.plan_revert(target, only, force)
+        plan = planning.plan_revert(target, only, force)
         # A full revert also drops the copies earlier `--force` runs kept.
         dropped = not only and plan.new_state is None and state_mod.overwritten_dir(target.site).exists()
         # Named before they go: a revert that only drops those copies must say so.

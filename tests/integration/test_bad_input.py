@@ -121,12 +121,12 @@ def test_fetch_needs_target(tmp_path):
 
 
 def test_unexpected_error_names_the_log(release, monkeypatch, patchkit_home):
-    from patchkit import engine
+    from patchkit import planning
 
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(engine, "plan_apply", boom)
+    monkeypatch.setattr(planning, "plan_apply", boom)
     site = release("0.5.17")
     result = run("apply", "--site-packages", site)
     assert result.exit_code == 70

@@ -14,12 +14,12 @@ pytestmark = pytest.mark.integration
 
 
 def test_crash_log_names_versions_platform_and_argv(release, monkeypatch, patchkit_home):
-    from patchkit import engine
+    from patchkit import planning
 
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(engine, "plan_apply", boom)
+    monkeypatch.setattr(planning, "plan_apply", boom)
     monkeypatch.setattr(sys, "argv", ["patchkit", "apply", "--site-packages", "SITE"])
     result = run("apply", "--site-packages", release("0.5.17"))
     assert result.exit_code == 70, result.stderr

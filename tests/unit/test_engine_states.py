@@ -18,7 +18,7 @@ from typing import Callable
 import pytest
 
 from patchkit import lock as lock_mod
-from patchkit import engine, transaction
+from patchkit import planning, transaction
 from patchkit import state as state_mod
 from patchkit.errors import PatchkitError
 from patchkit.target import find_in
@@ -121,7 +121,7 @@ def pending_journal(t: Synthetic) -> None:
     transaction.replace = fails_on_gamma
     try:
         with lock_mod.locked(t.site):
-            plan = engine.plan_apply(target)
+            plan = planning.plan_apply(target)
             with pytest.raises(PatchkitError, match="the next `patchkit apply` or `patchkit revert` finishes it"):
                 transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state)
     finally:

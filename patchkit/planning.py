@@ -1,24 +1,23 @@
-"""Plan applies and reverts in memory, from each patch's state (`patchkit.decide`)."""
+"""Plan applies and reverts in memory, from each patch's state (`patchkit.decide`): the writes,
+the new state and what they would overwrite; `patchkit.transaction` commits a plan to disk."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from patchkit import decide, hand_applied
-from patchkit import manifest as manifest_mod
 from patchkit import registry
 from patchkit import state as state_mod
 from patchkit.errors import DriftError, PlanError
-from patchkit.patch_status import APPLIED, DRIFTED, FAILED, NOT_APPLICABLE, OUTDATED, PENDING, STATE_VERDICT, PatchStatus
+from patchkit.patch_status import APPLIED, DRIFTED, FAILED, OUTDATED, PENDING, PatchStatus
 from patchkit.state import FileRecord, State
 from patchkit.target import Target
 from patchkit.transaction import FileWrite
 from patchkit.util import sha256
 from patchkit import view as view_mod  # render_file through the module: the fault tests replace it
-from patchkit.view import View, code_view, open_view
+from patchkit.view import View, open_view
 
 
 @dataclass(frozen=True)
@@ -317,40 +316,3 @@ def current_diff(target: Target) -> str:
                      target.read(rel))
         for rel, record in sorted(state.files.items())
     )
-
-
-def render_alone(source: Any, pid: str) -> tuple[PatchStatus, dict[str, tuple[bytes | None, bytes | None]]]:
-    """One patch on a pristine source (a release's wheel), judged by its probes: its status
-    there and, when it is pending, {file: (bytes before, bytes after)} of the files it edits,
-    rendered and compiled as `apply` would write them on that release alone (for `export`)."""
-    view = code_view(source)
-    found = decide.evaluate(view, pid)
-    if found.state != PENDING:
-        return found, {}
-    return found, {rel: (view.read(rel), view_mod.render_file(view, rel, (pid,))) for rel in found.files}
-
-
-def describe(target: Any) -> manifest_mod.Manifest:
-    """The manifest of a pristine release tree, decided by the patches' probes alone."""
-    from patchkit import identity
-
-    view = code_view(target)
-    entries: dict[str, manifest_mod.PatchEntry] = {}
-    files: dict[str, str] = {}
-    for pid in registry.patch_ids():
-        s = decide.evaluate(view, pid)
-        if s.state not in STATE_VERDICT:
-            raise PlanError(f"patch {pid} is {s.state} on SGLang {target.version}: {s.detail or 'not a pristine release'}")
-        present = tuple(rel for rel in view.patches[pid].TARGETS if view.read(rel) is not None)
-        # `applies`: only the files the patch edits there, the ones the fast path plans (a present
-        # target it skips on this release, such as an older home of the code, is left out).
-        recorded = s.files if s.state == PENDING else present
-        # What the verdict was decided from (with the patch set's sources, below): every file the
-        # patch reads. None for "no target file", which `matrix` turns into a search of the package.
-        patch = view.patches[pid]
-        reads = {} if s.state == NOT_APPLICABLE and not s.files else {
-            rel: view.sha(rel) for rel in dict.fromkeys((*patch.TARGETS, *patch.REQUIRES))}
-        entries[pid] = manifest_mod.PatchEntry(verdict=STATE_VERDICT[s.state], files=recorded, reads=reads)
-        files.update({rel: view.sha(rel) for rel in recorded})  # type: ignore[misc]
-    return manifest_mod.Manifest(version=target.version, patches=entries, files=files,
-                                 patch_sha256=identity.digests(registry.patch_ids()))
