@@ -12,12 +12,6 @@ from patchkit.target import (EDITABLE, SOURCE, Target, check_version, find_for_p
                              find_source, usage_conflict)
 
 
-def release_target(version: str) -> Target:
-    """A pristine release from the package index, installed (unpacked) in the cache: for what
-    reads the release as a folder (doctor)."""
-    return find_in(releases.pristine_tree(versions.normalise(version)))
-
-
 def release_source(version: str) -> releases.WheelSource:
     """A pristine release from the package index (for manifests, track and matrix), read straight
     from its cached wheel: only the files needed are inflated, nothing is unpacked on disk."""
