@@ -102,6 +102,40 @@ def test_one_target_folder_this_user_cannot_write_is_found_before_the_commit_poi
     assert snapshot(site) == before  # no journal, no backup, no file replaced
 
 
+def test_a_read_only_file_in_a_folder_this_user_can_write_is_patched_keeping_its_mode(shared_tmp, as_nobody):
+    """A 0444 file is replaced by a rename in its folder, which this user may write: it is patched
+    and reverted like any other, its mode kept (before, the write check refused it: exit 6)."""
+    site = _site(shared_tmp)
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(site)], check=True)
+    draft = site / DRAFT
+    draft.chmod(0o444)
+    pristine = draft.read_bytes()
+    result = as_nobody("apply", "--site-packages", site)
+    assert result.returncode == 0, result.stderr
+    assert draft.read_bytes() != pristine and draft.stat().st_mode & 0o7777 == 0o444
+    result = as_nobody("revert", "--site-packages", site)
+    assert result.returncode == 0, result.stderr
+    assert draft.read_bytes() == pristine and draft.stat().st_mode & 0o7777 == 0o444
+
+
+def test_a_read_only_file_of_another_user_in_a_sticky_folder_is_still_refused(shared_tmp, as_nobody):
+    """In a sticky folder (as /tmp) only the file's or the folder's owner may rename over it:
+    root's 0444 file there stays refused before the commit point, exit 6 naming it."""
+    site = _site(shared_tmp)
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(site)], check=True)
+    draft = site / DRAFT
+    os.chown(draft, 0, 0)
+    os.chown(draft.parent, 0, 0)
+    draft.parent.chmod(0o1777)
+    draft.chmod(0o444)
+    before = snapshot(site)
+    result = as_nobody("apply", "--site-packages", site)
+    assert result.returncode == 6, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert f"error: {draft}: Permission denied (EACCES); nothing was written" in line, line
+    assert snapshot(site) == before
+
+
 def _immutable(path: Path) -> None:
     proc = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
     if proc.returncode != 0:
