@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Callable
 
 from patchkit import crash_log, output
@@ -26,7 +27,10 @@ def failed(code: int, message: str, as_json: bool = False) -> int:
 def run(command: Callable[[], int], as_json: bool = False) -> int:
     crash_log.note_sglang_version(None)  # until this command resolves its target (in-process runs: tests)
     try:
-        return command()
+        try:
+            return command()
+        finally:
+            _save_caches()
     except PatchkitError as exc:
         return failed(exc.exit_code, str(exc), as_json)
     except KeyboardInterrupt:
@@ -39,6 +43,14 @@ def run(command: Callable[[], int], as_json: bool = False) -> int:
         return failed(failure.exit_code, str(failure), as_json)
     except Exception as exc:
         return _bug(exc, as_json)
+
+
+def _save_caches() -> None:
+    """The identity cache a command added digests to is written once, after its work (a command
+    that never loaded patchkit.identity has nothing to save, and does not import it)."""
+    identity = sys.modules.get("patchkit.identity")
+    if identity is not None:
+        identity.save()
 
 
 INTERRUPTED_EARLY = "interrupted before any file was changed; every file was left as it was"

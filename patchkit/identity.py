@@ -7,7 +7,8 @@ never reach the syntax tree) and of the normalised code of patchkit's modules th
 a patch renders (`RENDERING`); for a diff patch, the sha256 of its diff file (the diff is its code).
 Read without importing the patch (no libcst), so that `status` can tell an outdated tree from
 digests alone; normalising costs a parse, so each file's result is kept in a small cache in
-patchkit's home, keyed by the sha256 of the file's bytes.
+patchkit's home, keyed by the sha256 of the file's bytes, written once per command (`save`, which
+`error_handler.run` calls after the command's work), not once per digest.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ CACHE_FILE = "identity.json"
 _CACHE_LIMIT = 1024 * 1024
 _HEX = frozenset("0123456789abcdef")
 _memo: dict[str, str] = {}
+_unsaved: dict[Path, dict[str, str]] = {}  # the caches this process added digests to, by file
 
 
 def digest(patch_id: str) -> str:
@@ -130,7 +132,7 @@ def _code_digest(path: Path, names: tuple[str, ...] = ()) -> str:
                 raise  # patchkit's own module: RENDERING names a definition it does not have
             found = sha256(data)  # not Python this interpreter parses: loading it says why, exit 2
         cache[key] = found
-        _save(cache)
+        _unsaved[_cache_path()] = cache
     _memo[key] = found
     return found
 
@@ -165,8 +167,14 @@ def _cache() -> dict[str, str]:
     return _loaded(_cache_path())
 
 
-def _save(cache: dict[str, str]) -> None:
-    path = _cache_path()
+def save() -> None:
+    """Write each cache this process added digests to: one atomic write per home, after the
+    command's work (its own writes, a transaction's included, come first)."""
+    while _unsaved:
+        _save(*_unsaved.popitem())
+
+
+def _save(path: Path, cache: dict[str, str]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(cache, sort_keys=True).encode(), 0o644)
