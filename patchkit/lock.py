@@ -8,6 +8,7 @@ import errno
 import fcntl
 import math
 import os
+import signal
 import stat
 import time
 from pathlib import Path
@@ -121,10 +122,29 @@ def locked(site: Path, timeout: float = DEFAULT_LOCK_TIMEOUT,
 
 def _release(site: Path, path: Path, fd: int) -> None:
     """Drop the lock and its file: a run leaves no lock behind, and a waiter that got the lock
-    on the unlinked file notices (inode check above) and retries on a fresh one."""
-    with contextlib.suppress(OSError):
-        path.unlink()
-    os.close(fd)
-    with contextlib.suppress(OSError):
-        state_dir(site).rmdir()  # only when empty: nothing patched here
+    on the unlinked file notices (inode check above) and retries on a fresh one. A Ctrl-C
+    while it runs waits until it is done (else the lock file gone, an empty `.patchkit/` was
+    left in the tree), then reaches the caller as before."""
+    with _interrupts_held():
+        try:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        finally:
+            try:
+                os.close(fd)
+            finally:
+                with contextlib.suppress(OSError):
+                    state_dir(site).rmdir()  # only when empty: nothing patched here
 
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (blocked, then delivered) while the body runs."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)

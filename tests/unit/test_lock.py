@@ -183,3 +183,49 @@ def test_a_symlinked_lock_file_is_refused(tree, tmp_path):
     result = tree.run("apply", "--lock-timeout", "0")
     assert result.exit_code == 3 and "symlink" in result.stderr
     assert outside.read_text() == "not patchkit's\n"
+
+
+def _interrupt_in_release(monkeypatch, site: Path, call: str, how) -> None:
+    """Interrupt the release (Ctrl-C, `how()`) in os.unlink of the lock file once it did its
+    work, or in os.rmdir of `.patchkit/` before it does its."""
+    import os
+
+    real = getattr(os, call)
+    where = site / ".patchkit" / ("lock" if call == "unlink" else "")
+
+    def interrupted(path, *args, **kwargs):
+        if call == "rmdir" and Path(path) == where:
+            how()
+        result = real(path, *args, **kwargs)
+        if call == "unlink" and Path(path) == where:
+            how()
+        return result
+
+    monkeypatch.setattr(os, call, interrupted)
+
+
+def _sigint() -> None:
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def _raise() -> None:
+    raise KeyboardInterrupt  # as the fault harness's interrupt-after does
+
+
+@pytest.mark.parametrize("call, how", [("unlink", _sigint), ("unlink", _raise), ("rmdir", _sigint)],
+                         ids=["SIGINT after the lock file's unlink", "KeyboardInterrupt after the lock file's unlink",
+                              "SIGINT as .patchkit is removed"])
+def test_a_ctrl_c_while_the_lock_is_released_leaves_no_patchkit_folder(tree, monkeypatch, call, how):
+    """The lock file gone, a Ctrl-C then stopped the release before its empty `.patchkit/` was
+    removed: the tree kept a folder of patchkit's that nothing had written to. Release finishes
+    first (a real SIGINT is held until then), and the interrupt still reaches the caller."""
+    before = snapshot(tree.site)
+    _interrupt_in_release(monkeypatch, tree.site, call, how)
+    with pytest.raises(KeyboardInterrupt):
+        with lock_mod.locked(tree.site):
+            assert (tree.site / ".patchkit" / "lock").is_file()
+    assert not (tree.site / ".patchkit").exists()
+    assert snapshot(tree.site) == before
