@@ -102,26 +102,45 @@ def download(version: str) -> Path:
         return _cached_wheel(version) or _download(version)  # another run may have fetched it meanwhile
 
 
-def _download(version: str) -> Path:
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-            "--only-binary=:all:", "-d", str(wheel_cache()), f"{PACKAGE}=={version}"]
-    what = f"cannot download SGLang {version} from the package index"
-    # One line per download on stderr, on a terminal or not (CI logs show what a slow run did).
-    import subprocess  # here: a status never downloads
+_DOWNLOADING = ".download-"  # one download's own folder in the cache (the same file system: renamed atomically)
 
-    started = time.monotonic()
-    if sys.stderr.isatty():
-        # On a terminal, pip's own progress bar shows the download.
-        if subprocess.run(argv, stdout=sys.stderr, check=False, preexec_fn=dies_with_parent()).returncode != 0:
-            raise FetchError(f"{what} (pip's message above)")
-    else:
-        try:
-            run(argv, what=what)
-        except PatchkitError as exc:
-            raise FetchError(str(exc)) from None
-    wheel = _cached_wheel(version)
-    if wheel is None:
-        raise FetchError(f"pip downloaded no wheel for SGLang {version}")
+
+def _download(version: str) -> Path:
+    """pip downloads into a folder of its own, and the complete wheel is renamed into the cache:
+    a wheel name there always holds the whole wheel (pip copies into its `-d` folder in place,
+    so a run reading the cache unlocked, or one after a kill mid-copy, read a truncated wheel)."""
+    import subprocess  # here: a status never downloads
+    import tempfile
+
+    cache = wheel_cache()
+    for left in cache.glob(f"{_DOWNLOADING}*"):  # a killed run's: the cache lock is ours, nobody else downloads
+        shutil.rmtree(left, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=_DOWNLOADING, dir=cache))
+    try:
+        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                "--only-binary=:all:", "-d", str(staging), f"{PACKAGE}=={version}"]
+        what = f"cannot download SGLang {version} from the package index"
+        # One line per download on stderr, on a terminal or not (CI logs show what a slow run did).
+        started = time.monotonic()
+        if sys.stderr.isatty():
+            # On a terminal, pip's own progress bar shows the download.
+            if subprocess.run(argv, stdout=sys.stderr, check=False, preexec_fn=dies_with_parent()).returncode != 0:
+                raise FetchError(f"{what} (pip's message above)")
+        else:
+            try:
+                run(argv, what=what)
+            except PatchkitError as exc:
+                raise FetchError(str(exc)) from None
+        wanted = Version(version)
+        found = [wheel for wheel in sorted(staging.glob(f"{PACKAGE}-*.whl")) if wheel_version(wheel) == wanted]
+        if not found:
+            raise FetchError(f"pip downloaded no wheel for SGLang {version}")
+        with open(found[0], "rb") as handle:
+            os.fsync(handle.fileno())
+        wheel = cache / found[0].name
+        os.replace(found[0], wheel)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     size = wheel.stat().st_size / 1e6
     output.progress(f"downloaded SGLang {version}: {wheel.name}, {size:.1f} MB in {time.monotonic() - started:.1f} s, done")
     return wheel
