@@ -419,7 +419,8 @@ class _DoctorCommand(click.Command):
 @click.option("--gpus", type=int, metavar="N", help="GPUs on the machine (default: nvidia-smi).")
 @click.option("--gpu-memory", type=float, metavar="GIB", help="Total memory per GPU (default: nvidia-smi).")
 @click.option("--gpu-free", type=float, metavar="GIB", help="Free memory per GPU at weight-load start, the "
-              "\"avail mem\" SGLang logs (default: total minus a CUDA context + NCCL estimate).")
+              "\"avail mem\" SGLang logs (default: estimated from what the release takes before the weights load, "
+              "with a range).")
 @click.option("--sm", metavar="MAJOR.MINOR", help="Compute capability (default: nvidia-smi).")
 @click.option("--interconnect", type=click.Choice(["nvlink", "pcie"]), help="How the GPUs talk (default: nvidia-smi topo).")
 @click.option("--wsl", is_flag=True, help="Running under WSL2 (default: detected).")

@@ -8,6 +8,7 @@ flags (`flags`, `launch`), and the known traps are checked (`rules`).
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,9 @@ def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], ov
     model = model_mod.load(str(model_path))
     draft = _draft(launch, model)
     tp = launch.int_value("tp_size") or 1
-    gpu = gpu_mod.facts(overrides, tp, probe=probe)
+    gpu = gpu_mod.facts(overrides, tp, probe=probe, pp_size=launch.int_value("pp_size") or 1,
+                        custom_all_reduce=not launch.get("disable_custom_all_reduce", False),
+                        buffers=release.allreduce_buffers(environ))
     status_note = None
     if states is None:
         try:
@@ -82,6 +85,11 @@ def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], ov
         except TargetError as exc:  # e.g. a release patchkit has no patch set for
             states, status_note = {}, str(exc)
     budget = budget_mod.compute(release, launch, model, draft, gpu, environ, states)
+    if gpu.free_low_gib is not None and gpu.free_high_gib is not None:
+        # The estimate's range carried through the budget: the KV tokens at its low and high ends.
+        ends = [budget_mod.compute(release, launch, model, draft, replace(gpu, free_gib=free), environ, states).kv_tokens
+                for free in (gpu.free_low_gib, gpu.free_high_gib)]
+        budget.kv_tokens_low, budget.kv_tokens_high = ends
     ctx = rules_mod.Context(release=release, launch=launch, model=model, draft=draft, gpu=gpu, budget=budget,
                             patch_states=states, environ=environ)
     findings = rules_mod.run(ctx)
@@ -99,6 +107,15 @@ def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], ov
         findings.append(Finding("draft-not-local", "info",
                                 f"{DRAFT_FLAG} {draft_path} is a hub id: its weights and layers are not counted in "
                                 f"the budget", f"{DRAFT_FLAG} <a local copy>"))
+    if gpu.free_low_gib is not None and gpu.free_high_gib is not None and gpu.free_gib is not None:
+        taken = ", ".join(f"{t.name} {t.low_gib:.2f}" + (f"-{t.high_gib:.2f}" if t.high_gib != t.low_gib else "")
+                          for t in gpu.free_terms)
+        kv = (f"; KV tokens {budget.kv_tokens_low:,}-{budget.kv_tokens_high:,}"
+              if budget.kv_tokens_low is not None and budget.kv_tokens_high is not None else "")
+        findings.append(Finding("gpu-free-estimated", "info",
+                                f"free memory at weight load is estimated ({gpu.free_source}): {gpu.free_gib:.2f} GiB, "
+                                f"{gpu.free_low_gib:.2f}-{gpu.free_high_gib:.2f} GiB after {taken} GiB{kv}",
+                                "--gpu-free GIB (the \"avail mem\" SGLang logs at \"Load weight begin\")"))
     if status_note is not None:
         findings.append(Finding("patch-status-unknown", "info", f"patch-needed not checked: {status_note}", ""))
     if budget.mem_fraction_source == "estimate" and budget.mem_fraction_static is not None:

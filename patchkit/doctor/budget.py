@@ -53,6 +53,8 @@ class Budget:
     draft_kv_bytes_per_token: int | None = None  # a DFLASH draft's own pool (None: priced by layer count)
     kv_budget_bytes: int | None = None
     kv_tokens: int | None = None
+    kv_tokens_low: int | None = None  # at the low and high ends of an estimated free memory (None: given)
+    kv_tokens_high: int | None = None
     context_length: int | None = None
     max_request_tokens: int | None = None
     requested_max_running_requests: int | None = None

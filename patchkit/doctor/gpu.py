@@ -6,14 +6,12 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 
-GIB = 1 << 30
+from patchkit.doctor import free_memory
+from patchkit.doctor.free_memory import AllReduceBuffers, Term
 
-# Free memory at weight-load start ("avail mem" in SGLang's log) when not measured: the total
-# minus what the CUDA context (and, with TP > 1, NCCL's buffers and the custom all-reduce
-# workspace) take before the weights load. Typical figures on recent drivers; pass --gpu-free
-# with the value SGLang logs for exact numbers.
-CUDA_CONTEXT_GIB = 0.55
-NCCL_EXTRA_GIB = 0.75
+GIB = 1 << 30
+# What 0.5.19's CustomAllreduce allocates per rank (3 x 8 MiB) where the release's own figure is not read.
+DEFAULT_BUFFERS = AllReduceBuffers(v1_bytes=3 * 8 * 1024 * 1024, v2_bytes=None)
 
 # Names of GPUs whose memory is the host's (unified memory, no separate VRAM).
 INTEGRATED_NAMES = ("GB10", "DGX Spark", "Thor", "Orin", "GH200 integrated")
@@ -30,6 +28,10 @@ class GpuFacts:
     interconnect: str | None  # "nvlink", "pcie" or None
     wsl: bool
     integrated: bool
+    # Without --gpu-free: the range the estimate may be off by, and what was taken off (free_memory.terms).
+    free_low_gib: float | None = None
+    free_high_gib: float | None = None
+    free_terms: tuple[Term, ...] = ()
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -48,10 +50,6 @@ class Overrides:
     interconnect: str | None = None
     wsl: bool = False
     integrated: bool = False
-
-
-def baseline_gib(tp_size: int) -> float:
-    return CUDA_CONTEXT_GIB + (NCCL_EXTRA_GIB if tp_size > 1 else 0.0)
 
 
 def parse_sm(text: str) -> tuple[int, int] | None:
@@ -130,12 +128,14 @@ def _is_wsl() -> bool:
         return False
 
 
-def facts(overrides: Overrides, tp_size: int, probe: bool = True) -> GpuFacts:
-    """Flags win over nvidia-smi; free memory falls back to total minus the baseline estimate.
+def facts(overrides: Overrides, tp_size: int, probe: bool = True, *, pp_size: int = 1,
+          custom_all_reduce: bool = True, buffers: AllReduceBuffers = DEFAULT_BUFFERS) -> GpuFacts:
+    """Flags win over nvidia-smi; without --gpu-free the free memory at load is estimated from what the
+    release takes before the weights load (free_memory.terms), as a middle figure and a range.
 
     nvidia-smi's free memory is read now, not at weight-load start; it stands for the free
     memory only when nothing else runs on the GPU (then it already holds no CUDA context of
-    SGLang's, so the baseline is still subtracted)."""
+    SGLang's, so SGLang's own terms are still subtracted; what others hold is already out)."""
     seen = query() if probe else {}
     name = seen.get("name")
     integrated = overrides.integrated or bool(name and any(n.lower() in name.lower() for n in INTEGRATED_NAMES))
@@ -145,15 +145,24 @@ def facts(overrides: Overrides, tp_size: int, probe: bool = True) -> GpuFacts:
         if host_free is not None:
             seen["free_gib"] = host_free
     total = overrides.gpu_memory if overrides.gpu_memory is not None else seen.get("total_gib")
+    sm = parse_sm(overrides.sm) if overrides.sm else seen.get("sm")
+    interconnect = overrides.interconnect or seen.get("interconnect")
+    wsl = overrides.wsl or (probe and _is_wsl())
+    low = high = None
+    taken: tuple[Term, ...] = ()
     if overrides.gpu_free is not None:
         free, source = overrides.gpu_free, "flag"
-    elif overrides.gpu_memory is None and seen.get("free_gib") is not None:
-        free, source = seen["free_gib"] - baseline_gib(tp_size), "nvidia-smi"
-    elif total is not None:
-        free, source = total - baseline_gib(tp_size), "estimate"
     else:
-        free, source = None, "unknown"
-    sm = parse_sm(overrides.sm) if overrides.sm else seen.get("sm")
+        measured = overrides.gpu_memory is None and seen.get("free_gib") is not None
+        base = seen["free_gib"] if measured else total
+        if base is None:
+            free, source = None, "unknown"
+        else:
+            taken = tuple(free_memory.terms(sm=sm, name=name, parallel=tp_size * pp_size, tp=tp_size,
+                                            interconnect=interconnect, wsl=wsl, idle_measured=measured,
+                                            custom_all_reduce=custom_all_reduce, buffers=buffers))
+            free, low, high = free_memory.estimate(base, list(taken))
+            source = "nvidia-smi" if measured else "estimate"
     return GpuFacts(
         count=overrides.gpus if overrides.gpus is not None else seen.get("count"),
         total_gib=total,
@@ -161,7 +170,10 @@ def facts(overrides: Overrides, tp_size: int, probe: bool = True) -> GpuFacts:
         free_source=source,
         sm=sm,
         name=name,
-        interconnect=overrides.interconnect or seen.get("interconnect"),
-        wsl=overrides.wsl or (probe and _is_wsl()),
+        interconnect=interconnect,
+        wsl=wsl,
         integrated=integrated,
+        free_low_gib=low,
+        free_high_gib=high,
+        free_terms=taken,
     )

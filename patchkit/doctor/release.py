@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 
 from patchkit.doctor.flags import FlagTable, flag_table
+from patchkit.doctor.free_memory import AllReduceBuffers
 from patchkit.doctor.release_files import FolderFiles, ReleaseFiles
 
 # Where `get_context_length` and its CONTEXT_LENGTH_KEYS live.
@@ -28,6 +29,7 @@ SIZING_FILES = (
     "srt/mem_cache/kv_cache_configurator.py",  # 0.5.16 on
     "srt/model_executor/model_runner_kv_cache_mixin.py",  # 0.5.14-0.5.15
 )
+CUSTOM_AR_FILE = "srt/distributed/device_communicators/custom_all_reduce.py"
 # Where DFLASH's draft KV is priced: the scaling function, and the callers of the draft-cell one.
 DFLASH_UTILS = "srt/speculative/dflash_utils.py"
 DFLASH_CELL_CALLERS = (
@@ -277,6 +279,36 @@ class ReleaseCode:
                                  if isinstance(e, ast.Constant) and isinstance(e.value, str))
         return ("max_position_embeddings",)
 
+    def allreduce_buffers(self, environ: dict[str, str]) -> AllReduceBuffers:
+        """What the custom all-reduce allocates per rank before the weights load: `CustomAllreduce`'s
+        `meta_size() + max_size`, `max_size` and `rank_data` of `_MAX_CAR_SIZE` (the first, CUDA, value in
+        custom_all_reduce.py); where `SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2` is on, `CustomAllreduceV2`'s pull
+        and push workspaces of up to `SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB` each."""
+        v1 = 8192 * 1024
+        tree = self.tree(CUSTOM_AR_FILE)
+        for node in ast.walk(tree) if tree is not None else []:
+            if isinstance(node, ast.ClassDef) and node.name == "CustomAllreduce":
+                for stmt in node.body:
+                    if (isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_MAX_CAR_SIZE"
+                                                              for t in stmt.targets)):
+                        v1 = _constant_int(stmt.value) or v1
+                        break
+        v2 = None
+        v2_kb = _int_or_none(environ.get("SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB")) or self._env_default_int(
+            "SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB")
+        if v2_kb is not None and self.env_flag("SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2", environ):
+            v2 = 2 * int(v2_kb) * 1024
+        return AllReduceBuffers(v1_bytes=3 * v1, v2_bytes=v2)
+
+    def _env_default_int(self, name: str) -> int | None:
+        """An `EnvInt` default written as arithmetic (`EnvInt(16 * 1024)`), which `env_defaults` skips."""
+        tree = self.tree("srt/environ.py")
+        for node in ast.walk(tree) if tree else []:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and node.targets[0].id == name and isinstance(node.value, ast.Call) and node.value.args):
+                return _constant_int(node.value.args[0])
+        return None
+
     @cached_property
     def dflash_draft_tp(self) -> str | None:
         """How the release prices a DFLASH draft's KV into the target's cell (patchkit/doctor/dflash.py):
@@ -375,6 +407,25 @@ class ReleaseCode:
         """`env(name)` when it is a number (an `EnvInt`/`EnvFloat` and a readable value), else None."""
         value = self.env(name, environ)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
+
+
+def _constant_int(node: ast.AST) -> int | None:
+    """An int literal or a product/sum of them (`8192 * 1024`), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Add)):
+        left, right = _constant_int(node.left), _constant_int(node.right)
+        if left is None or right is None:
+            return None
+        return left * right if isinstance(node.op, ast.Mult) else left + right
+    return None
 
 
 def _strategy_auto_branches(tree: ast.AST) -> list[ast.If]:

@@ -393,9 +393,16 @@ def test_no_finding_depends_on_the_default_free_memory_once_gpu_free_is_given(mo
     """With --gpu-free (the "avail mem" SGLang logs) and --mem-fraction-static given, the card's total
     (from which the default free memory would be derived) changes no finding and no budget figure."""
     argv = base(model, *(token.format(model=model) for token in extra))
-    reports = [run("0.5.19", argv, gpus=2, gpu_memory=total, gpu_free=30.0) for total in (32.0, 48.0, 80.0)]
+    # What the default is derived from: the card's total, its SM, the custom all-reduce's buffers (V2's size from
+    # the environment), the interconnect's NCCL range.
+    shapes = [({"gpu_memory": total}, env) for total in (32.0, 48.0, 80.0)
+              for env in ({}, {"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2": "0"}, {"SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB": "1"})]
+    defaults = {run("0.5.19", argv, environ=env, gpus=2, gpu_free=None, **gpu).gpu.free_gib for gpu, env in shapes}
+    assert len(defaults) >= (6 if "--tp-size" in extra else 3)  # the default really differs between these shapes
+    reports = [run("0.5.19", argv, environ=env, gpus=2, gpu_free=30.0, **gpu) for gpu, env in shapes]
     first = reports[0]
     for other in reports[1:]:
         assert other.findings == first.findings
         assert other.budget.to_dict() == first.budget.to_dict()
     assert first.budget.free_at_load_gib == 30.0
+    assert first.budget.kv_tokens_low is None and "gpu-free-estimated" not in rules(first)
