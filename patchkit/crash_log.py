@@ -31,12 +31,14 @@ def log_dir() -> str:
 def header() -> str:
     """The facts above the traceback, one `name: value` line each."""
     import platform  # only when a crash is logged: target imports this module on the fast path
+
+    from patchkit.redact import redacted
     return "".join(f"{name}: {value}\n" for name, value in (
         ("patchkit", __version__),
         ("sglang", _sglang_version or "unknown (no target resolved)"),
         ("python", f"{platform.python_version()} ({sys.executable})"),
         ("platform", platform.platform()),
-        ("argv", " ".join(sys.argv)),
+        ("argv", redacted(" ".join(sys.argv))),  # a --url's credentials stay out of the log
     ))
 
 

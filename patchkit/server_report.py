@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import SplitResult
 
 from patchkit.errors import PatchkitError, TargetError, UsageError
+from patchkit.redact import redacted
 from patchkit.runtime import FIELD
 
 TIMEOUT = 10.0  # seconds for the whole request: a hung server is an error, not a hung audit
@@ -62,8 +63,9 @@ class Expected:
 
 
 def server_info_url(url: str) -> str:
+    """The URL to GET (credentials and all: echo it only through `redacted`)."""
     if not url.startswith(("http://", "https://")):
-        raise UsageError(f"--url {url!r}: give an http:// or https:// URL of the server (e.g. http://127.0.0.1:30000)")
+        raise UsageError(f"--url {redacted(url)!r}: give an http:// or https:// URL of the server (e.g. http://127.0.0.1:30000)")
     base = url.rstrip("/")
     return base if base.endswith("/server_info") else base + "/server_info"
 
@@ -77,21 +79,24 @@ def fetch(url: str, timeout: float | None = None) -> dict:
     from urllib.parse import urlsplit
 
     seconds = TIMEOUT if timeout is None else timeout
-    where = server_info_url(url)
+    request_url = server_info_url(url)
+    shown, where = redacted(url), redacted(request_url)  # what messages say: no credentials
     if any(ch.isspace() or not ch.isprintable() for ch in url):
-        raise UsageError(f"--url {url!r}: a URL holds no spaces or control characters")
+        raise UsageError(f"--url {shown!r}: a URL holds no spaces or control characters")
     try:
-        parts = urlsplit(where)
+        parts = urlsplit(request_url)
         parts.port  # noqa: B018 - parsed here, so that a bad port is this usage error
     except ValueError as exc:  # an unclosed [IPv6 bracket, a port that is not a number
-        raise UsageError(f"--url {url!r}: {exc}") from None
+        raise UsageError(f"--url {shown!r}: {exc}") from None
     if not parts.hostname:
-        raise UsageError(f"--url {url!r}: no host in it (e.g. http://127.0.0.1:30000)")
+        raise UsageError(f"--url {shown!r}: no host in it (e.g. http://127.0.0.1:30000)")
+    if parts.port == 0:  # urlsplit takes 0; no server listens there
+        raise UsageError(f"--url {shown!r}: Port out of range 1-65535")
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     try:
         connection = kind(parts.hostname, parts.port, timeout=seconds)
     except ValueError as exc:  # a port that is not a number
-        raise UsageError(f"--url {url!r}: {exc}") from None
+        raise UsageError(f"--url {shown!r}: {exc}") from None
     timed_out = threading.Event()
     opened: list[socket.socket] = []  # the connection drops its socket once a response will close
 
@@ -111,7 +116,7 @@ def fetch(url: str, timeout: float | None = None) -> dict:
     except (OSError, http.client.HTTPException) as exc:
         if timed_out.is_set():
             raise TargetError(f"{where} did not answer within {seconds:g}s: a hung or overloaded server") from None
-        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else repr(exc)
+        reason = redacted((exc.strerror or str(exc)) if isinstance(exc, OSError) else repr(exc))
         raise TargetError(f"cannot reach {where}: {reason}") from None
     finally:
         deadline.cancel()
@@ -140,7 +145,7 @@ def _get(connection: http.client.HTTPConnection, where: str, parts: SplitResult)
                           f"--api-key; {'it refused the key in ' + ENV_API_KEY if key else 'give that key in ' + ENV_API_KEY} "
                           "(sent as 'Authorization: Bearer')")
     if 300 <= response.status < 400:
-        location = response.getheader("Location") or "?"
+        location = redacted(response.getheader("Location") or "?")
         raise TargetError(f"{where} redirects to {location} (HTTP {response.status}): verify --url reads the server "
                           "itself and never follows a redirect; give the URL it redirects to if that is the server")
     if response.status != 200:
@@ -303,8 +308,8 @@ def compare(states: list[dict], expected: Expected) -> list[Rank]:
 
 
 def audit(url: str, expect_from: str | None, timeout: float | None = None) -> tuple[list[Rank], Expected, str]:
-    """(ranks, expected, the URL read). Errors: UsageError (exit 2), TargetError (exit 3)."""
-    where = server_info_url(url)
+    """(ranks, expected, the URL read, its credentials masked). Errors: UsageError (exit 2), TargetError (exit 3)."""
+    where = redacted(server_info_url(url))  # the URL as said in findings and output
     expected = expected_from(expect_from) if expect_from else None  # bad input fails before the request
     states = rank_reports(fetch(url, timeout), where)
     if expected is None:
