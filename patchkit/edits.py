@@ -21,15 +21,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 import libcst as cst
 import libcst.matchers as m
 
 from patchkit.errors import AnchorError
 
-if TYPE_CHECKING:
-    from patchkit.patch import Patch
+
+class _Pass(Protocol):
+    """What an edit's callback reads of the patch running it (a `patchkit.patch.Patch`, which
+    imports this module: named here by what it offers, not imported back)."""
+
+    path: str  # the file of the current pass
+    fired: dict[str, int]  # how often each edit fired there
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 N = TypeVar("N", bound=cst.CSTNode)
@@ -73,7 +79,7 @@ def edit(matcher: m.BaseMatcherNode, what: str, *, times: Times = "once", files:
         spec = Edit(fn.__name__, what, times, files)
 
         @functools.wraps(fn)
-        def callback(self: Patch, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
+        def callback(self: _Pass, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
             if not spec.applies_to(self.path):
                 return updated_node
             result = fn(self, original_node, updated_node)
