@@ -38,6 +38,25 @@ def stale_state(target: Target) -> State | None:
     return recorded
 
 
+@dataclass(frozen=True)
+class Discarded:
+    """A stale record dropped: the release it was of, the files it named, where it was."""
+
+    sglang_version: str
+    files: tuple[str, ...]
+    state_dir: Path
+
+
+def discard_stale(target: Target) -> Discarded | None:
+    """Drop the record of a release no longer installed here (under the caller's lock): what was
+    dropped, or None when the record is this release's own (or there is none)."""
+    recorded = stale_state(target)
+    if recorded is None:
+        return None
+    files = discard(target, recorded)
+    return Discarded(recorded.sglang_version, tuple(files), state_mod.state_dir(target.site))
+
+
 def discard(target: Target, recorded: State) -> list[str]:
     """Remove a stale record after checking that no file it names still holds patchkit's bytes
     (those would be taken for the new release's own). Returns the files it named."""

@@ -4,7 +4,7 @@ import os
 from dataclasses import replace
 
 from patchkit import lock
-from patchkit import output, planning, runtime, transaction
+from patchkit import output, planning, runtime, stale, transaction
 from patchkit import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.locate import APPLY_TARGET_OPTIONS, locate
@@ -89,7 +89,7 @@ def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: 
         with lock.locked(target.site, lock_timeout, output.warn):
             recovery = transaction.recover(target, force)
             progress.recovered = recovery.finished
-            report.discard_stale(target)
+            report.discarded(stale.discard_stale(target), target)
             plan = planning.plan_apply(target, only, skip, force)
             if plan.changes_files and not plan.acted:
                 plan = _add_runtime_report(plan)

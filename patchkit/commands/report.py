@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from patchkit import output
+from patchkit import output, stale
 from patchkit.error_handler import INTERRUPTED_EARLY
 from patchkit.errors import Interrupted
 from patchkit.patch_status import PatchStatus
@@ -36,15 +36,11 @@ def warnings(items: tuple[str, ...] | list[str]) -> None:
         output.warn(item)
 
 
-def discard_stale(target: Target) -> None:
-    """Drop the record of a release no longer installed here (under the caller's lock)."""
-    from patchkit import stale
-
-    recorded = stale.stale_state(target)
-    if recorded is not None:
-        files = stale.discard(target, recorded)
-        output.warn(f"discarded the stale record of SGLang {recorded.sglang_version} "
-                    f"({len(files)} file(s), now {target.version}'s own) from {target.site / '.patchkit'}")
+def discarded(found: stale.Discarded | None, target: Target) -> None:
+    """Say that `stale.discard_stale` dropped the record of another release (nothing when it did not)."""
+    if found is not None:
+        output.warn(f"discarded the stale record of SGLang {found.sglang_version} "
+                    f"({len(found.files)} file(s), now {target.version}'s own) from {found.state_dir}")
 
 
 def overwritten(lost: dict[str, bytes], kept: tuple[str, ...]) -> list[dict]:

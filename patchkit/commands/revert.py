@@ -46,7 +46,7 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
     with lock.locked(target.site, lock_timeout, output.warn):
         recovery = transaction.recover(target, force)
         progress.recovered = recovery.finished
-        report.discard_stale(target)
+        report.discarded(stale.discard_stale(target), target)
         plan = planning.plan_revert(target, only, force)
         # A full revert also drops the copies earlier `--force` runs kept.
         dropped = not only and plan.new_state is None and state_mod.overwritten_dir(target.site).exists()

@@ -352,3 +352,20 @@ def test_upstream_fixed_file_is_never_written_or_recorded(tree: Synthetic):
     state = json.loads((tree.site / ".patchkit/state.json").read_text())
     assert BETA not in state["files"] and UPSTREAM not in state["patches"]
     assert tree.text(BETA) == syn.SOURCES[BETA]
+
+
+def test_discard_stale_returns_what_it_dropped_and_says_nothing(tree, capsys):
+    """The library drops a stale record and returns it as data; only the command prints (22.4)."""
+    from patchkit import stale as stale_mod
+
+    stale(tree)
+    target = find_in(tree.site)
+    recorded = state_mod.load(tree.site)
+    assert recorded is not None
+    capsys.readouterr()
+    found = stale_mod.discard_stale(target)
+    assert found is not None and found.sglang_version == "0.9.0"
+    assert found.files == tuple(sorted(recorded.files)) and found.files
+    assert found.state_dir == tree.site / ".patchkit" and not (tree.site / ".patchkit" / "state.json").exists()
+    assert capsys.readouterr() == ("", "")
+    assert stale_mod.discard_stale(target) is None  # nothing left to drop
