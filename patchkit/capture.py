@@ -24,6 +24,7 @@ from patchkit import dist_record, format_patch, registry, stale
 from patchkit import state as state_mod
 from patchkit.constants import PACKAGE
 from patchkit.errors import DriftError, PlanError, TargetError, UsageError
+from patchkit.patch_id import PATCH_ID_RULE, is_patch_id
 from patchkit.target import Target
 from patchkit.util import sha256
 
@@ -78,8 +79,8 @@ def changed_files(target: Target, wheel: Callable[[], WheelLike]) -> tuple[list[
 
 def check_id(pid: str) -> None:
     """A valid id that no loaded patch has (exit 2), checked before anything is read."""
-    if not registry.is_patch_id(pid):
-        raise UsageError(f"patch id {pid!r}: {registry.PATCH_ID_RULE} (e.g. my-offload-fix)")
+    if not is_patch_id(pid):
+        raise UsageError(f"patch id {pid!r}: {PATCH_ID_RULE} (e.g. my-offload-fix)")
     if pid in registry.patch_ids():
         raise UsageError(f"patch id {pid!r} exists already ({registry.origin(pid)}); choose another id")
 

@@ -35,11 +35,11 @@ def body(patch: Any) -> str:
     return "\n\n".join(paragraphs)
 
 
-def export(pid: str, version: str, author: str | None = None) -> Export:
+def export(pid: str, version: str, author: str | None = None, progress: releases.Progress = releases.quiet) -> Export:
     registry.select(registry.patch_ids(), (pid,))  # an unknown id: exit 2, before any download
     version = versions.normalise(version, "--release")
-    releases.check_known(version)  # a release patchkit knows nothing about: exit 3, nothing downloaded
-    source = releases.WheelSource(version)
+    registry.check_known(version)  # a release patchkit knows nothing about: exit 3, nothing downloaded
+    source = releases.WheelSource(version, progress)
     status, files = _render_alone(source, pid)
     if status.state != PENDING:
         why = f": {status.detail}" if status.detail else ""

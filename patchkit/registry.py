@@ -14,14 +14,14 @@ import importlib
 import inspect
 import os
 import pkgutil
-import re
 import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchkit.errors import EnvironmentFailure, PatchkitError, UsageError
+from patchkit.errors import EnvironmentFailure, FetchError, PatchkitError, UsageError
+from patchkit.patch_id import PATCH_ID_RULE, is_patch_id
 from patchkit.unidiff import DIFF_SUFFIXES
 from patchkit.util import read_regular
 
@@ -32,18 +32,6 @@ PATCHES_PACKAGE = "patchkit.patches"
 ENTRY_POINT_GROUP = "patchkit.patches"
 ENV_PATCHES = "PATCHKIT_PATCHES"  # folders of patch modules or diff files, separated by os.pathsep
 BUILT_IN = "built-in"
-
-# The one rule for a patch id, shared by the registry (at load), the state file's schema and
-# any other kind of patch that names itself: lower-case letters, digits and dashes, starting
-# with a letter or digit. Module files spell the dashes as underscores.
-_PATCH_ID = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
-PATCH_ID_RULE = "lower-case letters, digits and dashes, starting with a letter or digit"
-
-
-def is_patch_id(value: object) -> bool:
-    """Whether `value` is a valid patch id (see PATCH_ID_RULE)."""
-    return isinstance(value, str) and bool(_PATCH_ID.match(value))
-
 
 @dataclass(frozen=True)
 class PatchSet:
@@ -324,3 +312,18 @@ def unordered_pairs(classes: list[type[Patch]]) -> list[tuple[str, str, str]]:
                 if not before(a, b) and not before(b, a):
                     found.append((rel, a, b))
     return found
+
+
+def check_known(version: str) -> None:
+    """Refuse, before any download, a release patchkit knows nothing about: it has no manifest
+    for it and no loaded patch declares a range holding it (FetchError, exit 3)."""
+    from patchkit import manifest, versions
+
+    if manifest.find(version) is not None:
+        return
+    wanted = versions.parse(version, what="--target")
+    if any(cls.specifier().contains(wanted, prereleases=True) for cls in load_all()):
+        return
+    known = manifest.available()
+    raise FetchError(f"patchkit knows nothing about SGLang {version}: no manifest (it has "
+                     f"{', '.join(known) or 'none'}) and no patch declares a range holding it; nothing downloaded")

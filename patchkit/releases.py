@@ -12,14 +12,22 @@ import time
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from packaging.version import InvalidVersion, Version
 
-from patchkit import output
 from patchkit.constants import ENV_HOME, PACKAGE
 from patchkit.errors import FetchError, PatchkitError
 from patchkit.util import dies_with_parent, run
+
+
+# Where a download's one line goes ("downloaded SGLang V: WHEEL, N MB in T s, done"): the command
+# passes output.progress; the library itself prints nothing.
+Progress = Callable[[str], None]
+
+
+def quiet(line: str) -> None:
+    pass
 
 
 def home() -> Path:
@@ -83,13 +91,13 @@ def _cached_wheel(version: str) -> Path | None:
     return None
 
 
-def published(version: str) -> str:
+def published(version: str, progress: Progress = quiet) -> str:
     """The spelling of a release as its wheel names it (`0.5.17.0` -> `0.5.17`): the name of
     every file or folder patchkit keeps for it (downloads it if it is not in the cache)."""
-    return str(wheel_version(download(version)))
+    return str(wheel_version(download(version, progress)))
 
 
-def download(version: str) -> Path:
+def download(version: str, progress: Progress = quiet) -> Path:
     """The pristine wheel of an SGLang release, from the cache or the package index."""
     try:
         Version(version)
@@ -99,13 +107,13 @@ def download(version: str) -> Path:
     if cached is not None:
         return cached
     with cache_locked(wheel_cache(), f"the wheel of SGLang {version}"):
-        return _cached_wheel(version) or _download(version)  # another run may have fetched it meanwhile
+        return _cached_wheel(version) or _download(version, progress)  # another run may have fetched it meanwhile
 
 
 _DOWNLOADING = ".download-"  # one download's own folder in the cache (the same file system: renamed atomically)
 
 
-def _download(version: str) -> Path:
+def _download(version: str, progress: Progress) -> Path:
     """pip downloads into a folder of its own, and the complete wheel is renamed into the cache:
     a wheel name there always holds the whole wheel (pip copies into its `-d` folder in place,
     so a run reading the cache unlocked, or one after a kill mid-copy, read a truncated wheel)."""
@@ -142,7 +150,7 @@ def _download(version: str) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     size = wheel.stat().st_size / 1e6
-    output.progress(f"downloaded SGLang {version}: {wheel.name}, {size:.1f} MB in {time.monotonic() - started:.1f} s, done")
+    progress(f"downloaded SGLang {version}: {wheel.name}, {size:.1f} MB in {time.monotonic() - started:.1f} s, done")
     return wheel
 
 
@@ -159,16 +167,16 @@ def install(wheel: Path, dest: Path) -> None:
         raise FetchError(str(exc)) from None
 
 
-def pristine_tree(version: str) -> Path:
+def pristine_tree(version: str, progress: Progress = quiet) -> Path:
     """A cached folder holding the pristine install of a release (for manifests and tracking)."""
     releases = home() / "releases"
     for folder in sorted(releases.iterdir()) if releases.is_dir() else ():
         if _spelled(folder.name) == Version(version) and (folder / PACKAGE / "__init__.py").is_file():
             return folder
-    folder = releases / published(version)
+    folder = releases / published(version, progress)
     if (folder / PACKAGE / "__init__.py").is_file():
         return folder
-    wheel = download(version)
+    wheel = download(version, progress)
     with cache_locked(releases, f"the pristine tree of SGLang {version}"):
         if not (folder / PACKAGE / "__init__.py").is_file():  # not made by another run meanwhile
             staging = folder.with_name(folder.name + ".partial")
@@ -177,21 +185,6 @@ def pristine_tree(version: str) -> Path:
             shutil.rmtree(folder, ignore_errors=True)
             staging.rename(folder)
     return folder
-
-
-def check_known(version: str) -> None:
-    """Refuse, before any download, a release patchkit knows nothing about: it has no manifest
-    for it and no patch declares a range holding it."""
-    from patchkit import manifest, registry, versions
-
-    if manifest.find(version) is not None:
-        return
-    wanted = versions.parse(version, what="--target")
-    if any(cls.specifier().contains(wanted, prereleases=True) for cls in registry.load_all()):
-        return
-    known = manifest.available()
-    raise FetchError(f"patchkit knows nothing about SGLang {version}: no manifest (it has "
-                     f"{', '.join(known) or 'none'}) and no patch declares a range holding it; nothing downloaded")
 
 
 def open_wheel(wheel: Path) -> zipfile.ZipFile:
@@ -210,8 +203,8 @@ class WheelSource:
     for are inflated. Has what `upstream` and `manifest_describe.describe` need: `read`, `version`, `label`,
     `python_files`, and each file's CRC-32 from the zip's directory (for the verdict cache)."""
 
-    def __init__(self, version: str) -> None:
-        self.wheel = download(version)
+    def __init__(self, version: str, progress: Progress = quiet) -> None:
+        self.wheel = download(version, progress)
         self.version = str(wheel_version(self.wheel))  # as the release spells itself (0.5.17.0 -> 0.5.17)
         try:
             self._zip = open_wheel(self.wheel)

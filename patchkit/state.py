@@ -26,7 +26,7 @@ from patchkit.errors import (
     EnvironmentFailure, NotPlainStateFile, StateError, UnsafeStateError, environment_failure,
     is_environment_failure,
 )
-from patchkit.registry import is_patch_id
+from patchkit.patch_id import is_patch_id
 from patchkit.util import atomic_write, sha256
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")

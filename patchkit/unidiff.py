@@ -17,6 +17,7 @@ from pathlib import Path
 
 
 from patchkit.errors import UsageError
+from patchkit.patch_id import PATCH_ID_RULE, is_patch_id
 from patchkit.units import split_lines
 
 PACKAGE_DIR = "sglang/"
@@ -136,7 +137,6 @@ def _header(lines: list[bytes], name: str) -> Header:
             trailers.setdefault(found.group(1).lower(), []).append(found.group(2))
     subject, body = _subject_and_body(text)
     pid = (trailers.get("patchkit-id") or [default_id(name)])[-1]
-    from patchkit.registry import PATCH_ID_RULE, is_patch_id  # the one id rule (registry imports this module)
 
     if not is_patch_id(pid):
         raise UsageError(f"{name}: {pid!r} is not a valid patch id ({PATCH_ID_RULE}); set `Patchkit-Id:` in its "

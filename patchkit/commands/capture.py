@@ -23,7 +23,7 @@ def capture(pid: str, out: str | None, site_packages: str | None, source: str | 
         raise UsageError(f"{path} exists already; nothing written (remove it, or capture under another id)")
     target = locate(site_packages, None, None, source=source, python=python)
     release = str(versions.public(versions.parse(target.version, "the installed SGLang version")))
-    made = capturing.capture(target, pid, lambda: releases.WheelSource(release))
+    made = capturing.capture(target, pid, lambda: releases.WheelSource(release, output.progress))
     folder.mkdir(exist_ok=True)
     atomic_write(path, made.data, 0o644)
     follow = (f"`patchkit --patches {folder} revert` takes the tree back to the release's bytes, "

@@ -12,7 +12,7 @@ def export(pid: str, version: str, out: str | None, author: str | None, as_json:
     from patchkit import export as exporting
 
     path = output_file("-o", out) if out else None
-    made = exporting.export(pid, version, author)
+    made = exporting.export(pid, version, author, output.progress)
     if path is not None:
         atomic_write(path, made.data, 0o644)
     if as_json:

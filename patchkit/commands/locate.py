@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit import output, releases, stale, versions
+from patchkit import output, registry, releases, stale, versions
 from patchkit.constants import PACKAGE
 from patchkit.errors import NotFoundError, UsageError
 from patchkit.target import (EDITABLE, SOURCE, Target, check_version, find_for_python, find_in, find_installed,
@@ -15,7 +15,7 @@ from patchkit.target import (EDITABLE, SOURCE, Target, check_version, find_for_p
 def release_source(version: str) -> releases.WheelSource:
     """A pristine release from the package index (for manifests, track and matrix), read straight
     from its cached wheel: only the files needed are inflated, nothing is unpacked on disk."""
-    return releases.WheelSource(versions.normalise(version))
+    return releases.WheelSource(versions.normalise(version), output.progress)
 
 
 # What a command that finds no SGLang suggests: the targeting options it has (only apply fetches).
@@ -44,17 +44,17 @@ def locate(
             raise UsageError("--fetch DIR needs --target VERSION (the release to download)")
         folder = Path(fetch)
         if not (folder / PACKAGE).exists():
-            releases.check_known(version)  # before downloading: a release patchkit knows nothing of
+            registry.check_known(version)  # before downloading: a release patchkit knows nothing of
             if dry_run:
                 # A dry run writes nothing, DIR included: judge the pristine release patchkit
                 # keeps in its cache (read only), which is what --fetch would install there.
-                pristine = releases.pristine_tree(versions.normalise(version))
+                pristine = releases.pristine_tree(versions.normalise(version), output.progress)
                 output.note(f"dry run: nothing was installed into {folder}; showing what apply would change "
                             f"on the pristine SGLang release --fetch would install there (cached in {pristine})")
                 target = find_in(pristine)
                 check_version(target, version)
                 return target
-            wheel = releases.download(versions.normalise(version))  # before touching DIR
+            wheel = releases.download(versions.normalise(version), output.progress)  # before touching DIR
             releases.install(wheel, folder)
         target = find_in(folder)
     else:

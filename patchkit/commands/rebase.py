@@ -19,10 +19,10 @@ def rebase(patch: str, to: str, first: str | None, out: str | None, as_json: boo
     path = output_file("-o", out) if out else None
     data = read_patch_file(patch)
     diff = rebasing.load(data, Path(patch).name)
-    target = releases.WheelSource(to)
+    target = releases.WheelSource(to, output.progress)
     base = None
     if first:
-        source = releases.WheelSource(first)
+        source = releases.WheelSource(first, output.progress)
         base = lambda file: source.read(file.old_path or file.path)  # noqa: E731
     made = rebasing.rebase(diff, data, to, target.read, base, first, target.python_files)
     if path is not None:

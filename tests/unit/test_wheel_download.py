@@ -88,3 +88,17 @@ def test_a_killed_runs_download_folder_is_never_taken_for_the_wheel(local_index)
     wheel = releases.download(VERSION)
     assert wheel == cache / NAME and wheel.read_bytes() == local_index.read_bytes()
     assert not left.exists()
+
+
+def test_the_download_line_goes_to_the_callers_progress_and_the_library_prints_nothing(local_index, capfd):
+    """releases returns data and reports through the caller's `progress` (22.4): the command passes
+    output.progress; without one a download writes nothing of patchkit's to stdout or stderr."""
+    lines: list[str] = []
+    wheel = releases.download(VERSION, lines.append)
+    assert wheel == releases.wheel_cache() / NAME
+    assert len(lines) == 1 and lines[0].startswith(f"downloaded SGLang {VERSION}: {NAME}, ") and lines[0].endswith(", done")
+    wheel.unlink()
+    capfd.readouterr()
+    assert releases.download(VERSION) == wheel
+    out, err = capfd.readouterr()
+    assert "downloaded SGLang" not in out + err
