@@ -15,6 +15,7 @@ from typing import Any
 from patchkit.doctor import budget as budget_mod
 from patchkit.doctor import gpu as gpu_mod
 from patchkit.doctor import model as model_mod
+from patchkit.doctor import non_static
 from patchkit.doctor import release as release_mod
 from patchkit.doctor import rules as rules_mod
 from patchkit.doctor.launch import parse, split_command
@@ -90,6 +91,7 @@ def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], ov
         ends = [budget_mod.compute(release, launch, model, draft, replace(gpu, free_gib=free), environ, states).kv_tokens
                 for free in (gpu.free_low_gib, gpu.free_high_gib)]
         budget.kv_tokens_low, budget.kv_tokens_high = ends
+    non_static.fill(budget, release, launch, model, draft, gpu)
     ctx = rules_mod.Context(release=release, launch=launch, model=model, draft=draft, gpu=gpu, budget=budget,
                             patch_states=states, environ=environ)
     findings = rules_mod.run(ctx)

@@ -61,6 +61,14 @@ class Budget:
     max_running_source: str = ""  # "flag", "speculative default" or "estimate"
     effective_max_running_requests: int | None = None
     state_cap_requests: int | None = None  # floor(slots / S)
+    # Outside the static pools (patchkit/doctor/non_static.py): what the launch needs, what
+    # (1 - mem_fraction_static) x free leaves, and the highest fraction that leaves enough.
+    non_static_needed_bytes: int | None = None
+    non_static_available_bytes: int | None = None
+    max_safe_mem_fraction_static: float | None = None
+    non_static_terms: dict[str, int] = field(default_factory=dict)
+    non_static_chunked_prefill_size: int | None = None  # the largest prefill chunk (flag or the release's default)
+    non_static_cuda_graph_max_bs: int | None = None  # decode graphs' largest batch (None: graphs off)
     errors: list[str] = field(default_factory=list)  # what would make SGLang's sizing raise
     notes: list[str] = field(default_factory=list)
 

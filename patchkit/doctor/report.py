@@ -89,6 +89,11 @@ def lines(report: Report) -> list[str]:
         rows.append(("state slots per running request", str(b.slots_per_request)))
     rows.append(("max running requests (effective)", "?" if b.effective_max_running_requests is None
                  else f"{b.effective_max_running_requests} (asked: {b.requested_max_running_requests}, {b.max_running_source})"))
+    if b.non_static_needed_bytes is not None:
+        rows.append(("outside the static pools: needed", gib(b.non_static_needed_bytes)))
+        rows.append(("outside the static pools: available", gib(b.non_static_available_bytes)))
+        rows.append(("max safe mem-fraction-static", "?" if b.max_safe_mem_fraction_static is None
+                     else f"{b.max_safe_mem_fraction_static:.2f}"))
     rows.append(("longest request (tokens)", "?" if b.max_request_tokens is None else f"{b.max_request_tokens:,}"))
     width = max(len(label) for label, _ in rows)
     out += [f"  {label:<{width}}  {value:>14}" for label, value in rows]

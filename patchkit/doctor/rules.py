@@ -472,11 +472,37 @@ def gpu_count(ctx: Context) -> Iterator[Finding]:
     yield Finding("gpu-count", "error", f"{shape} needs {needed} GPUs, this machine has {ctx.gpu.count}", fix)
 
 
+_TERM_WORDS = {"fixed": "fixed", "prefill_activations": "prefill chunk", "logits_sampler": "logits and sampler",
+               "cuda_graphs": "CUDA graphs", "draft_forward": "draft"}
+
+
+def non_static_short(ctx: Context) -> Iterator[Finding]:
+    """What runs outside the static pools (patchkit/doctor/non_static.py) does not fit in
+    (1 - mem_fraction_static) x free: the launch starts, then runs out of memory in a prefill, at
+    graph capture or in cuBLAS."""
+    b = ctx.budget
+    needed, available = b.non_static_needed_bytes, b.non_static_available_bytes
+    if needed is None or available is None or needed <= available or b.mem_fraction_static is None:
+        return
+    parts = ", ".join(f"{_TERM_WORDS.get(k, k)} {gib(v)}" for k, v in b.non_static_terms.items() if v)
+    flag = ctx.flag("mem_fraction_static", "--mem-fraction-static")
+    safe = b.max_safe_mem_fraction_static
+    fix = (f"{flag} {safe:.2f}" if safe is not None and safe > 0 else
+           f"{ctx.flag('chunked_prefill_size', '--chunked-prefill-size')} N smaller (or a smaller checkpoint)")
+    yield Finding("non-static-short", "warning",
+                  f"outside the static pools this launch needs about {gib(needed)} ({parts}), but "
+                  f"(1 - {b.mem_fraction_static:.3f}) x {b.free_at_load_gib:.2f} GiB free leaves {gib(available)}: "
+                  f"it runs out of memory in a large prefill, at CUDA-graph capture or in cuBLAS"
+                  + (f"; the highest {flag} that leaves enough is {safe:.2f}" if safe is not None and safe > 0 else ""),
+                  fix)
+
+
 RULES: dict[str, Rule] = {
     "gpu-count": gpu_count,
     "flag-unknown": flags,  # also flag-removed, flag-deprecated and flag-value
     "feature-missing": feature_missing,
     "budget-negative": budget_negative,
+    "non-static-short": non_static_short,
     "mamba-slots-zero": mamba_slots_zero,
     "mamba-slots-cap": mamba_slots_cap,
     "spec-max-running-default": spec_max_running_default,

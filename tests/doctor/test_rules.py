@@ -391,8 +391,11 @@ def test_context_length_over_model(version, tmp_path):
 ])
 def test_no_finding_depends_on_the_default_free_memory_once_gpu_free_is_given(model, extra):
     """With --gpu-free (the "avail mem" SGLang logs) and --mem-fraction-static given, the card's total
-    (from which the default free memory would be derived) changes no finding and no budget figure."""
-    argv = base(model, *(token.format(model=model) for token in extra))
+    (from which the default free memory would be derived) changes no finding and no budget figure. The
+    release's chunked-prefill and CUDA-graph defaults also follow the total (`handle_gpu_memory_settings`):
+    pinned, so only the free-memory default could differ."""
+    argv = base(model, "--chunked-prefill-size", "4096", "--cuda-graph-max-bs-decode", "32",
+                *(token.format(model=model) for token in extra))
     # What the default is derived from: the card's total, its SM, the custom all-reduce's buffers (V2's size from
     # the environment), the interconnect's NCCL range.
     shapes = [({"gpu_memory": total}, env) for total in (32.0, 48.0, 80.0)

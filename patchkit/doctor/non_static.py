@@ -1,0 +1,423 @@
+"""What a launch needs outside the static pools (issue 21.9), and the highest `--mem-fraction-static`
+that leaves it.
+
+SGLang gives the weights, the KV cache and the state pools `free at load x mem_fraction_static`;
+everything else runs in the rest: the activations of the largest prefill chunk, the logits and the
+sampler's buffers, the CUDA graphs' memory pools, the draft model's forward, and the attention
+backend's workspace. When that rest is too small the launch starts and dies later (an OOM in the
+first long prefill, at graph capture, or a CUBLAS failure), which the static budget cannot see.
+
+The release's own defaults are read from its code (`_handle_gpu_memory_settings`, 0.5.10-0.5.18 in
+`server_args.py`, from 0.5.19 `handle_gpu_memory_settings` in `arg_groups/memory_hook.py`, and the
+prefill graph's capture sizes); the geometry comes from the model's config. docs/doctor.md lists
+every term, where it comes from, what is assumed and how it was calibrated.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from patchkit.doctor.gpu import GpuFacts
+from patchkit.doctor.launch import Launch
+from patchkit.doctor.model import ModelFacts
+from patchkit.doctor.release import ReleaseCode
+
+if TYPE_CHECKING:
+    from patchkit.doctor.budget import Budget
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+MEMORY_SETTINGS = ("_handle_gpu_memory_settings", "handle_gpu_memory_settings", "reserve_for_graph_mb")
+MEMORY_FILES = ("srt/server_args.py", "srt/arg_groups/memory_hook.py")
+PREFILL_SIZES = ("generate_prefill_cuda_graph_batch_sizes", "_generate_prefill_cuda_graph_batch_sizes")
+PREFILL_SIZE_FILES = ("srt/arg_groups/cuda_graph_hook.py", "srt/server_args.py")
+
+# fla's chunked gated delta rule keeps one fp32 state (value heads x key dim x value dim) per chunk
+# of this many tokens during a prefill (an assumption about the kernel library, not SGLang's code).
+GDN_CHUNK_TOKENS = 64
+# The one fitted constant (docs/doctor.md, "The non-static memory rule"): the torch allocator's peak
+# over the tensors one prefill holds at once (copies, casts, kernel temporaries, the caching
+# allocator's fragmentation). The field's OOM figures need more than 1.07-2.04; the 1024-token
+# launch that ran allows up to 4.1.
+ALLOCATOR_FACTOR = 2.5
+
+
+@dataclass(frozen=True)
+class MemoryTier:
+    """One branch of the release's GPU-memory heuristic: below `below_mib` of total memory (None:
+    the last branch), the default chunked prefill size and decode CUDA-graph max batch size."""
+
+    below_mib: int | None
+    chunked_prefill_size: int | None
+    max_bs_small_tp: int | None  # tp_size < 4
+    max_bs_large_tp: int | None
+
+
+@dataclass(frozen=True)
+class GraphDefaults:
+    tiers: tuple[MemoryTier, ...]
+    capped_by_running: bool  # a default decode max bs is lowered to --max-running-requests (0.5.22 on)
+    reserve_floor_mib: float  # "Constant meta data (e.g., from attention backend)": 512
+    decode_graph_mib_per_bs: float  # the release's reserve per decode max bs: 2
+    prefill_graph_mib_each: float  # non-torch memory per captured prefill graph (0.5.19 on: 8), else 0
+    prefill_sizes: ast.expr | None  # the release's capture-size expression (max_bs free)
+
+
+@dataclass
+class NonStatic:
+    needed_bytes: int
+    available_bytes: int | None
+    max_safe_mem_fraction_static: float | None
+    chunked_prefill_size: int
+    decode_graph_max_bs: int | None  # None: decode CUDA graphs off
+    prefill_graphs: int
+    terms: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def short(self) -> bool:
+        return self.available_bytes is not None and self.needed_bytes > self.available_bytes
+
+
+# --- the release's code ------------------------------------------------------------------------
+
+def _functions(release: ReleaseCode, files: tuple[str, ...], names: tuple[str, ...]) -> list[ast.FunctionDef]:
+    found = []
+    for rel in files:
+        tree = release.tree(rel)
+        for node in ast.walk(tree) if tree is not None else []:
+            if isinstance(node, ast.FunctionDef) and node.name in names:
+                found.append(node)
+    return found
+
+
+def _name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _number(node: ast.AST | None) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def _mib_limit(test: ast.expr) -> int | None:
+    """`gpu_mem < 35 * 1024` -> 35840."""
+    if (isinstance(test, ast.Compare) and _name(test.left) == "gpu_mem" and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Lt)):
+        right = test.comparators[0]
+        if isinstance(right, ast.BinOp) and isinstance(right.op, ast.Mult):
+            a, b = _number(right.left), _number(right.right)
+            if a is not None and b is not None:
+                return a * b
+        return _number(right)
+    return None
+
+
+def _assigned(stmts: list[ast.stmt], names: tuple[str, ...]) -> int | None:
+    """The constant a branch gives one of `names` (`self.x = 8`, `cfg.x = 8` or `declare_resolution(..., x=8)`)."""
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Assign) and any(_name(t) in names for t in node.targets):
+                if _number(node.value) is not None:
+                    return _number(node.value)
+            if isinstance(node, ast.Call):
+                for kw in node.keywords:
+                    if kw.arg in names and _number(kw.value) is not None:
+                        return _number(kw.value)
+    return None
+
+
+_MAX_BS = ("cuda_graph_max_bs", "max_bs")
+
+
+def _max_bs(stmts: list[ast.stmt]) -> tuple[int | None, int | None]:
+    """(tp < 4, tp >= 4) decode max bs of one tier."""
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.If) and "tp_size" in {_name(n) for n in ast.walk(node.test)}:
+                return _assigned(node.body, _MAX_BS), _assigned(node.orelse, _MAX_BS)
+    value = _assigned(stmts, _MAX_BS)
+    return value, value
+
+
+def _tiers(fn: ast.FunctionDef) -> tuple[MemoryTier, ...]:
+    chain = next((n for n in ast.walk(fn) if isinstance(n, ast.If) and _mib_limit(n.test) is not None), None)
+    tiers: list[MemoryTier] = []
+    while chain is not None:
+        small, large = _max_bs(chain.body)
+        tiers.append(MemoryTier(_mib_limit(chain.test), _assigned(chain.body, ("chunked_prefill_size",)), small, large))
+        rest = chain.orelse
+        if len(rest) == 1 and isinstance(rest[0], ast.If) and _mib_limit(rest[0].test) is not None:
+            chain = rest[0]
+            continue
+        if rest:
+            small, large = _max_bs(rest)
+            tiers.append(MemoryTier(None, _assigned(rest, ("chunked_prefill_size",)), small, large))
+        chain = None
+    return tuple(tiers)
+
+
+def _times_constant(fn: ast.AST, left: Callable[[ast.AST], bool]) -> float | None:
+    """The constant `k` in `<left> * k` inside `fn` (the release's MiB per graph)."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and left(node.left):
+            if isinstance(node.right, ast.Constant) and isinstance(node.right.value, (int, float)):
+                return float(node.right.value)
+    return None
+
+
+def _is_prefill_count(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and _name(node.func) == "len" and len(node.args) == 1
+            and any("prefill" in (_name(n) or "") for n in ast.walk(node.args[0])))
+
+
+def _is_decode_max_bs(node: ast.AST) -> bool:
+    return _name(node) in _MAX_BS and not any("prefill" in (_name(n) or "") for n in ast.walk(node))
+
+
+def graph_defaults(release: ReleaseCode) -> GraphDefaults:
+    fns = _functions(release, MEMORY_FILES, MEMORY_SETTINGS)
+    settings = next((fn for fn in fns if fn.name != "reserve_for_graph_mb"), None)
+    tiers = _tiers(settings) if settings is not None else ()
+    capped = settings is not None and any(
+        isinstance(n, ast.Compare) and _name(n.left) in _MAX_BS and any(isinstance(op, ast.Gt) for op in n.ops)
+        and any(_name(c) == "max_running_requests" for c in n.comparators) for n in ast.walk(settings))
+    floors = [n.value.value for fn in fns for n in ast.walk(fn)
+              if isinstance(n, ast.Assign) and any(_name(t) == "reserved_mem" for t in n.targets)
+              and isinstance(n.value, ast.Constant) and isinstance(n.value.value, (int, float)) and n.value.value > 0]
+    # The smallest positive constant: 512 (0.5.23's 1536 is the post-capture-sizing branch's).
+    per_bs = next((k for fn in fns if (k := _times_constant(fn, _is_decode_max_bs)) is not None), 2.0)
+    per_prefill = next((k for fn in fns if (k := _times_constant(fn, _is_prefill_count)) is not None), 0.0)
+    sizes_fn = next(iter(_functions(release, PREFILL_SIZE_FILES, PREFILL_SIZES)), None)
+    sizes = None
+    for node in ast.walk(sizes_fn) if sizes_fn is not None else []:
+        if isinstance(node, ast.Assign) and any(_name(t) == "capture_sizes" for t in node.targets) \
+                and isinstance(node.value, ast.BinOp):
+            sizes = node.value
+            break
+    return GraphDefaults(tiers=tiers, capped_by_running=capped, reserve_floor_mib=float(min(floors, default=512)),
+                         decode_graph_mib_per_bs=per_bs, prefill_graph_mib_each=per_prefill, prefill_sizes=sizes)
+
+
+def _evaluate_sizes(node: ast.expr, max_bs: int) -> list[int]:
+    """The release's `list(range(4, 33, 4)) + ... + list(range(4608, max_bs + 1, 512))`, evaluated
+    on its literals only (nothing of the release is run)."""
+    def value(n: ast.AST) -> int | list[int]:
+        if isinstance(n, ast.Constant) and isinstance(n.value, int):
+            return n.value
+        if isinstance(n, (ast.Name, ast.Attribute)):
+            return max_bs  # max_bs, self.piecewise_cuda_graph_max_tokens: the largest size captured
+        if isinstance(n, ast.List):
+            return [int(value(e)) for e in n.elts]  # type: ignore[arg-type]
+        if isinstance(n, ast.BinOp):
+            a, b = value(n.left), value(n.right)
+            if isinstance(n.op, ast.Add):
+                return a + b  # type: ignore[operator]
+            if isinstance(n.op, ast.Sub) and isinstance(a, int) and isinstance(b, int):
+                return a - b
+            if isinstance(n.op, ast.Mult) and isinstance(a, int) and isinstance(b, int):
+                return a * b
+        if isinstance(n, ast.Call) and _name(n.func) == "list" and len(n.args) == 1:
+            return value(n.args[0])
+        if isinstance(n, ast.Call) and _name(n.func) == "range":
+            bounds = [value(a) for a in n.args]
+            if all(isinstance(x, int) for x in bounds):
+                return list(range(*bounds))  # type: ignore[arg-type]
+        raise ValueError(ast.dump(n)[:80])
+    try:
+        result = value(node)
+    except (ValueError, TypeError):
+        return []
+    return [s for s in result if s <= max_bs] if isinstance(result, list) else []
+
+
+def default_for(defaults: GraphDefaults, gpu_total_gib: float | None, tp: int) -> tuple[int, int]:
+    """(chunked prefill size, decode max bs) the release picks for this card; its fallback without
+    a known card (4096, 160)."""
+    if gpu_total_gib is None:
+        return 4096, 160
+    mem_mib = gpu_total_gib * 1024
+    for tier in defaults.tiers:
+        if tier.below_mib is None or mem_mib < tier.below_mib:
+            bs = tier.max_bs_small_tp if tp < 4 else tier.max_bs_large_tp
+            return tier.chunked_prefill_size or 4096, bs or 160
+    return 4096, 160
+
+
+# --- the model's geometry ----------------------------------------------------------------------
+
+def _geometry(text: dict) -> dict[str, int]:
+    hidden = int(text.get("hidden_size") or 0)
+    heads = int(text.get("num_attention_heads") or 1)
+    inter = int(text.get("intermediate_size") or 4 * hidden)
+    experts_per_token = int(text.get("num_experts_per_tok") or 0)
+    if experts_per_token and text.get("moe_intermediate_size"):
+        inter = experts_per_token * int(text["moe_intermediate_size"]) + int(text.get("shared_expert_intermediate_size") or 0)
+    return {"hidden": hidden, "heads": heads, "kv_heads": int(text.get("num_key_value_heads") or heads),
+            "head_dim": int(text.get("head_dim") or (hidden // heads if heads else 0)), "inter": inter,
+            "vocab": int(text.get("vocab_size") or 0)}
+
+
+def activation_bytes_per_token(text: dict, tp: int, act_bytes: int) -> int:
+    """The tensors one token holds at the peak of one layer's forward, per TP rank: the residual
+    stream (hidden states, residual, the layer's output: 3 x hidden, whole on every rank) plus the
+    largest layer's working set, split by TP: a dense MLP's gate_up and activation (3 x intermediate),
+    a Gated DeltaNet layer's projections (qkvz, ba, the conv output, the core and gated-norm outputs)
+    and its fp32 chunk states, or an attention layer's q (with Qwen3.5's output gate), k, v and output."""
+    g = _geometry(text)
+    mlp = 3 * g["inter"] // tp * act_bytes
+    gate = 2 if text.get("attn_output_gate", True) and "linear_num_value_heads" in text else 1
+    attention = ((gate + 1) * g["heads"] * g["head_dim"] + 2 * g["kv_heads"] * g["head_dim"]) // tp * act_bytes
+    gdn = 0
+    if text.get("linear_num_value_heads"):
+        hk, hv = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
+        dk, dv = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
+        qkvz = 2 * hk * dk + 2 * hv * dv
+        conv = 2 * hk * dk + hv * dv
+        gdn = (qkvz + 2 * hv + conv + 2 * hv * dv) // tp * act_bytes + hv // max(1, min(tp, hv)) * dk * dv * 4 // GDN_CHUNK_TOKENS
+    return 3 * g["hidden"] * act_bytes + max(mlp, attention, gdn)
+
+
+def logits_bytes(vocab: int, rows: int, act_bytes: int) -> int:
+    """`LogitsProcessor`: the lm_head matmul in the model dtype, gathered to the whole vocab on every
+    rank, then `.float()` (fp32); the sampler's softmax probabilities (fp32) beside them."""
+    return rows * vocab * (act_bytes + 4 + 4)
+
+
+def max_safe_fraction(needed_bytes: int, free_gib: float) -> float | None:
+    """The highest `--mem-fraction-static`, to 0.01, whose rest `(1 - f) x free` holds `needed_bytes`
+    (rounded down, so the rest is never short); None without free memory."""
+    free = free_gib * GIB
+    if free <= 0:
+        return None
+    fraction = math.floor((1 - needed_bytes / free) * 100) / 100
+    while fraction > 0 and (1 - fraction) * free < needed_bytes:  # float rounding at the boundary
+        fraction = round(fraction - 0.01, 2)
+    return fraction
+
+
+# --- the estimate ------------------------------------------------------------------------------
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def _graphs_off(launch: Launch, phase: str) -> bool:
+    if launch.get("disable_cuda_graph", False):
+        return True
+    backend = launch.get(f"cuda_graph_backend_{phase}")
+    if backend == "disabled":
+        return True
+    return phase == "prefill" and bool(launch.get("disable_prefill_cuda_graph", False))
+
+
+def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: ModelFacts | None, gpu: GpuFacts,
+             *, tp: int, act_bytes: int, free_gib: float | None, mem_fraction_static: float | None,
+             speculative_algorithm: str | None, draft_tokens: int | None,
+             max_running_requests: int | None, running_requests: int | None) -> NonStatic:
+    """What this launch needs outside the static pools on one GPU (bytes, each term named).
+    `max_running_requests` is the ServerArgs value (the flag, or the speculative default) the release
+    caps the graphs' batch size with; `running_requests` what the scheduler really runs at once."""
+    defaults = graph_defaults(release)
+    chunk_default, bs_default = default_for(defaults, gpu.total_gib, tp)
+    chunk = _int(launch.get("chunked_prefill_size")) or chunk_default
+    if chunk <= 0:  # chunked prefill off: the largest prefill is --max-prefill-tokens
+        chunk = _int(launch.get("max_prefill_tokens")) or 16384
+    explicit_bs = _int(launch.get("cuda_graph_max_bs_decode") or launch.get("cuda_graph_max_bs"))
+    listed = launch.get("cuda_graph_bs_decode") or launch.get("cuda_graph_bs")
+    if isinstance(listed, list) and listed:
+        explicit_bs = max(int(x) for x in listed)
+    max_bs = explicit_bs or bs_default
+    if explicit_bs is None and defaults.capped_by_running and max_running_requests:
+        max_bs = min(max_bs, max_running_requests)
+    decode_graphs = None if _graphs_off(launch, "decode") else max_bs
+    prefill_tokens = _int(launch.get("cuda_graph_max_bs_prefill")) or chunk
+    prefill_graphs = 0
+    if defaults.prefill_graph_mib_each and defaults.prefill_sizes is not None and not _graphs_off(launch, "prefill"):
+        prefill_graphs = len(_evaluate_sizes(defaults.prefill_sizes, prefill_tokens))
+
+    text = model.text
+    vocab = _geometry(text)["vocab"]
+    hidden = _geometry(text)["hidden"]
+    per_token = activation_bytes_per_token(text, tp, act_bytes)
+    algo = speculative_algorithm
+    # Tokens each running request puts through one decode step: 1, or the verify's draft tokens.
+    step_tokens = (draft_tokens or 1) if algo else 1
+    running = max(1, running_requests or max_running_requests or max_bs)
+    draft_text = (draft.text if draft is not None and draft.path.resolve() != model.path.resolve() else text)
+    draft_per_token = activation_bytes_per_token(draft_text, tp, act_bytes) if algo else 0
+    topk = max(1, _int(launch.get("speculative_eagle_topk")) or 1)
+
+    terms: dict[str, int] = {}
+    terms["fixed"] = int(defaults.reserve_floor_mib * MIB)
+    # The largest prefill: the target's (or the draft's extend, which follows it) peak, plus the
+    # hidden states the target hands the draft (EAGLE-3: three layers, DFlash: its target layers).
+    carried = 0
+    if algo:
+        layers = 3 if algo == "EAGLE3" else 1
+        if algo in ("DFLASH", "DSPARK") and draft is not None:
+            # `DFlashDraftConfig.resolve_target_layer_ids`: the listed ids, else one per draft layer.
+            ids = (draft.config.get("dflash_config") or {}).get("target_layer_ids")
+            layers = len(ids) if isinstance(ids, list) and ids else int(draft.text.get("num_hidden_layers") or 1)
+        carried = layers * hidden * act_bytes
+    terms["prefill_activations"] = int(chunk * (max(per_token, draft_per_token) + carried) * ALLOCATOR_FACTOR)
+    # Logits and sampler: every running request's decode (or verify) rows, eager or graphed.
+    terms["logits_sampler"] = logits_bytes(vocab, running * step_tokens, act_bytes)
+    graphs = 0
+    if decode_graphs is not None:
+        rows = decode_graphs * step_tokens
+        graphs += int(defaults.decode_graph_mib_per_bs * decode_graphs * MIB)
+        graphs += rows * per_token + logits_bytes(vocab, rows, act_bytes) - rows * vocab * 4  # no sampler inside
+    graphs += int(prefill_graphs * defaults.prefill_graph_mib_each * MIB)
+    terms["cuda_graphs"] = graphs
+    if algo:
+        # The draft's decode (topk candidates per request; DFlash: its whole block) and its extend
+        # over the verified tokens, each with the draft's own logits: graphed at the graph's max
+        # batch size, eager at the running requests beyond it.
+        rows = max(decode_graphs or 0, running)
+        per_step = step_tokens if algo in ("DFLASH", "DSPARK") else topk
+        terms["draft_forward"] = (rows * per_step * draft_per_token + logits_bytes(vocab, rows * per_step, act_bytes)
+                                  + rows * step_tokens * draft_per_token + logits_bytes(vocab, rows, act_bytes))
+    needed = sum(terms.values())
+
+    available = max_safe = None
+    if free_gib is not None:
+        if mem_fraction_static is not None:
+            available = int(free_gib * GIB * (1 - mem_fraction_static))
+        max_safe = max_safe_fraction(needed, free_gib)
+    return NonStatic(needed_bytes=needed, available_bytes=available, max_safe_mem_fraction_static=max_safe,
+                     chunked_prefill_size=chunk, decode_graph_max_bs=decode_graphs, prefill_graphs=prefill_graphs,
+                     terms=terms)
+
+
+def fill(budget: "Budget", release: ReleaseCode, launch: Launch, model: ModelFacts, draft: ModelFacts | None,
+         gpu: GpuFacts) -> NonStatic:
+    """Put the estimate's figures into the budget `--json` reports."""
+    from patchkit.doctor.budget import model_dtype_bytes
+
+    result = estimate(release, launch, model, draft, gpu, tp=budget.tp_size, act_bytes=model_dtype_bytes(model, launch),
+                      free_gib=budget.free_at_load_gib, mem_fraction_static=budget.mem_fraction_static,
+                      speculative_algorithm=budget.speculative_algorithm, draft_tokens=budget.draft_tokens,
+                      max_running_requests=budget.requested_max_running_requests if budget.max_running_source in (
+                          "flag", "speculative default") else None,
+                      running_requests=budget.effective_max_running_requests or budget.requested_max_running_requests)
+    budget.non_static_needed_bytes = result.needed_bytes
+    budget.non_static_available_bytes = result.available_bytes
+    budget.max_safe_mem_fraction_static = result.max_safe_mem_fraction_static
+    budget.non_static_terms = dict(result.terms)
+    budget.non_static_chunked_prefill_size = result.chunked_prefill_size
+    budget.non_static_cuda_graph_max_bs = result.decode_graph_max_bs
+    return result
