@@ -100,7 +100,8 @@ def capture(target: Target, pid: str, wheel: Callable[[], WheelLike]) -> Capture
     if missing:
         notes.append(f"{missing} file(s) of the release are not in the tree; a removed file is not captured")
     ours = [rel for rel in changed if state and rel in state.files]
-    drifted = [rel for rel in ours if sha256(target.read(rel) or b"") != state.files[rel].patched]  # type: ignore[union-attr]
+    drifted = [rel for rel in ours if (None if (data := target.read(rel)) is None else sha256(data))
+               != state.files[rel].patched]  # type: ignore[union-attr]
     if drifted:
         rel = drifted[0]
         patches = ", ".join(state.files[rel].patches)  # type: ignore[union-attr]

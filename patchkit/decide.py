@@ -6,6 +6,7 @@ the parsed code; a failed patch's detail says its cause.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from patchkit import hand_applied
 from patchkit import manifest as manifest_mod
@@ -18,6 +19,9 @@ from patchkit.patch_status import (
 )
 from patchkit.target import Target
 from patchkit.view import View, before_patchkit_sha, open_view
+
+if TYPE_CHECKING:
+    from patchkit.patch import Patch
 
 
 def fast_status(view: View, pid: str) -> PatchStatus | None:
@@ -89,23 +93,29 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     from patchkit.patch import SkipPatch
 
     patch = view.patches[pid]
-    read = (lambda rel: contents.get(rel)) if contents is not None else view.read
-    # A diff patch looks for a changed unit absent from its file in the package's other files
-    # (bound here, not in View: View is part of every module patch's identity).
-    bind, listing = getattr(patch, "bind_package", None), getattr(view.target, "python_files", None)
-    if bind is not None and listing is not None:
-        bind(listing, view.read)
-    present = [rel for rel in patch.TARGETS if read(rel) is not None]
-    required = patch.REQUIRES or patch.TARGETS
-    if not any(read(rel) is not None for rel in required):
+    # Files outside `contents` (another file a diff's moved unit went to): the release's bytes.
+    read = (lambda rel: contents[rel] if rel in contents else view.pristine(rel)) if contents is not None else view.read
+    bind_package(view, patch)
+    targets = targets_on(patch, read)
+    change = getattr(patch, "file_change", None)  # a diff's file it creates or deletes: absent is no gap
+    whole = {rel: kind for rel in targets if (kind := change(rel) if change is not None else None)}
+    present = [rel for rel in targets if read(rel) is not None]
+    # (a file it creates is absent before, one it deletes is gone upstream: neither is required)
+    required = [rel for rel in (patch.REQUIRES or targets) if rel not in whole]
+    if required and not any(read(rel) is not None for rel in required):
         return PatchStatus(pid, NOT_APPLICABLE, (), "no target file: " + ", ".join(required))
-    missing = [rel for rel in patch.TARGETS if rel not in present]
+    missing = [rel for rel in targets if rel not in present and rel not in whole]
     if patch.ALL_TARGETS_REQUIRED and missing:
         return PatchStatus(pid, FAILED, tuple(present), "one change over all its files, and "
                            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in this release")
     verdicts: dict[str, str] = {}
     details: list[str] = []
     notes: list[str] = []
+    for rel in (rel for rel in targets if rel in whole and rel not in present):
+        # Absent: a file it creates is written (its folder must be there), one it deletes is gone already.
+        why = patch.creatable(rel) if whole[rel] == "created" else None  # type: ignore[attr-defined]
+        verdicts[rel] = FAILED if why else PENDING if whole[rel] == "created" else UPSTREAM_FIXED
+        details += [why] if why else []
     for rel in present:
         tree = view.code(patch, rel, read(rel))  # type: ignore[arg-type]
         try:
@@ -132,19 +142,36 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
         except PatchCrashed as exc:
             # This patch's outcome is its own: it is `failed`, the others are still judged.
             return PatchStatus(pid, FAILED, tuple(present), str(exc), crashed=True)
+    notes = list(dict.fromkeys(notes))  # a moved unit is named by both its files
     for state in (FAILED, PENDING):
         chosen = tuple(rel for rel, v in verdicts.items() if v == state)
         if chosen:
             return PatchStatus(pid, state, chosen, "; ".join(details if state == FAILED else notes))
     applied = tuple(rel for rel, v in verdicts.items() if v == APPLIED)
-    fixed = tuple(rel for rel, v in verdicts.items() if v == UPSTREAM_FIXED)
-    if fixed:
+    fixed = tuple(rel for rel, v in verdicts.items() if v == UPSTREAM_FIXED and read(rel) is not None)
+    if fixed or any(v == UPSTREAM_FIXED for v in verdicts.values()):
         # Upstream fixed the main file; a companion file that already has the same change
         # (upstream's own) does not make the patch "applied".
         return PatchStatus(pid, UPSTREAM_FIXED, fixed + applied, "; ".join(notes))
     if applied:
         return PatchStatus(pid, APPLIED, applied)
     return PatchStatus(pid, NOT_APPLICABLE, tuple(present), "; ".join(details))
+
+
+def targets_on(patch: "Patch", read: Any) -> tuple[str, ...]:
+    """The files a patch writes on this tree: its TARGETS, or for a diff patch those computed
+    when it is judged on the tree (`DiffPatch.targets_for`: the files its moved units went to).
+    A hook found by name, not a method of Patch: patch.py is part of every module patch's identity."""
+    per_tree = getattr(patch, "targets_for", None)
+    return patch.TARGETS if per_tree is None else per_tree(read)
+
+
+def bind_package(view: View, patch: "Patch") -> None:
+    """A diff patch looks for a changed unit absent from its file in the package's other files,
+    as the release has them (bound here, not in View: View is part of every module patch's identity)."""
+    bind, listing = getattr(patch, "bind_package", None), getattr(view.target, "python_files", None)
+    if bind is not None and listing is not None:
+        bind(listing, view.pristine)
 
 
 def judge(view: View, pid: str) -> PatchStatus:

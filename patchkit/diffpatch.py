@@ -35,6 +35,7 @@ TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT = "transplanted", "merged", "mov
 OUTCOMES = (TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT)
 # How a file was resolved.
 EXACT, REVERSED, PER_UNIT, ABSENT = "exact", "already-applied", "per-unit", "absent"
+CREATED, DELETED = "created", "deleted"  # a file the diff creates (`new file mode`) or deletes
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,9 @@ class FileResolution:
     notes: tuple[str, ...] = ()
     # Units that moved to another file, followed there (resolve(follow=True)): (file, unit, new bytes).
     elsewhere: tuple[tuple[str, str, bytes], ...] = ()
+    # The same units as the diff changes them: (file, unit, pre-image form, patched form), so that
+    # the other file's bytes can be patched again where they differ from those seen here.
+    moved: tuple[tuple[str, str, bytes, bytes], ...] = ()
 
     @property
     def conflicts(self) -> tuple[UnitOutcome, ...]:
@@ -215,8 +219,11 @@ def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes 
     the engine does not need them). `elsewhere`: where a unit absent from the file is in the
     package now (`finder`); `follow`: patch it there (rebase), else it is a conflict naming it."""
     rel = file.path
+    if file.old_path is None or file.new_path is None:
+        return _whole_file(file, target)
     if target is None:
-        return FileResolution(rel, ABSENT, None, None)
+        return _followed(file, base, elsewhere) if follow and elsewhere is not None and rel.endswith(".py") else \
+            FileResolution(rel, ABSENT, None, None)
     exact = apply_hunks(target, file.hunks)
     if exact is not None:
         return FileResolution(rel, EXACT, target, exact, _changed_units(rel, target, exact, TRANSPLANTED) if count else ())
@@ -234,6 +241,42 @@ def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes 
     if patched is None:
         raise PlanError(f"{rel}: the diff does not apply to its own pre-image (index {file.old_blob}): a damaged diff")
     return _per_unit(rel, pre_image, patched, target, markers, elsewhere, follow)
+
+
+def _whole_file(file: FileDiff, target: bytes | None) -> FileResolution:
+    """A file the diff creates or deletes, as `git apply` does it: created where absent (the same
+    bytes there already: upstream), deleted where it holds exactly the diff's pre-image (absent
+    already: upstream); other bytes there are a conflict of the whole file."""
+    rel = file.path
+    if file.old_path is None:
+        created = apply_hunks(b"", file.hunks)
+        if target is None:
+            return FileResolution(rel, CREATED, None, created)
+        if target == created:
+            return FileResolution(rel, REVERSED, target, target)
+        why = "the diff creates it, and it is there with other bytes"
+    else:
+        if target is None:
+            return FileResolution(rel, REVERSED, None, None)
+        if apply_hunks(target, file.hunks) == b"":
+            return FileResolution(rel, DELETED, target, None)
+        why = "the diff deletes it, and its bytes are not the diff's pre-image"
+    return FileResolution(rel, PER_UNIT, target, target, (UnitOutcome(rel, "<file>", CONFLICT, why),))
+
+
+def _followed(file: FileDiff, base: Callable[[], bytes | None], elsewhere: Elsewhere) -> FileResolution:
+    """A file of the diff the release does not have (a module turned into a package, renamed):
+    each unit it changes looked for in the package's other files, as for a unit absent from its
+    file. Units it adds have no file to go to (a conflict). ABSENT, with units when looked for."""
+    rel = file.path
+    pre_image = base()
+    patched = None if pre_image is None else apply_hunks(pre_image, file.hunks)
+    if patched is None:
+        return FileResolution(rel, ABSENT, None, None)
+    found = _per_unit(rel, pre_image, patched, b"", False, elsewhere, True)  # type: ignore[arg-type]
+    units = tuple(UnitOutcome(rel, u.unit, CONFLICT, "added by the diff to a file that is not in this release")
+                  if u.file == rel and u.detail == "added" else u for u in found.units)
+    return FileResolution(rel, ABSENT, None, None, units, found.notes, found.elsewhere, found.moved)
 
 
 def _changed_units(rel: str, before: bytes, after: bytes, outcome: str) -> tuple[UnitOutcome, ...]:
@@ -273,6 +316,7 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
     outcomes: list[UnitOutcome] = []
     notes: list[str] = []
     followed: list[tuple[str, str, bytes]] = []
+    moved_units: list[tuple[str, str, bytes, bytes]] = []
     order = list(new)
     for name in dict.fromkeys([*new, *old]):
         before, after = old.get(name), new.get(name)
@@ -300,6 +344,7 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
                     outcomes.append(UnitOutcome(rel, name, UPSTREAM, f"in its patched form in {other}", other))
                 elif follow:
                     followed.append((other, name, form))
+                    moved_units.append((other, name, before, after))
                     outcomes.append(UnitOutcome(other, name, outcome, f"moved from {rel}:{name}", other))
                 else:
                     # A diff's files are fixed when it loads (its TARGETS): the engine does not
@@ -332,7 +377,8 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
     for unit in ours_units:
         out.append(replace.get(unit.name, ours[unit.name]))
         out.extend(_joined(insert.get(unit.name, []), out))
-    return FileResolution(rel, PER_UNIT, target, b"".join(out), tuple(outcomes), tuple(notes), tuple(followed))
+    return FileResolution(rel, PER_UNIT, target, b"".join(out), tuple(outcomes), tuple(notes), tuple(followed),
+                          tuple(moved_units))
 
 
 def _in_other_file(rel: str, name: str, before: bytes, after: bytes, elsewhere: Elsewhere | None,
@@ -344,12 +390,21 @@ def _in_other_file(rel: str, name: str, before: bytes, after: bytes, elsewhere: 
     if len(found) != 1:
         return None
     other, current = found[0]
+    placed = _place(before, current, after, markers)
+    return None if placed is None else (other, *placed)
+
+
+def _place(before: bytes, current: bytes | None, after: bytes, markers: bool = False) -> tuple[bytes, str] | None:
+    """A moved unit's new bytes where it is now and the outcome (UPSTREAM: it has the patched
+    form; MOVED: the patched form, or a clean 3-way merge with it); None when it conflicts."""
+    if current is None:
+        return None
     if current == after:
-        return other, current, UPSTREAM
+        return current, UPSTREAM
     if current == before:
-        return other, after, MOVED
+        return after, MOVED
     merged, clean = _merge(before, current, after, markers)
-    return (other, merged, MOVED) if clean else None
+    return (merged, MOVED) if clean else None
 
 
 def _with_units(data: bytes, replace: dict[str, bytes]) -> bytes:
@@ -415,7 +470,12 @@ def _base(file: FileDiff, target: bytes | None, find: Callable[[FileDiff], bytes
 
 
 class DiffPatch(Patch):
-    """A patch made from a diff file; one subclass per file (`patch_class`)."""
+    """A patch made from a diff file; one subclass per file (`patch_class`).
+
+    The files it writes on a tree (`targets_for`) are its own, plus the files its moved units went
+    to (found when the patch is judged on that tree), less an own file the release does not have
+    whose every changed unit was found elsewhere. The engine plans, journals, backs up, records
+    and reverts those like any target; the diff stays one change over all of them."""
 
     DIFF: ClassVar[DiffPatchFile]
     SOURCE: ClassVar[Path]
@@ -426,26 +486,102 @@ class DiffPatch(Patch):
 
     def __init__(self) -> None:
         super().__init__()
-        self._resolved: dict[tuple[str, bytes], FileResolution] = {}
+        self._resolved: dict[tuple[str, bytes | None], FileResolution] = {}
         self._elsewhere: Elsewhere | None = None
+        self._read: Callable[[str], bytes | None] | None = None
+        self._folders: set[str] | None = None
+        self._listing: Callable[[], list[str]] | None = None
+        # {another file: [(own file, unit, pre-image form, patched form)]}, from the last targets_for.
+        self._moves: dict[str, list[tuple[str, str, bytes, bytes]]] | None = None
 
     def bind_package(self, python_files: Callable[[], list[str]], read: Callable[[str], bytes | None]) -> None:
         """The installed package's other files, where a unit absent from its file is looked for
-        (bound once per instance: one View, one tree)."""
+        (bound once per instance: one View, one tree); `read` gives the release's bytes of a file."""
         if self._elsewhere is None:
+            self._read, self._listing = read, python_files
             self._elsewhere = finder(lambda: [rel for rel in python_files() if rel not in self.TARGETS], read)
 
     def _file(self, path: str) -> FileDiff:
         return next(f for f in self.DIFF.files if f.path == path)
 
-    def resolution(self, path: str, data: bytes) -> FileResolution:
+    def _own(self, path: str) -> bool:
+        return any(f.path == path for f in self.DIFF.files)
+
+    def file_change(self, path: str) -> str | None:
+        """CREATED or DELETED for a file the diff creates or deletes (the engine writes or removes
+        it whole), else None."""
+        file = next((f for f in self.DIFF.files if f.path == path), None)
+        if file is None:
+            return None
+        return CREATED if file.old_path is None else DELETED if file.new_path is None else None
+
+    def creatable(self, path: str) -> str | None:
+        """Why a file the diff creates cannot be created on this tree (its folder is not in the
+        package: patchkit creates no folders), else None."""
+        if self._listing is None or "/" not in path:
+            return None
+        if self._folders is None:
+            self._folders = {rel.rsplit("/", 1)[0] for rel in self._listing()}
+        folder = path.rsplit("/", 1)[0]
+        return None if folder in self._folders else f"{path}: the diff creates it in {folder}/, which is not in this release"
+
+    def resolution(self, path: str, data: bytes | None) -> FileResolution:
         key = (path, data)
         if key not in self._resolved:
             from patchkit import release_blobs
 
-            self._resolved[key] = resolve_file(self._file(path), data, _base(self._file(path), data, release_blobs.pre_image),
-                                               count=False, elsewhere=self._elsewhere)
+            file = self._file(path)
+            self._resolved[key] = resolve_file(file, data, _base(file, data, release_blobs.pre_image), count=False,
+                                               elsewhere=self._elsewhere, follow=True)
         return self._resolved[key]
+
+    def targets_for(self, read: Callable[[str], bytes | None]) -> tuple[str, ...]:
+        """The files this diff writes on the tree `read` gives (see the class docstring), in a
+        fixed order: its own files as the diff lists them, then the other files, sorted."""
+        own: list[str] = []
+        moves: dict[str, list[tuple[str, str, bytes, bytes]]] = {}
+        for file in self.DIFF.files:
+            rel = file.path
+            data = read(rel)
+            if self.file_change(rel) is not None or not rel.endswith(".py"):
+                own.append(rel)
+                continue
+            try:
+                found = self.resolution(rel, data)
+            except PlanError:
+                own.append(rel)  # judged (and named) when the engine reads the file
+                continue
+            if data is not None or not found.units or found.conflicts:
+                own.append(rel)  # an absent file not followed whole stays: the patch is `failed` naming it
+            for other, name, before, after in found.moved:
+                moves.setdefault(other, []).append((rel, name, before, after))
+        self._moves = moves
+        return tuple(dict.fromkeys([*own, *sorted(moves)]))
+
+    def _moves_into(self, path: str) -> list[tuple[str, str, bytes, bytes]]:
+        if self._moves is None:
+            self.targets_for(self._read or (lambda rel: None))
+        return (self._moves or {}).get(path, [])
+
+    def _placed(self, path: str, tree: bytes) -> tuple[bytes, bool]:
+        """Another file's bytes with the diff's units that moved there patched (`_place`), and
+        whether all of them already had their patched form."""
+        try:
+            current = units_mod.texts(tree)
+        except (SyntaxError, ValueError) as exc:
+            raise PlanError(f"{path}: the installed file cannot be parsed: {getattr(exc, 'msg', exc)}") from None
+        replace: dict[str, bytes] = {}
+        upstream = True
+        for rel, name, before, after in self._moves_into(path):
+            placed = _place(before, current.get(name), after)
+            if placed is None:
+                raise PlanError(f"{path}:{name} (moved from {rel}:{name}) changed here and by the diff in the same lines")
+            if placed[1] != UPSTREAM:
+                replace[name], upstream = placed[0], False
+        return _with_units(tree, replace) if replace else tree, upstream
+
+    def _moved_notes(self, path: str) -> list[str]:
+        return [f"moved: {rel}:{name} -> {path}:{name}" for rel, name, _, _ in self._moves_into(path)]
 
     def is_applied(self, path: str, tree: Any) -> bool:  # `tree`: the file's bytes (WORKS_ON_BYTES)
         # A file already in the diff's patched form reads as upstream's (is_fixed_upstream):
@@ -453,7 +589,12 @@ class DiffPatch(Patch):
         return False
 
     def is_fixed_upstream(self, path: str, tree: Any) -> bool:
-        return self.resolution(path, tree).upstream
+        if not self._own(path):
+            return self._placed(path, tree)[1]
+        found = self.resolution(path, tree)
+        # A file whose changed units all went elsewhere (or are upstream) has nothing to write.
+        return found.upstream or (found.how == PER_UNIT and bool(found.moved) and not found.conflicts
+                                  and found.after == found.before)
 
     @classmethod
     def made_for(cls) -> list[Any]:
@@ -470,6 +611,8 @@ class DiffPatch(Patch):
 
     def notes(self, path: str, tree: Any) -> list[str]:
         """What a status detail says about this file: units already upstream, moved units."""
+        if not self._own(path):
+            return self._moved_notes(path)
         found = self.resolution(path, tree)
         said = list(found.notes)
         upstream = [u.unit for u in found.units if u.outcome == UPSTREAM]
@@ -479,12 +622,21 @@ class DiffPatch(Patch):
         return said
 
     def transform(self, path: str, tree: Any) -> Any:
-        """The file's new bytes (the engine compiles them before anything is written)."""
+        """The file's new bytes (the engine compiles them before anything is written); for a file
+        the diff creates `tree` is None (absent), for one it deletes the result is None."""
+        if not self._own(path):
+            for note in (*self.NOTES, *self._moved_notes(path)):
+                self.warn(note)
+            return self._placed(path, tree)[0]
         found = self.resolution(path, tree)
         if found.conflicts:
             raise PlanError("; ".join(f"{u.file}:{u.unit} {u.detail}" for u in found.conflicts))
+        if found.how == CREATED and (why := self.creatable(path)):
+            raise PlanError(why)
         for note in (*self.NOTES, *found.notes):
             self.warn(note)
+        if found.how in (CREATED, DELETED):
+            return found.after
         return tree if found.after is None else found.after
 
 

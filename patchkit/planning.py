@@ -81,7 +81,33 @@ def _range_warnings(view: View, pids: list[str]) -> list[str]:
 def _render_all(view: View, wanted: dict[str, tuple[str, ...]]) -> dict[str, bytes | None]:
     """Every file's new bytes, rendered here, one after the other. patchkit starts no helper
     process for this: nothing it starts may outlive a killed run or hold its lock."""
-    return {rel: view_mod.render_file(view, rel, ids) for rel, ids in wanted.items()}
+    for ids in wanted.values():
+        for pid in ids:
+            if pid in view.patches:
+                decide.bind_package(view, view.patches[pid])
+    return {rel: view_mod.render_file(view, rel, ids) if (whole := _render_whole(view, rel, ids)) is None else whole[0]
+            for rel, ids in wanted.items()}
+
+
+def _render_whole(view: View, rel: str, ids: tuple[str, ...]) -> tuple[bytes | None] | None:
+    """A file a diff patch creates or deletes (`new file mode` / `deleted file mode`), decided
+    whole: (its new bytes, None to remove it); None for every other file (`view.render_file`)."""
+    kinds = {pid: kind for pid in ids if pid in view.patches
+             for kind in (getattr(view.patches[pid], "file_change", lambda rel: None)(rel),) if kind}
+    if not kinds:
+        return None
+    pid, kind = next(iter(kinds.items()))
+    if len(ids) > 1:
+        others = ", ".join(p for p in ids if p != pid)
+        raise PlanError(f"patch {pid} {'creates' if kind == 'created' else 'deletes'} {rel}, which {others} also "
+                        f"change(s); a file a diff creates or deletes carries that diff alone (`--skip {pid}`)")
+    data = view_mod._transform(view.patches[pid], rel, view.pristine(rel))
+    if data is not None and rel.endswith(".py"):
+        try:
+            compile(data, rel, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            raise PlanError(f"patch {pid} produces invalid Python in {rel}: {exc.msg} (line {exc.lineno})") from None
+    return (data,)
 
 
 def _build(view: View, wanted: dict[str, list[str]], applied: list[str],
@@ -101,7 +127,8 @@ def _build(view: View, wanted: dict[str, list[str]], applied: list[str],
         record = state.files.get(rel) if state else None
         pristine_sha = record.pristine if record else (None if before is None else sha256(before))
         if ids:
-            files[rel] = FileRecord(pristine=pristine_sha, patched=sha256(after or b""), patches=list(ids),
+            # (patched None: a file the patch removed, which a diff patch does)
+            files[rel] = FileRecord(pristine=pristine_sha, patched=None if after is None else sha256(after), patches=list(ids),
                                     digests=identity.digests(ids))
         if after != before:
             if record is not None and view.file_condition(rel) == "drifted" and before is not None:

@@ -86,11 +86,12 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
             already.append(file.rel)
             continue
         changes.append(format_patch.FileChange(file.rel, file.before, file.after))
-    absent = [f.rel for f in resolution.files if f.how == diffpatch.ABSENT]
+    absent = [f.rel for f in resolution.files if f.how == diffpatch.ABSENT and not f.units]
     if absent:
-        # A file of the diff this release does not have: a conflict of the whole file.
+        # A file of the diff this release does not have (and none of its units found elsewhere):
+        # a conflict of the whole file.
         resolution = diffpatch.Resolution(tuple(
-            f if f.how != diffpatch.ABSENT else diffpatch.FileResolution(
+            f if f.how != diffpatch.ABSENT or f.units else diffpatch.FileResolution(
                 f.rel, f.how, None, None, (diffpatch.UnitOutcome(f.rel, "<file>", diffpatch.CONFLICT, f"not in SGLang {to}"),))
             for f in resolution.files), resolution.notes)
     if not changes and not resolution.conflicts:

@@ -35,7 +35,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 @dataclass
 class FileRecord:
     pristine: str | None  # sha256 of the release's bytes; None when patchkit added the file
-    patched: str  # sha256 of the bytes patchkit wrote
+    patched: str | None  # sha256 of the bytes patchkit wrote; None when it removed the file (a diff's deleted file)
     patches: list[str]  # the patch ids that shaped this file, in stacking order
     # {patch id: sha256 of that patch's source} when the file was rendered (schema 2; empty
     # when read from a schema-1 file): a changed patch makes the file `outdated`.
@@ -166,7 +166,7 @@ def _validate(data: object, where: str) -> State:
             need(isinstance(digests, dict), f"files[{rel!r}].patch_sha256 must be an object")
             files[rel] = FileRecord(
                 pristine=sha_field(record["pristine_sha256"], f"files[{rel!r}].pristine_sha256", nullable=True),
-                patched=sha_field(record["patched_sha256"], f"files[{rel!r}].patched_sha256"),  # type: ignore[arg-type]
+                patched=sha_field(record["patched_sha256"], f"files[{rel!r}].patched_sha256", nullable=True),
                 patches=on_ids,
                 digests={_patch_id(k, f"a files[{rel!r}].patch_sha256 key"): str(sha_field(v, f"files[{rel!r}].patch_sha256[{k!r}]"))
                          for k, v in digests.items()},

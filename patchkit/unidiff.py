@@ -291,10 +291,11 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
             outside.append(new or old or "?")
             continue
         _refuse_unsupported(name, old_rel if old is not None else None, new_rel if new is not None else None, meta)
-        if meta.get("old_mode") != meta.get("new_mode"):
+        whole = old is None or new is None  # a file the diff creates or deletes (its mode goes with it)
+        if meta.get("old_mode") != meta.get("new_mode") and not whole:
             notes.append(f"{name}: mode change of {old_rel or new_rel} ({meta.get('old_mode')} -> "
                          f"{meta.get('new_mode')}) left out (patchkit changes a file's bytes, not its mode)")
-        if not hunks:
+        if not hunks and not whole:
             continue  # nothing but the mode changes
         if prefix is None:
             prefix = side + (old_dir or new_dir)
@@ -338,16 +339,17 @@ def _converted_to_crlf(lines: list[bytes]) -> bool:
 
 def _refuse_unsupported(name: str, old: str | None, new: str | None, meta: dict[str, str]) -> None:
     """A file section patchkit cannot carry out is a usage error naming it: a diff patch changes
-    the bytes of the release's own files in place (its backups, revert and per-unit resolution
-    are per existing file), so creating, deleting or renaming a file, or a binary change, would
-    otherwise be dropped or half done."""
+    the bytes of the package's files (a file it creates or deletes is written or removed whole,
+    with a backup), so renaming or copying a file, creating one that is not Python, or a binary
+    change would otherwise be dropped or half done."""
     why = None
     if meta.get("binary"):
         why = f"holds a binary change of {new or old}"
     elif old is None or meta.get("created"):
-        why = f"creates {new}"
+        if new is None or not new.endswith(".py"):
+            why = f"creates {new}, which is not a Python file"
     elif new is None or meta.get("deleted"):
-        why = f"deletes {old}"
+        pass  # removed with a backup; revert restores it
     elif old != new:
         why = f"{'copies' if meta.get('copy') else 'renames'} {old} to {new}"
     if why:

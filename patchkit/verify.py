@@ -116,8 +116,11 @@ def verify(target: Target, python: str) -> Report:
 
     for rel, record in sorted((recorded.files if recorded else {}).items()):
         data = target.read(rel)
-        if data is None or sha256(data) != record.patched:
+        if (None if data is None else sha256(data)) != record.patched:
             report.checks.append(Check(rel, FAILED, "drifted: bytes differ from what patchkit wrote"))
+            continue
+        if data is None:  # a file a diff patch deletes: removed, as recorded
+            report.checks.append(Check(rel, OK, "removed, as recorded"))
             continue
         try:
             compile(data, rel, "exec", dont_inherit=True)
@@ -140,7 +143,8 @@ def verify(target: Target, python: str) -> Report:
         hook = patches[pid].RUNTIME_HOOK if pid in patches else None
         if hook:
             hooks[pid] = hook
-    modules = sorted({_module_name(rel) for rel in (recorded.files if recorded else {})})
+    modules = sorted({_module_name(rel) for rel, record in (recorded.files.items() if recorded else ())
+                      if record.patched is not None})  # (a removed module is not imported)
     if not modules and not hooks:
         return report
     on = _child(python, target.site, modules, hooks)

@@ -1,5 +1,5 @@
 """Diff patches as the field writes them, on real releases: the parts of a `git diff` patchkit
-cannot carry out (a created, deleted or renamed file, a binary change) are refused at load
+cannot carry out (a renamed file, a binary change, a created file that is not Python) are refused at load
 with one line naming the file, never silently dropped or half done; a mode change is left out
 with a note; a bad header is exit 2, not a crash; a patch the state records but that is no
 longer loaded does not crash `apply`. Every diff is made by real git from real release files."""
@@ -55,17 +55,14 @@ def _refused(tmp_path, site, name: str, diff: bytes, *words: str) -> None:
     assert snapshot(site) == before
 
 
-def test_created_deleted_renamed_and_binary_files_are_refused_at_load(tmp_path, release):
+def test_renamed_binary_and_created_non_python_files_are_refused_at_load(tmp_path, release):
     site = release("0.5.20", extra=(OFFLOADER, HF_UTILS))
     old, new = _fix()
-    hf = _release_file(HF_UTILS)
-    # git apply would create, delete or rename these files; patchkit changes a release's files in
-    # place, so it says so instead of applying the rest (a deleted file was written empty, a
-    # renamed one recorded as applied without a backup, and revert then exited 1).
-    _refused(tmp_path, site, "creates", git_diff({OFFLOADER: old}, {OFFLOADER: new, "sglang/srt/utils/new_helper.py": b"X = 1\n"}),
-             "creates sglang/srt/utils/new_helper.py")
-    _refused(tmp_path, site, "deletes", git_diff({OFFLOADER: old, HF_UTILS: hf}, {OFFLOADER: new, HF_UTILS: None}),
-             f"deletes {HF_UTILS}")
+    # git apply would rename these files or create a data file; patchkit says so instead of
+    # applying the rest (a renamed one was recorded as applied without a backup, and revert then
+    # exited 1). A created or deleted Python file is applied (test_diff_moved_and_whole_files).
+    _refused(tmp_path, site, "creates", git_diff({OFFLOADER: old}, {OFFLOADER: new, "sglang/srt/utils/new_helper.json": b"{}\n"}),
+             "creates sglang/srt/utils/new_helper.json, which is not a Python file")
     _refused(tmp_path, site, "renames", git_diff({OFFLOADER: old}, {OFFLOADER: None, "sglang/srt/utils/offloader2.py": old}),
              f"renames {OFFLOADER} to sglang/srt/utils/offloader2.py")
     _refused(tmp_path, site, "renames-edits", git_diff({OFFLOADER: old}, {OFFLOADER: None, "sglang/srt/utils/offloader2.py": new}),

@@ -1,0 +1,200 @@
+"""A diff patch whose units moved to other files of the package, and one that creates or
+deletes files, on real releases: the other files are planned, journaled, backed up, written in
+the same transaction, recorded, verified and reverted byte-exactly like the diff's own files.
+Every diff is made by real git from real release files (upstream's own later change of a unit,
+applied to the file it lived in before it moved)."""
+
+from __future__ import annotations
+
+import pytest
+
+from testing.cli import run
+from testing.diffs import git_diff
+from testing.faults import run_faulted, warm_home
+from testing.releases import pristine, snapshot
+
+pytestmark = pytest.mark.integration
+
+# 0.5.15 -> 0.5.16 moved sglang/srt/speculative/reject_sampling.py and sglang/srt/layers/moe/router.py
+# whole under sglang/kernels/ops/ (the old files are gone); upstream then changed
+# speculative_sampling_classic_kernel and fused_moe_router_tensorcore_kernel there in 0.5.17.
+OLD_SAMPLING = "sglang/srt/speculative/reject_sampling.py"
+NEW_SAMPLING = "sglang/kernels/ops/speculative/reject_sampling.py"
+OLD_ROUTER = "sglang/srt/layers/moe/router.py"
+NEW_ROUTER = "sglang/kernels/ops/moe/router.py"
+SAMPLING_UNIT = "speculative_sampling_classic_kernel"
+ROUTER_UNIT = "fused_moe_router_tensorcore_kernel"
+
+
+@pytest.fixture
+def cached_wheels(patchkit_home):
+    """The test cache's wheels as this test's wheel cache: the diff's pre-image is found there by its blob hash."""
+    from testing.releases import HOME
+
+    (patchkit_home / "wheels").symlink_to(HOME / "wheels")
+
+
+def _changed_in_old_file(old_rel: str, new_rel: str, name: str) -> tuple[bytes, bytes, bytes]:
+    """(0.5.15's old file, that file with upstream's 0.5.17 form of the unit, the 0.5.17 form)."""
+    from patchkit import units
+
+    old = (pristine("0.5.15") / old_rel).read_bytes()
+    before = units.texts(old)[name]
+    assert units.texts((pristine("0.5.16") / new_rel).read_bytes())[name] == before  # moved as it was
+    changed = units.texts((pristine("0.5.17") / new_rel).read_bytes())[name]
+    assert changed != before and old.count(before) == 1
+    return old, old.replace(before, changed), changed
+
+
+@pytest.fixture(scope="module")
+def moved_diff() -> tuple[bytes, dict[str, bytes]]:
+    """Upstream's 0.5.17 change of both kernels as one diff made against 0.5.15's files (where
+    0.5.16 has neither file), and {the file each went to: the unit's changed form}."""
+    sampling, sampling_fixed, sampling_unit = _changed_in_old_file(OLD_SAMPLING, NEW_SAMPLING, SAMPLING_UNIT)
+    router, router_fixed, router_unit = _changed_in_old_file(OLD_ROUTER, NEW_ROUTER, ROUTER_UNIT)
+    diff = git_diff({OLD_SAMPLING: sampling, OLD_ROUTER: router}, {OLD_SAMPLING: sampling_fixed, OLD_ROUTER: router_fixed})
+    return diff, {NEW_SAMPLING: sampling_unit, NEW_ROUTER: router_unit}
+
+
+def _states(patch, site) -> dict[str, dict]:
+    result = run("--patches", patch, "status", "--site-packages", site, "--json")
+    assert result.exit_code == 0, result.stderr
+    return {p["id"]: p for p in result.json()["patches"]}
+
+
+def test_units_of_files_gone_from_the_release_are_applied_where_they_moved(tmp_path, release, cached_wheels, moved_diff):
+    from patchkit import units
+
+    diff, changed = moved_diff
+    patch = tmp_path / "kernels.patch"
+    patch.write_bytes(diff)
+    site = release("0.5.16", extra=(NEW_SAMPLING, NEW_ROUTER))
+    before = snapshot(site)
+    originals = {rel: (site / rel).read_bytes() for rel in changed}
+    found = _states(patch, site)["kernels"]
+    assert found["state"] == "pending" and found["files"] == sorted(changed), found
+    result = run("--patches", patch, "apply", "--site-packages", site, "--only", "kernels")
+    assert result.exit_code == 0, result.stderr
+    said = result.stdout + result.stderr
+    assert f"moved: {OLD_SAMPLING}:{SAMPLING_UNIT} -> {NEW_SAMPLING}:{SAMPLING_UNIT}" in said, said
+    assert f"moved: {OLD_ROUTER}:{ROUTER_UNIT} -> {NEW_ROUTER}:{ROUTER_UNIT}" in said, said
+    for rel, unit in changed.items():
+        data = (site / rel).read_bytes()
+        assert units.texts(data)[SAMPLING_UNIT if rel == NEW_SAMPLING else ROUTER_UNIT] == unit
+        # Only the moved unit changed: the rest of the file is the release's.
+        assert data.replace(unit, b"") == originals[rel].replace(
+            units.texts(originals[rel])[SAMPLING_UNIT if rel == NEW_SAMPLING else ROUTER_UNIT], b"")
+    assert not (site / OLD_SAMPLING).exists() and not (site / OLD_ROUTER).exists()
+    found = _states(patch, site)["kernels"]
+    assert found["state"] == "applied" and found["files"] == sorted(changed), found
+    # (verify's imports need the whole release; the minimal copy is judged on its recorded files)
+    checks = {c["check"]: c for c in run("--patches", patch, "verify", "--site-packages", site, "--json").json()["checks"]}
+    assert [checks[rel]["result"] for rel in changed] == ["ok", "ok"], checks
+    assert checks[NEW_ROUTER]["detail"] == "recorded bytes, compiles"
+    shown = run("--patches", patch, "diff", "--site-packages", site)
+    assert f"+++ b/{NEW_SAMPLING}" in shown.stdout and f"+++ b/{NEW_ROUTER}" in shown.stdout
+    again = run("--patches", patch, "apply", "--site-packages", site, "--only", "kernels")
+    assert again.exit_code == 0 and "nothing to do" in (again.stdout + again.stderr).lower(), again.stdout
+    # An edit of a moved-to file after apply is drift, like any target's.
+    (site / NEW_ROUTER).write_bytes((site / NEW_ROUTER).read_bytes() + b"# edited\n")
+    assert _states(patch, site)["kernels"]["state"] == "drifted"
+    assert run("--patches", patch, "revert", "--site-packages", site).exit_code == 4
+    (site / NEW_ROUTER).write_bytes((site / NEW_ROUTER).read_bytes()[:-len(b"# edited\n")])
+    result = run("--patches", patch, "revert", "--site-packages", site)
+    assert result.exit_code == 0, result.stderr
+    assert snapshot(site) == before
+
+
+def test_a_kill_mid_apply_leaves_both_moved_to_files_as_they_were(tmp_path, release, cached_wheels, moved_diff):
+    diff, changed = moved_diff
+    patch = tmp_path / "kernels.patch"
+    patch.write_bytes(diff)
+    site = release("0.5.16", extra=(NEW_SAMPLING, NEW_ROUTER))
+    before = snapshot(site)
+    warm_home(site)
+    # os.replace calls of the transaction: 2 backups, 2 staged files, the journal (the commit
+    # point), then the 2 files. Killed at the journal: nothing changed.
+    proc = run_faulted("replace", 5, "kill-before", "--patches", patch, "apply", "--site-packages", site, "--only", "kernels")
+    assert proc.returncode == -9, proc.stderr
+    assert {rel: (site / rel).read_bytes() for rel in changed} == {rel: (pristine("0.5.16") / rel).read_bytes()
+                                                                  for rel in changed}
+    assert run("--patches", patch, "status", "--site-packages", site).exit_code == 0
+    assert {k: v for k, v in snapshot(site).items() if not k.startswith(".patchkit")} == \
+        {k: v for k, v in before.items() if not k.startswith(".patchkit")}
+    # Killed after the first file was replaced: the next run finishes the apply, revert restores both.
+    proc = run_faulted("replace", 6, "kill-after", "--patches", patch, "apply", "--site-packages", site, "--only", "kernels")
+    assert proc.returncode == -9, proc.stderr
+    assert sum((site / rel).read_bytes() != (pristine("0.5.16") / rel).read_bytes() for rel in changed) == 1
+    result = run("--patches", patch, "apply", "--site-packages", site, "--only", "kernels")
+    assert result.exit_code == 0, result.stderr
+    assert _states(patch, site)["kernels"]["state"] == "applied"
+    assert all((site / rel).read_bytes() != (pristine("0.5.16") / rel).read_bytes() for rel in changed)
+    assert run("--patches", patch, "revert", "--site-packages", site).exit_code == 0
+    assert snapshot(site) == before
+
+
+# 0.5.21 -> 0.5.22 added sglang/kernels/numerics.py and removed sglang/srt/compilation/weak_ref_tensor.py.
+NUMERICS = "sglang/kernels/numerics.py"
+KERNELS_INIT = "sglang/kernels/__init__.py"
+WEAK_REF = "sglang/srt/compilation/weak_ref_tensor.py"
+
+
+def _whole_file_patch(tmp_path, rel: str) -> tuple:
+    """The diff git makes of upstream's 0.5.21 -> 0.5.22 change of that file (created or deleted)."""
+    old, new = (pristine(v) / rel for v in ("0.5.21", "0.5.22"))
+    diff = git_diff({rel: old.read_bytes() if old.exists() else None}, {rel: new.read_bytes() if new.exists() else None})
+    assert (b"new file mode" if not old.exists() else b"deleted file mode") in diff
+    patch = tmp_path / f"{'adds' if not old.exists() else 'drops'}.patch"
+    patch.write_bytes(diff)
+    return patch, new.read_bytes() if new.exists() else None
+
+
+def test_a_diff_that_creates_a_module_creates_it_and_revert_deletes_it(tmp_path, release, cached_wheels):
+    patch, created = _whole_file_patch(tmp_path, NUMERICS)
+    site = release("0.5.21", extra=(KERNELS_INIT,))
+    before = snapshot(site)
+    assert not (site / NUMERICS).exists()
+    found = _states(patch, site)["adds"]
+    assert found["state"] == "pending" and found["files"] == [NUMERICS], found
+    result = run("--patches", patch, "apply", "--site-packages", site, "--only", "adds")
+    assert result.exit_code == 0, result.stderr
+    assert (site / NUMERICS).read_bytes() == created
+    assert _states(patch, site)["adds"]["state"] == "applied"
+    checks = {c["check"]: c for c in run("--patches", patch, "verify", "--site-packages", site, "--json").json()["checks"]}
+    assert checks[NUMERICS]["result"] == "ok", checks
+    assert "--- /dev/null" in run("--patches", patch, "diff", "--site-packages", site).stdout
+    assert run("--patches", patch, "apply", "--site-packages", site, "--only", "adds").exit_code == 0
+    result = run("--patches", patch, "revert", "--site-packages", site)
+    assert result.exit_code == 0, result.stderr
+    assert snapshot(site) == before
+    # Upstream's own file there: upstream-fixed. Other bytes there: failed, exit 1, nothing written.
+    (site / NUMERICS).write_bytes(created)
+    assert _states(patch, site)["adds"]["state"] == "upstream-fixed"
+    (site / NUMERICS).write_bytes(created + b"X = 1\n")
+    held = snapshot(site)
+    found = _states(patch, site)["adds"]
+    assert found["state"] == "failed" and "it is there with other bytes" in found["detail"], found
+    result = run("--patches", patch, "apply", "--site-packages", site, "--only", "adds")
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert snapshot(site) == held
+
+
+def test_a_diff_that_deletes_a_module_removes_it_with_a_backup_and_revert_restores_it(tmp_path, release, cached_wheels):
+    patch, _ = _whole_file_patch(tmp_path, WEAK_REF)
+    site = release("0.5.21", extra=(WEAK_REF,))
+    before = snapshot(site)
+    found = _states(patch, site)["drops"]
+    assert found["state"] == "pending" and found["files"] == [WEAK_REF], found
+    result = run("--patches", patch, "apply", "--site-packages", site, "--only", "drops")
+    assert result.exit_code == 0, result.stderr
+    assert not (site / WEAK_REF).exists()
+    assert _states(patch, site)["drops"]["state"] == "applied"
+    checks = {c["check"]: c for c in run("--patches", patch, "verify", "--site-packages", site, "--json").json()["checks"]}
+    assert checks[WEAK_REF] == {"check": WEAK_REF, "result": "ok", "detail": "removed, as recorded"}, checks
+    assert "+++ /dev/null" in run("--patches", patch, "diff", "--site-packages", site).stdout
+    result = run("--patches", patch, "revert", "--site-packages", site)
+    assert result.exit_code == 0, result.stderr
+    assert snapshot(site) == before
+    # Already gone (the release after): upstream-fixed, nothing to do.
+    newer = release("0.5.22", extra=(KERNELS_INIT,))
+    assert _states(patch, newer)["drops"]["state"] == "upstream-fixed"
