@@ -164,6 +164,9 @@ def _validate(data: object, where: str) -> State:
             need(set(on_ids) <= set(ids), f"files[{rel!r}].patches names a patch that patches does not list")
             digests = record.get("patch_sha256", {})
             need(isinstance(digests, dict), f"files[{rel!r}].patch_sha256 must be an object")
+            # patched null: a file the patch removed (a diff's deleted file); never both null.
+            need(record["pristine_sha256"] is not None or record["patched_sha256"] is not None,
+                 f"files[{rel!r}] has neither pristine_sha256 nor patched_sha256")
             files[rel] = FileRecord(
                 pristine=sha_field(record["pristine_sha256"], f"files[{rel!r}].pristine_sha256", nullable=True),
                 patched=sha_field(record["patched_sha256"], f"files[{rel!r}].patched_sha256", nullable=True),

@@ -136,7 +136,7 @@ BAD: dict[str, object] = {
     "long hash": lambda d: _record(d).update(pristine_sha256="a" * 65),
     "uppercase hash": lambda d: _record(d).update(pristine_sha256="A" * 64),
     "hash a number": lambda d: _record(d).update(pristine_sha256=1),
-    "patched null": lambda d: _record(d).update(patched_sha256=None),
+    "pristine and patched null": lambda d: _record(d).update(pristine_sha256=None, patched_sha256=None),
     "patch_sha256 not an object": lambda d: _record(d).update(patch_sha256=[H3]),
     "patch_sha256 short": lambda d: _record(d).update(patch_sha256={FIX: "ab"}),
     "patch_sha256 bad key": lambda d: _record(d).update(patch_sha256={"Bad Id": H3}),
