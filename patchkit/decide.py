@@ -225,5 +225,26 @@ def hand_applied_files(view: View, pid: str) -> dict[str, bytes] | None:
 
 def status(target: Target) -> tuple[list[PatchStatus], list[str]]:
     view = open_view(target)
-    statuses = [judge(view, pid) for pid in registry.patch_ids()]
+    statuses = with_clashes(view, [judge(view, pid) for pid in registry.patch_ids()])
     return statuses, view.warnings
+
+
+def with_clashes(view: View, statuses: list[PatchStatus]) -> list[PatchStatus]:
+    """`statuses` with each pending patch that would not apply on top of another patch sharing
+    its file (stacked as `apply` stacks them: `stack_clash`) `failed`, naming the other."""
+    from patchkit import stack_clash
+
+    recorded = {rel: tuple(record.patches) for rel, record in view.state.files.items()} if view.state else {}
+    # A diff failing on a file another patch already changed here: judged on the release's bytes,
+    # stacked as `apply` renders it (from those bytes, in the declared order).
+    alone = {s.id: s for s in statuses if s.state == FAILED and not s.crashed and registry.is_diff(s.id)
+             and any(set(recorded.get(rel, ())) - {s.id} for rel in view.patches[s.id].TARGETS)}
+    for pid in alone:
+        on_release = evaluate(view, pid, {rel: view.pristine(rel) for rel in view.patches[pid].TARGETS})
+        alone[pid] = on_release if on_release.state == PENDING else alone[pid]
+    statuses = [alone.get(s.id, s) for s in statuses]
+    pending = {s.id: s.files for s in statuses if s.state in (PENDING, OUTDATED)}
+    if not pending:
+        return statuses
+    found = stack_clash.clashes(view, pending, recorded)
+    return [replace(s, state=FAILED, detail=found[s.id].detail) if s.id in found else s for s in statuses]

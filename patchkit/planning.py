@@ -151,7 +151,7 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     view = open_view(target)
     ids = registry.patch_ids()
     selected = registry.select(ids, only, skip)
-    statuses = [decide.judge(view, pid) for pid in selected]
+    statuses = decide.with_clashes(view, [decide.judge(view, pid) for pid in selected])
 
     drifted = [s for s in statuses if s.state == DRIFTED]
     if drifted and not force:

@@ -250,8 +250,22 @@ def versions_between(first: str | None, last: str | None) -> list[str]:
     return sorted(chosen, key=key)
 
 
+def _clashes(source: Source, verdicts: dict[str, Verdict], clashes: list[dict]) -> dict[str, Verdict]:
+    """The patches that apply alone on a release but not stacked on a file they share with a
+    diff patch, as `apply` stacks them (`stack_clash`): broken there, each added to `clashes`."""
+    from patchkit import stack_clash
+
+    view = view_mod.code_view(source)  # type: ignore[arg-type]
+    pending = {pid: tuple(rel for rel in view.patches[pid].TARGETS if source.read(rel) is not None)
+               for pid, verdict in verdicts.items() if verdict.state == APPLIES}
+    found = stack_clash.clashes(view, pending)
+    clashes.extend({"id": pid, "version": source.version, **clash.to_dict()} for pid, clash in found.items())
+    return {pid: Verdict(BROKEN, clash.file, clash.detail) for pid, clash in found.items()}
+
+
 def matrix(sources: Iterable[Source], cache=None) -> dict:
-    """{"versions": [...], "patches": [{"id", "states": {version: state}, "upstream", "drop_when"}]}
+    """{"versions": [...], "patches": [{"id", "states": {version: state}, "upstream", "drop_when"}],
+    "failed": [...], "clashes": [{"id", "version", "file", "under", "detail"}]}
 
     `sources` may be an iterator that downloads the next release while this one is judged. The
     patches are loaded first (importing them and libcst overlaps the first download); a release
@@ -262,6 +276,7 @@ def matrix(sources: Iterable[Source], cache=None) -> dict:
     patches = registry.load_all()
     verdicts = {}
     judged: list[Source] = []
+    clashes: list[dict] = []  # a patch broken on a release only stacked beside a diff sharing its file
     # Diff patches are judged once every release is there: off the release it was made for, a
     # diff needs that release's files (its pre-image, found by hash among the cached wheels),
     # which may come later in the range.
@@ -273,6 +288,7 @@ def matrix(sources: Iterable[Source], cache=None) -> dict:
         judged.append(source)
     for source in judged if diffs else ():
         verdicts[source.version].update(judge(source, cache=cache, ids=diffs))
+        verdicts[source.version].update(_clashes(source, verdicts[source.version], clashes))
     if cache is not None:
         cache.save()
     rows = []
@@ -289,4 +305,4 @@ def matrix(sources: Iterable[Source], cache=None) -> dict:
         rows.append(row)
     failed = [{"id": patch.ID, "version": source.version, "detail": verdicts[source.version][patch.ID].detail}
               for patch in patches for source in judged if verdicts[source.version][patch.ID].state == FAILED]
-    return {"versions": [source.version for source in judged], "patches": rows, "failed": failed}
+    return {"versions": [source.version for source in judged], "patches": rows, "failed": failed, "clashes": clashes}

@@ -60,3 +60,14 @@ def git_apply(files: dict[str, bytes | None], diff: bytes, *args: str) -> tuple[
         out = {rel: (repo / rel).read_bytes() if (repo / rel).exists() else None for rel in files}
         return done.returncode, out, done.stderr.decode("utf-8", "replace")
 
+
+
+# A diff of offloader.py's tied-parameters code beside the built-in patch that fixes the same
+# code (cpu-offload-tied-params, pending on 0.5.10-0.5.20, stacked first on the file by id).
+OFFLOADER_BUILT_IN = "cpu-offload-tied-params"
+
+
+def fails_only_beside_the_built_in(found: dict) -> bool:
+    """`status --json`'s row of such a diff where it applies alone (`apply --only` it, or
+    `--skip cpu-offload-tied-params`): `failed`, naming the built-in it cannot stack on."""
+    return found["state"] == "failed" and f"does not apply on top of {OFFLOADER_BUILT_IN}," in found["detail"]

@@ -72,6 +72,12 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
     for row in table["patches"]:
         if "made_for" in row:
             output.line(f"{row['id']}: {release_blobs.made_for_text(row['made_for'])}")
+    stacked: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
+    for clash in table.get("clashes", ()):
+        stacked.setdefault((clash["id"], clash["file"], tuple(clash["under"])), []).append(clash["version"])
+    for (pid, rel, under), where in stacked.items():
+        output.line(f"{pid}: broken on {', '.join(where)} only on top of {', '.join(under)} ({rel}; "
+                    "`patchkit status` says why)")
     return code
 
 

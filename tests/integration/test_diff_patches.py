@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from testing.cli import run
-from testing.diffs import git_apply, git_diff
+from testing.diffs import fails_only_beside_the_built_in, git_apply, git_diff
 from testing.releases import pristine, snapshot
 
 pytestmark = pytest.mark.integration
@@ -40,9 +40,9 @@ def test_on_the_release_it_was_made_for_apply_writes_what_git_apply_writes(relea
     row = next(p for p in listed if p["id"] == ID)
     assert row["title"] == "Offloader: keep tied parameters" and row["targets"] == [OFFLOADER]
     assert row["origin"] == f"file {offloader_patch}"
-    listed_states = {p["id"]: p["state"] for p in run("--patches", offloader_patch, "status", "--site-packages", site,
-                                                       "--json").json()["patches"]}
-    assert listed_states[ID] == "pending"
+    listed = {p["id"]: p for p in run("--patches", offloader_patch, "status", "--site-packages", site,
+                                       "--json").json()["patches"]}
+    assert fails_only_beside_the_built_in(listed[ID]), listed[ID]  # pending alone: --only applies it
     result = run("--patches", offloader_patch, "apply", "--site-packages", site, "--only", ID)
     assert result.exit_code == 0, result.stderr
     assert (site / OFFLOADER).read_bytes() == expected[OFFLOADER] == (pristine("0.5.21") / OFFLOADER).read_bytes()
@@ -114,7 +114,8 @@ def states_with(patch, site) -> dict[str, dict]:
 # (and 0.5.23 _get_resident_parameter_ids) in the diff's lines.
 WHOLE_CHANGE = {
     **{f"0.5.{v}": ("failed", "create_offloader") for v in range(14, 19)},
-    "0.5.19": ("pending", ""), "0.5.20": ("pending", ""), "0.5.21": ("upstream-fixed", ""),
+    # 0.5.19, 0.5.20: it applies alone, not on top of the built-in fixing the same code there.
+    "0.5.19": ("failed", "beside"), "0.5.20": ("failed", "beside"), "0.5.21": ("upstream-fixed", ""),
     "0.5.22": ("failed", "OffloaderV2.__init__"), "0.5.23": ("failed", "OffloaderV2.__init__"),
 }
 
@@ -124,7 +125,9 @@ def test_upstreams_whole_change_per_release(tmp_path, release, offloader_patch, 
         site = release(version, extra=(OFFLOADER,))
         found = states_with(offloader_patch, site)[ID]
         assert found["state"] == state, (version, found)
-        if unit:
+        if unit == "beside":
+            assert fails_only_beside_the_built_in(found), (version, found)
+        elif unit:
             assert f"{OFFLOADER}:{unit} " in found["detail"], (version, found)
         code, _, _ = git_apply({OFFLOADER: (site / OFFLOADER).read_bytes()}, offloader_patch.read_bytes(), "--check")
         assert (code == 0) == (version in ("0.5.19", "0.5.20")), version
@@ -143,7 +146,8 @@ def test_the_fix_alone_backports_per_unit_and_reverts_byte_exact(tmp_path, relea
         if version == "0.5.23":  # upstream rewrote _get_resident_parameter_ids after adding it
             assert found["state"] == "failed" and f"{OFFLOADER}:_get_resident_parameter_ids" in found["detail"], found
             continue
-        assert found["state"] == "pending", (version, found)
+        # cpu-offload-tied-params fixes the same code on these releases: pending alone (--only)
+        assert fails_only_beside_the_built_in(found), (version, found)
         result = run("--patches", patch, "apply", "--site-packages", site, "--only", "offloader-fix")
         assert result.exit_code == 0, (version, result.stderr)
         patched = (site / OFFLOADER).read_bytes()
@@ -241,7 +245,10 @@ def test_list_and_matrix_name_the_release_a_diff_was_made_for(tmp_path, offloade
     assert f"{ID}: made for 0.5.20 (1/1 files)" in result.stdout
     table = run("--patches", offloader_patch, "matrix", "--from", "0.5.19", "--to", "0.5.21", "--json").json()
     row = next(p for p in table["patches"] if p["id"] == ID)
-    assert row["states"] == {"0.5.19": "applies", "0.5.20": "applies", "0.5.21": "upstream-fixed"}
+    # broken beside the built-in fixing the same code (it applies alone: status names it)
+    assert row["states"] == {"0.5.19": "broken", "0.5.20": "broken", "0.5.21": "upstream-fixed"}
+    assert {(c["id"], c["version"], tuple(c["under"])) for c in table["clashes"]} == {
+        (ID, v, ("cpu-offload-tied-params",)) for v in ("0.5.19", "0.5.20")}
     assert row["made_for"] == [{"version": "0.5.20", "matched": 1, "total": 1}]
     # without hashes (plain diff -u): no release named, and it still works from its context lines
     plain = tmp_path / "plain.diff"
@@ -250,7 +257,7 @@ def test_list_and_matrix_name_the_release_a_diff_was_made_for(tmp_path, offloade
     row = next(p for p in run("--patches", plain, "list", "--json").json()["patches"] if p["id"] == "plain")
     assert row["made_for"] == []
     table = run("--patches", plain, "matrix", "--from", "0.5.20", "--to", "0.5.21", "--json").json()
-    assert next(p for p in table["patches"] if p["id"] == "plain")["states"] == {"0.5.20": "applies", "0.5.21": "upstream-fixed"}
+    assert next(p for p in table["patches"] if p["id"] == "plain")["states"] == {"0.5.20": "broken", "0.5.21": "upstream-fixed"}
 
 
 def test_a_diff_beside_the_built_in_set_leaves_their_verdicts_to_the_manifests(offloader_patch, cached_wheels, monkeypatch):
