@@ -14,7 +14,10 @@ How a diff is applied to a file (`resolve`):
    changed on both sides -> a 3-way merge inside the unit (`merge3`), clean (merged) or not
    (conflict); gone from its class or module but found by its name under another class of the
    file -> patched there (moved, said in a note); a unit the diff adds goes after the unit it
-   follows in the post-image.
+   follows in the post-image; gone from the file (or the file gone) but found by name in exactly
+   one other file of the package -> patched there (moved: that file becomes a target of the
+   diff on this tree, `DiffPatch.targets_for`). A file the diff creates or deletes is written
+   or removed whole (`_whole_file`).
 A diff is one change: one conflicting unit and the patch is `failed`, naming each.
 """
 
@@ -347,8 +350,8 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
                     moved_units.append((other, name, before, after))
                     outcomes.append(UnitOutcome(other, name, outcome, f"moved from {rel}:{name}", other))
                 else:
-                    # A diff's files are fixed when it loads (its TARGETS): the engine does not
-                    # write a file the diff does not name; rebase re-makes the diff against it.
+                    # A caller that does not follow (resolve_file(follow=False)) writes only this
+                    # file; the engine and rebase follow (DiffPatch.targets_for, resolve).
                     outcomes.append(UnitOutcome(rel, name, CONFLICT, f"moved to {other}:{name}; rebase with "
                                                 "patchkit rebase", other))
             continue
