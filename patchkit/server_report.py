@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import json
 import os
 import socket
 from dataclasses import dataclass, field
@@ -121,15 +120,14 @@ def fetch(url: str, timeout: float | None = None) -> dict:
     finally:
         deadline.cancel()
         connection.close()
+    from patchkit.util import BadJson, parse_json
+
     try:
-        data = json.loads(body)
-    except RecursionError:
-        raise TargetError(f"{where} answered JSON nested too deep: not an SGLang server's /server_info") from None
-    except ValueError:
-        raise TargetError(f"{where} did not answer JSON: not an SGLang server's /server_info") from None
-    if not isinstance(data, dict):
-        raise TargetError(f"{where} answered JSON that is not an object: not an SGLang server's /server_info")
-    return data
+        return parse_json(body)
+    except BadJson as exc:
+        said = {BadJson.NESTED_TOO_DEEP: "answered JSON nested too deep", BadJson.NOT_JSON: "did not answer JSON",
+                BadJson.NOT_AN_OBJECT: "answered JSON that is not an object"}[exc.kind]
+        raise TargetError(f"{where} {said}: not an SGLang server's /server_info") from None
 
 
 def _get(connection: http.client.HTTPConnection, where: str, parts: SplitResult) -> bytes:
@@ -196,17 +194,17 @@ def expected_from(path: str) -> Expected:
     where = Path(path)
     if where.is_dir():
         return _from_folder(where)
-    from patchkit.util import read_regular
+    from patchkit.util import BadJson, parse_json, read_regular
 
     try:  # never blocks: a FIFO or device is refused (exit 6), not waited on
         raw = read_regular(where, limit=MAX_BODY)
     except OSError as exc:
         raise UsageError(f"--expect-from {path}: cannot read it ({exc.strerror or exc})") from None
     try:
-        data = json.loads(raw)
-    except RecursionError:
-        raise UsageError(f"--expect-from {path}: JSON nested too deep (not image labels)") from None
-    except ValueError:
+        data = parse_json(raw, want_object=False)  # `docker inspect` writes a list
+    except BadJson as exc:
+        if exc.kind == BadJson.NESTED_TOO_DEEP:
+            raise UsageError(f"--expect-from {path}: JSON nested too deep (not image labels)") from None
         raise UsageError(f"--expect-from {path}: neither a folder nor JSON (image labels, or `docker inspect` output)") from None
     return Expected(_from_labels(data, path), f"the labels in {path}")
 

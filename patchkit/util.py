@@ -9,7 +9,7 @@ import signal
 import stat
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from patchkit.errors import EnvironmentFailure, PatchkitError
 
@@ -175,3 +175,34 @@ def run(argv: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
         reason = tail[-1] if tail else f"exit code {proc.returncode}"
         raise PatchkitError(f"{what}: {reason}")
     return proc
+
+
+class BadJson(ValueError):
+    """JSON patchkit was given cannot be used: `kind` says why (`NESTED_TOO_DEEP`: Python's parser
+    gave up on the nesting; `NOT_JSON`: not JSON at all, `detail` says where; `NOT_AN_OBJECT`:
+    JSON, but not the object the caller reads). Each caller words its own one-line message."""
+
+    NESTED_TOO_DEEP, NOT_JSON, NOT_AN_OBJECT = "nested too deep", "not JSON", "not an object"
+
+    def __init__(self, kind: str, detail: str = "") -> None:
+        super().__init__(f"{kind} ({detail})" if detail else kind)
+        self.kind, self.detail = kind, detail
+
+
+def parse_json(data: bytes | str, want_object: bool = True) -> Any:
+    """`json.loads(data)`, its ways of failing as one `BadJson` (a RecursionError for hostile
+    nesting, a ValueError for bytes that are not JSON or not UTF-8 (JSON's own encoding, RFC
+    8259), a value that is not a dict where `want_object`)."""
+    import json
+
+    try:
+        found = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
+    except RecursionError:
+        raise BadJson(BadJson.NESTED_TOO_DEEP) from None
+    except json.JSONDecodeError as exc:
+        raise BadJson(BadJson.NOT_JSON, f"{exc.msg}, line {exc.lineno}") from None
+    except ValueError as exc:  # bytes that are not UTF-8 (UnicodeDecodeError)
+        raise BadJson(BadJson.NOT_JSON, str(exc)) from None
+    if want_object and not isinstance(found, dict):
+        raise BadJson(BadJson.NOT_AN_OBJECT)
+    return found

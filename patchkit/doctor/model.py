@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit.errors import EnvironmentFailure, UsageError
-from patchkit.util import TooLarge, read_regular
+from patchkit.util import BadJson, TooLarge, parse_json, read_regular
 
 # Bytes per element of the safetensors dtypes.
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
@@ -84,7 +84,7 @@ class ModelFacts:
 
 def _load_json(path: Path) -> dict:
     try:
-        data = json.loads(read_regular(path, MAX_JSON).decode("utf-8"))
+        text = read_regular(path, MAX_JSON).decode("utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path} does not exist") from None
     except TooLarge as exc:
@@ -93,12 +93,12 @@ def _load_json(path: Path) -> dict:
         raise  # not a regular file (a FIFO): exit 6, naming it
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
-    except RecursionError:
-        raise UsageError(f"{path} is not a model config (JSON nested too deep)") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path} does not hold a JSON object")
+    try:
+        data: dict = parse_json(text)
+    except BadJson as exc:
+        raise UsageError({BadJson.NOT_JSON: f"{path} is not valid JSON ({exc.detail})",
+                          BadJson.NESTED_TOO_DEEP: f"{path} is not a model config (JSON nested too deep)",
+                          BadJson.NOT_AN_OBJECT: f"{path} does not hold a JSON object"}[exc.kind]) from None
     return data
 
 
@@ -121,17 +121,17 @@ def safetensors_header(path: Path) -> dict:
             (length,) = struct.unpack("<Q", raw)
             if length > min(_MAX_HEADER, info.st_size - 8):
                 raise UsageError(f"{path} is not a safetensors file (header length {length})")
-            header = json.loads(handle.read(length).decode("utf-8"))
+            raw = handle.read(length)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UsageError(f"{path} is not a safetensors file (its header is not JSON)") from None
-    except RecursionError:
-        raise UsageError(f"{path} is not a safetensors file (its header is nested too deep)") from None
     finally:
         os.close(fd)
-    if not isinstance(header, dict):
-        raise UsageError(f"{path} is not a safetensors file")
+    try:
+        header: dict = parse_json(raw)
+    except BadJson as exc:
+        raise UsageError({BadJson.NOT_JSON: f"{path} is not a safetensors file (its header is not JSON)",
+                          BadJson.NESTED_TOO_DEEP: f"{path} is not a safetensors file (its header is nested too deep)",
+                          BadJson.NOT_AN_OBJECT: f"{path} is not a safetensors file"}[exc.kind]) from None
     return header
 
 
