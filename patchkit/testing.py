@@ -23,7 +23,17 @@ class PatchTest:
     PATH = "sglang/example.py"
 
     def parse(self, source: str) -> cst.Module:
-        return cst.parse_module(textwrap.dedent(source))
+        """The whole-file tree of a sample. Every sample a test parses is also run through the
+        engine at PATH and at each other file with the same SCOPE classes, parsing its PARTS and
+        parsing the whole file: a probe or an edit reading what PARTS leaves out fails here, in
+        whichever test holds the sample that reaches it (not only in `assert_transform`)."""
+        tree = cst.parse_module(textwrap.dedent(source))
+        self.engine_run(source)
+        scope = self.PATCH.SCOPE.get(self.PATH)
+        for rel in self.PATCH.PARTS:  # the other files holding the same classes (a class moved between files)
+            if rel != self.PATH and rel in self.PATCH.TARGETS and scope and self.PATCH.SCOPE.get(rel) == scope:
+                self.engine_run(source, rel)
+        return tree
 
     def assert_transform(self, before: str, after: str) -> None:
         patch = self.PATCH()
@@ -44,14 +54,16 @@ class PatchTest:
             "the engine judges or renders the sample otherwise than the transform does"
         assert self.engine_run(after) == ("applied" if alone else "not-applicable", textwrap.dedent(after).encode()), \
             "the engine does not judge the patched sample applied"
+        self.parse(after)  # and the patched sample at every file the patch parses in part
 
-    def engine_run(self, source: str) -> tuple[str, bytes | str | None]:
-        """(verdict, bytes written or the error) of the engine on the dedented `source` at PATH,
-        checked to be the same parsing the patch's PARTS only and parsing the whole file."""
+    def engine_run(self, source: str, rel: str | None = None) -> tuple[str, bytes | str | None]:
+        """(verdict, bytes written or the error) of the engine on the dedented `source` at `rel`
+        (PATH), checked to be the same parsing the patch's PARTS only and parsing the whole file."""
+        rel = rel or self.PATH
         data = textwrap.dedent(source).encode()
-        parts, whole = _engine_run(self.PATCH, self.PATH, data, whole=False), _engine_run(self.PATCH, self.PATH, data, whole=True)
+        parts, whole = _engine_run(self.PATCH, rel, data, whole=False), _engine_run(self.PATCH, rel, data, whole=True)
         assert parts == whole, (
-            f"{self.PATCH.ID}: parsing only its PARTS of {self.PATH} gives {parts!r}, the whole file {whole!r}: "
+            f"{self.PATCH.ID}: parsing only its PARTS of {rel} gives {parts!r}, the whole file {whole!r}: "
             "PARTS must name everything its probes and edits read")
         return parts
 
@@ -74,4 +86,4 @@ def _engine_run(cls: type[Patch], rel: str, data: bytes, whole: bool) -> tuple[s
     try:
         return verdict, view_mod.render_file(view, rel, (cls.ID,))
     except PatchkitError as exc:
-        return "render-error", str(exc)
+        return verdict, f"render-error: {exc}"  # the verdict kept: it may differ where the render does not

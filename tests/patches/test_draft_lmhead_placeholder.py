@@ -173,6 +173,22 @@ class TestQwen3NextDraft(PatchTest):
         fixed = NEXT_BEFORE.replace("self.lm_head = ParallelLMHead(", "self.lm_head = SharedHead(")
         assert DraftLmheadPlaceholder().is_fixed_upstream(self.PATH, self.parse(fixed))
 
+    def test_head_moved_into_a_helper_is_not_a_fix(self):
+        """A head built in another method still needs the patch (PARTS' `:ParallelLMHead` parses it):
+        not upstream-fixed, and the transform fails on its missing anchor."""
+        moved = NEXT_BEFORE.replace("self.lm_head = ParallelLMHead(", "self.lm_head = self._build_head(") + (
+            "\n    def _build_head(self, *args, **kwargs):\n        return ParallelLMHead(*args, **kwargs)\n")
+        assert not DraftLmheadPlaceholder().is_fixed_upstream(self.PATH, self.parse(moved))
+        with pytest.raises(AnchorError, match="anchor not found"):
+            DraftLmheadPlaceholder().transform(self.PATH, self.parse(moved))
+
+    def test_upstream_fix_with_its_own_set_embed_and_head_recognised(self):
+        """A draft on nn.Module that shares the target's tensors through its own set_embed_and_head."""
+        fixed = NEXT_BEFORE.replace("(Qwen3NextForCausalLM):", "(nn.Module):").replace(
+            "self.lm_head = ParallelLMHead(", "self.lm_head = SharedHead(") + (
+            "\n    def set_embed_and_head(self, embed, head):\n        self.model.embed_tokens.weight = embed\n")
+        assert DraftLmheadPlaceholder().is_fixed_upstream(self.PATH, self.parse(fixed))
+
     def test_head_without_pp_group_is_an_error(self):
         with pytest.raises(AnchorError, match="pp_group"):
             DraftLmheadPlaceholder().transform(self.PATH, self.parse(NEXT_BEFORE.replace("        self.pp_group = get_pp_group()\n", "")))

@@ -61,6 +61,14 @@ class TestDecoderAndWrapper(PatchTest):
             Eagle3CaptureHook().transform(self.PATH, self.parse(without))
 
 
+    def test_the_moe_wrapper_gets_the_override_too(self):
+        """Every VL wrapper in the file gets the override (PARTS parse each one's method)."""
+        moe = "\n\nclass Qwen3_5MoeForConditionalGeneration(Qwen3_5ForConditionalGeneration):\n    def forward(self):\n        pass\n"
+        patched = Eagle3CaptureHook().transform(self.PATH, self.parse(BEFORE + moe)).code
+        assert patched.count("    def set_eagle3_layers_to_capture(") == 3  # the decoder and both wrappers
+        assert Eagle3CaptureHook().is_applied(self.PATH, self.parse(patched))
+
+
 class TestTextOnlyClass(PatchTest):
     PATCH = Eagle3CaptureHook
     PATH = QWEN3_5_TEXT

@@ -101,3 +101,19 @@ class TestGdnCutedslDecodeSm90(PatchTest):
     def test_file_without_dispatcher_is_skipped(self):
         with pytest.raises(SkipPatch):
             GdnCutedslDecodeSm90().transform(self.PATH, self.parse("x = 1\n"))
+
+    def test_upstream_check_in_another_method_recognised(self):
+        """Upstream's gate may sit in a helper of the class: PARTS' `:is_cutedsl` parses it."""
+        fixed = BEFORE + '''
+    def _check_decode(self, decode_backend):
+        if decode_backend.is_cutedsl():
+            if torch.cuda.get_device_capability()[0] < 9:
+                raise ValueError("cutedsl GDN decode needs SM90+")
+'''
+        assert GdnCutedslDecodeSm90().is_fixed_upstream(self.PATH, self.parse(fixed))
+
+    def test_an_init_without_any_cutedsl_branch_is_an_error(self):
+        """No `is_cutedsl` anywhere in __init__: only PARTS' `__init__` has the engine parse it."""
+        source = BEFORE.replace(".is_cutedsl()", ".is_flashinfer()")
+        with pytest.raises(AnchorError, match="is_cutedsl"):
+            GdnCutedslDecodeSm90().transform(self.PATH, self.parse(source))
