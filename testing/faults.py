@@ -48,9 +48,9 @@ def run_faulted(function: str, at: int, how: str, *args: str | Path, timeout: fl
 
 
 def warm_home(site: Path) -> None:
-    """Fill the caches a child keeps in PATCHKIT_HOME (a cold identity cache is written with
-    os.replace before the plan), as any earlier command would: the N-th os.replace of a faulted
-    child is then the transaction's N-th."""
+    """Fill the caches a child keeps in PATCHKIT_HOME, as any earlier command would: a faulted
+    child then makes no os.replace but the transaction's (a cold identity cache is written with
+    one os.replace after the command's work, which would add one call to the count)."""
     proc = run_faulted("replace", 0, "kill-after", "status", "--site-packages", site)
     assert proc.returncode == 0, proc.stderr
 
