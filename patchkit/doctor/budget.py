@@ -336,11 +336,23 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
             b.notes.append("the index names mtp.* tensors whose size the config does not give: counted as target weights")
         else:
             b.notes.append("mtp.* weights sized from the config (the index gives no tensor sizes)")
+    dp_lm_head = bool(launch.get("enable_dp_lm_head")) and dp > 1
+    stored_bytes = _DTYPE_BYTES.get(str(model.text.get("torch_dtype") or model.config.get("torch_dtype") or "bfloat16"), 2)
+    geometry = {} if model.headers_complete or model.quantization else tp_sharding.geometry_tensors(
+        model.config, model.text, stored_bytes)
+    if model.weights_bytes is not None and sum(geometry.values()) > model.weights_bytes - (mtp_bytes or 0):
+        geometry = {}  # the config sizes more than the index holds: not this checkpoint's tensors
     if model.headers_complete:
         target = {k: v for k, v in model.tensor_bytes.items() if not tp_sharding.is_mtp(k)}
-        b.weights_bytes = tp_sharding.per_rank_bytes(target, tp, pp, dp_encoder, dp_attention=dp > 1)
+        b.weights_bytes = tp_sharding.per_rank_bytes(target, tp, pp, dp_encoder, dp > 1, attn_tp, dp_lm_head)
+    elif model.weights_bytes is not None and geometry:
+        # The index's total without every tensor's size: the tensors the config sizes by the release's rules,
+        # the rest of the total divided by TP.
+        b.weights_bytes = tp_sharding.per_rank_from_index(model.weights_bytes - (mtp_bytes or 0), geometry, tp, pp,
+                                                          dp_encoder, dp > 1, attn_tp, dp_lm_head)
+        b.notes.append("weights per rank from the index's total and the config's geometry (no tensor headers)")
     elif model.weights_bytes is not None:
-        # The index's total without every tensor's size: the replicated share is not known; divided by TP.
+        # Neither headers nor a geometry doctor can size: the replicated share is not known; divided by TP.
         b.weights_bytes = (model.weights_bytes - (mtp_bytes or 0)) // (tp * pp)
     mtp_draft = algo in EAGLE_FAMILY and (draft is None or draft.path.resolve() == model.path.resolve())
     if algo and draft is not None and not mtp_draft and draft.weights_bytes is not None:
