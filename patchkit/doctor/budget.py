@@ -427,7 +427,10 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     if algo in EAGLE_FAMILY and launch.get("speculative_draft_model_path"):
         mtp_ok = patch_states.get("mtp-layer-detection") not in ("pending", "failed", "drifted")
         b.draft_layers = draft_layer_count(model, draft, mtp_ok)
-        if b.draft_layers and b.full_attention_layers:
+        if not release.eagle_draft_in_cell:
+            b.notes.append("this release's KV pool reserves nothing for the EAGLE draft's KV (no eagle_draft_num_layers "
+                           "in pool_configurator.py): the cell is the target's")
+        elif b.draft_layers and b.full_attention_layers:
             cell = int(cell * (1 + b.draft_layers / b.full_attention_layers))
     elif algo in EAGLE_FAMILY and patch_states.get("mtp-draft-kv-budget") == "applied" and model.mtp_layers:
         # Without a draft path the release leaves the built-in MTP draft's layers out of the cell
@@ -502,6 +505,8 @@ def _hybrid_state(b: Budget, release: ReleaseCode, launch: Launch, model: ModelF
             ring_slot = ring
     D = draft_tokens or 0
     explicit = _int(launch.get("max_mamba_cache_size"))
+    if release.intermediate_before_pool and has_spec and not replay:
+        return _legacy_hybrid_state(b, launch, rest, requested, dp, per_req, D, explicit, ratio)
     if explicit is not None:
         slots = explicit // dp
         b.state_slots_source = "flag"
@@ -535,4 +540,29 @@ def _hybrid_state(b: Budget, release: ReleaseCode, launch: Launch, model: ModelF
     b.state_cap_requests = slots // ratio
     b.state_pool_bytes = (slots + pad) * (per_req + ring_slot) + fixed
     b.replayssm_bytes = fixed + (slots + pad) * ring_slot
+    return rest - b.state_pool_bytes / GIB
+
+
+def _legacy_hybrid_state(b: Budget, launch: Launch, rest: float, requested: int | None, dp: int, per_req: int,
+                         draft_tokens: int, explicit: int | None, ratio: int) -> float:
+    """0.5.10-0.5.12's `handle_max_mamba_cache` with speculative decoding: the intermediate state of every running
+    request (per slot x max_running_requests // dp x draft tokens) comes off first, then the pool is sized from what
+    is left (explicit size // dp, max_running_requests // dp without the radix cache, or the ratio's share), no
+    padding slot."""
+    b.intermediate_state_bytes = per_req * ((requested or 0) // dp) * draft_tokens
+    rest -= b.intermediate_state_bytes / GIB
+    if explicit is not None:
+        slots, b.state_slots_source = explicit // dp, "flag"
+    elif launch.get("disable_radix_cache", False) and requested is not None:
+        slots, b.state_slots_source = requested // dp, "max-running-requests"
+    else:
+        r = launch.float_value("mamba_full_memory_ratio") or 0.9
+        slots, b.state_slots_source = int((rest * r / (1 + r) * GIB) // per_req), "ratio"
+    b.state_slots = slots
+    if slots <= 0:
+        b.errors.append("mamba-slots-zero")
+        b.state_cap_requests = 0
+        return rest
+    b.state_cap_requests = slots // ratio
+    b.state_pool_bytes = slots * per_req
     return rest - b.state_pool_bytes / GIB

@@ -29,6 +29,7 @@ SIZING_FILES = (
     "srt/mem_cache/kv_cache_configurator.py",  # 0.5.16 on
     "srt/model_executor/model_runner_kv_cache_mixin.py",  # 0.5.14-0.5.15
 )
+POOL_CONFIGURATOR = "srt/model_executor/pool_configurator.py"
 CUSTOM_AR_FILE = "srt/distributed/device_communicators/custom_all_reduce.py"
 # Where DFLASH's draft KV is priced: the scaling function, and the callers of the draft-cell one.
 DFLASH_UTILS = "srt/speculative/dflash_utils.py"
@@ -166,6 +167,21 @@ class ReleaseCode:
         """`_handle_max_mamba_cache` charges each pool's +1 padding slot (later releases)."""
         fn = self._sizing_function("_handle_max_mamba_cache", "handle_max_mamba_cache")
         return fn is not None and _adds_one_to(fn, ("max_mamba_cache_size", "capped_reqs"))
+
+    @cached_property
+    def intermediate_before_pool(self) -> bool:
+        """`handle_max_mamba_cache` takes the speculative intermediate state for every running request
+        (max_running_requests // dp x draft tokens) off the budget before sizing the pool, with no ratio and no
+        padding slot (0.5.10-0.5.12), rather than for the requests the pool can hold (0.5.13 on)."""
+        fn = self._sizing_function("_handle_max_mamba_cache", "handle_max_mamba_cache")
+        return fn is not None and "_calculate_mamba_ratio" not in _names_in(fn)
+
+    @cached_property
+    def eagle_draft_in_cell(self) -> bool:
+        """`DefaultPoolConfigurator` scales the target's cell by (1 + draft layers / layers) for an EAGLE draft
+        (`eagle_draft_num_layers`, 0.5.14 on); before, the target's pool reserves nothing for the draft's KV."""
+        tree = self.tree(POOL_CONFIGURATOR)
+        return tree is not None and "eagle_draft_num_layers" in _names_in(tree)
 
     @cached_property
     def replayssm_in_budget(self) -> bool:

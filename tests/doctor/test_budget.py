@@ -259,3 +259,25 @@ def test_set_max_running_requests_capped_as_the_release_caps_it(version, tmp_pat
     assert b.kv_tokens == tokens and tokens // 2 < 2048  # the two caps differ on this launch
     estimated = max(min(int(tokens / 8192 * 512), 4096), 2048)
     assert b.effective_max_running_requests == (estimated if version in ("0.5.12", "0.5.13") else tokens // 2)
+
+
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.11", "0.5.12"])
+def test_legacy_handle_max_mamba_cache_with_speculative_decoding(version, tmp_path):
+    """0.5.10-0.5.12's handle_max_mamba_cache, by hand from their code: the intermediate state of every running
+    request (mamba_cache_per_req x max_running_requests x draft tokens) off the budget first, then the pool's ratio
+    share of the rest, no padding slot; and their pool configurator reserves nothing in the cell for an EAGLE draft.
+    KV tokens within 2% of that."""
+    model = model_folder(tmp_path / "m")  # 30 GiB: 29.9 GiB of target, the 100 MiB mtp.fc the draft loads
+    argv = ["--model-path", str(model), "--speculative-algorithm", "NEXTN", "--speculative-draft-model-path",
+            str(model), "--mem-fraction-static", "0.85", "--max-running-requests", "16"]
+    b = run(version, argv, states={}, gpu_free=79.0).budget
+    linear_layers, full_layers = 48, 16
+    per_req = linear_layers * ((48 * 128 + 2 * 16 * 128) * 3 * 2 + 48 * 128 * 128 * 4)  # conv bf16 + ssm fp32
+    rest = 79.0 * 0.85 - 30.0  # GiB after the weights and the non-static share
+    rest -= per_req * 16 * 4 / GIB  # 4 draft tokens (NEXTN's default with no steps given)
+    slots = int((rest * 0.9 / 1.9 * GIB) // per_req)
+    kv_budget = rest - slots * per_req / GIB
+    cell = 4 * 2 * 256 * full_layers * 2  # bf16 KV, the target's layers only
+    assert b.state_slots == slots and b.kv_bytes_per_token == cell
+    assert b.intermediate_state_bytes == per_req * 16 * 4
+    assert b.kv_tokens == pytest.approx(int(kv_budget * GIB) // cell, rel=0.02)
