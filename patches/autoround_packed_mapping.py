@@ -6,6 +6,9 @@ constructor call; a model that sets its own mapping later (`update_packed_module
 or assignment, as qwen3_5_text / qwen3_next do) still has the last word. Only the return
 statement of from_config changes, so both constructor shapes (before and after 0.5.18's
 GPTQ-style keys) are handled alike.
+
+Runtime switch: `SGLANG_PATCHKIT_DISABLE=autoround-packed-mapping` returns the config without
+the mapping, as the release does, read in from_config (once per model load).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from patchkit.edits import edit
 from patchkit.launch_trigger import Trigger
 from patchkit.matchers import string
 from patchkit.patch import Patch
+from patchkit.runtime_switch import declared, on
 from patchkit.template import Snippet
 
 AUTO_ROUND = "sglang/srt/layers/quantization/auto_round.py"
@@ -26,9 +30,10 @@ _RETURNS_CLS = m.SimpleStatementLine(body=[m.Return(value=m.Call(func=m.Name("cl
 # The constructor's result is kept in a name; the snippet's first line (the update) marks the patch.
 CONSTRUCT = Snippet("quant_config = {construct}\n")
 KEEP_MAPPING = Snippet("""
-    quant_config.packed_modules_mapping.update(config.get("packed_modules_mapping") or {{}})  # patchkit autoround-packed-mapping
+    if {on}:  # patchkit autoround-packed-mapping
+        quant_config.packed_modules_mapping.update(config.get("packed_modules_mapping") or {{}})
     return quant_config
-""")
+""", on=on("autoround-packed-mapping"))
 CONFIG_CLASS = Anchor("AutoRoundConfig", parts=("from_config",), marks=(KEEP_MAPPING,),
                       watch=("from_config", "get_layer_config"))
 _READS_MAPPING = m.Call(args=[m.Arg(string("packed_modules_mapping")), m.ZeroOrMore()])
@@ -51,6 +56,7 @@ class AutoroundPackedMapping(Patch):
                      why="AutoRound's fused modules lose their packed mapping and load the wrong bits")
     TARGETS = (AUTO_ROUND,)
     ANCHORS = {AUTO_ROUND: (CONFIG_CLASS,)}
+    RUNTIME_SWITCH = declared(ID)
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         # Upstream's fix: from_config itself reads config["packed_modules_mapping"] (passes it

@@ -25,7 +25,8 @@ class AutoRoundConfig(QuantizationConfig):
             weight_bits=cls.get_from_keys(config, ["bits"]),
             group_size=cls.get_from_keys(config, ["group_size"]),
         )
-        quant_config.packed_modules_mapping.update(config.get("packed_modules_mapping") or {})  # patchkit autoround-packed-mapping
+        if "autoround-packed-mapping" not in map(str.strip, __import__("os").environ.get("SGLANG_PATCHKIT_DISABLE", "").split(",")):  # patchkit autoround-packed-mapping
+            quant_config.packed_modules_mapping.update(config.get("packed_modules_mapping") or {})
         return quant_config
 '''
 
