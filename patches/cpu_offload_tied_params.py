@@ -11,6 +11,9 @@ The patch does what 0.5.21 does: a module-level helper walks `state_dict(keep_va
 moves each distinct tensor once and reuses the moved tensor for every name it has; the hook's
 comprehension is replaced by a call to it. Nothing else in the hook changes.
 
+Runtime switch: `SGLANG_PATCHKIT_DISABLE=cpu-offload-tied-params` keeps the release's own
+comprehension (beside the call, not a copy), read in the hook at each forward.
+
 Releases: the hook and RadixLinearAttention's re-registration are the same from 0.5.10 to 0.5.20
 (the issue names 0.5.14-0.5.20; the code of 0.5.10-0.5.13 has the same defect, so the probes say
 `applies` there too).
@@ -25,8 +28,10 @@ from patchkit.anchor import Anchor
 from patchkit.edits import edit
 from patchkit.launch_trigger import Trigger
 from patchkit.patch import Patch
+from patchkit.runtime_switch import declared, on
 from patchkit.template import Snippet, walk_statements
 
+ID = "cpu-offload-tied-params"
 OFFLOADER = "sglang/srt/utils/offloader.py"
 HELPER_NAME = "_patchkit_device_state"
 
@@ -43,7 +48,15 @@ HELPER = Snippet('''
             device_state[name] = moved[id(value)]
         return device_state
 ''', blank_lines_before=2, helper=HELPER_NAME)
-CALL = Snippet(f"{{state}} = {HELPER_NAME}({{module}}, {{device}})")
+# The release's own comprehension stays, taken when SGLANG_PATCHKIT_DISABLE lists the patch
+# (read at each forward of an offloaded module: microseconds beside moving its weights).
+CALL = Snippet(f"""
+{{state}} = (
+    {HELPER_NAME}({{module}}, {{device}})
+    if {{on}}
+    else {{release}}
+)
+""", on=on(ID))
 
 # `device_state = {k: v.to(device, ...) for k, v in module.state_dict().items()}` (the bug).
 _COMPREHENSION = m.DictComp(
@@ -86,7 +99,7 @@ def _dedup_helpers(tree: cst.Module) -> set[str]:
 
 
 class CpuOffloadTiedParams(Patch):
-    ID = "cpu-offload-tied-params"
+    ID = ID
     TITLE = "--cpu-offload-gb: the offload forward hook keeps tied parameters tied"
     RATIONALE = (
         "With --cpu-offload-gb, OffloaderV1's forward hook builds functional_call's state from "
@@ -105,6 +118,7 @@ class CpuOffloadTiedParams(Patch):
             "twice: functional_call raises on the first forward")
     TARGETS = (OFFLOADER,)
     ANCHORS = {OFFLOADER: (OFFLOADER_CLASS,)}
+    RUNTIME_SWITCH = declared(ID)
     # Upstream's helper, whatever its name, walks state_dict(keep_vars=True).
     PARTS = {OFFLOADER: (HELPER_NAME, ":keep_vars")}
     MARKS = {OFFLOADER: ((None, HELPER),)}
@@ -127,7 +141,7 @@ class CpuOffloadTiedParams(Patch):
         assert found is not None
         module, device = found["module"], found["device"]
         assert isinstance(module, cst.BaseExpression) and isinstance(device, cst.BaseExpression)
-        (line,) = CALL.fill(state=assign.targets[0].target, module=module, device=device)
+        (line,) = CALL.fill(state=assign.targets[0].target, module=module, device=device, release=assign.value)
         return line.with_changes(leading_lines=updated_node.leading_lines)
 
     @edit(OFFLOADER_CLASS.matcher, f"class {OFFLOADER_CLASS.name}")

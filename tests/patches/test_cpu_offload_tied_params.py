@@ -67,7 +67,15 @@ class OffloaderV1:
 
             def forward(*args, **kwargs):
                 module.forward = original_forward
-                device_state = _patchkit_device_state(module, device)
+                device_state = (
+                    _patchkit_device_state(module, device)
+                    if "cpu-offload-tied-params" not in map(str.strip, __import__("os").environ.get("SGLANG_PATCHKIT_DISABLE", "").split(","))
+                    else {
+                    # here we blindly call `to(device)`
+                    k: v.to(device, non_blocking=True)
+                    for k, v in module.state_dict().items()
+                }
+                )
                 output = functional_call(module, device_state, args=args, kwargs=kwargs)
                 module.forward = forward
                 return output
