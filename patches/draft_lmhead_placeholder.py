@@ -17,6 +17,10 @@ Decisions:
   `Qwen3NextForCausalLM`) always swaps in both target tensors, and its MTP `load_weights()`
   reads only `mtp.*` checkpoint names (the checkpoint has no MTP embedding or head), so nothing
   loads into the placeholders.
+
+Runtime switch: `SGLANG_PATCHKIT_DISABLE=draft-lmhead-placeholder` keeps the draft's own
+tensors, read in the draft's `__init__` (once, at start-up); load_weights' skip follows the
+placeholder (`numel() == 0`), so it loads the embedding as the release does.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from patchkit.edits import edit, prepend_to_block
 from patchkit.launch_trigger import Trigger
 from patchkit.matchers import functions, self_attr, string
 from patchkit.patch import Patch
+from patchkit.runtime_switch import declared, on
 from patchkit.template import Snippet, walk_statements
 from patchkit.errors import AnchorError
 
@@ -50,7 +55,7 @@ _ALLOCATES_HEAD_LINE = m.SimpleStatementLine(body=[m.Assign(
 _SETS_PP_GROUP = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr("pp_group"))])])
 
 PLACEHOLDER = Snippet("""
-    if {pp_group}.world_size == 1:
+    if {pp_group}.world_size == 1 and {on}:
         # patchkit draft-lmhead-placeholder: the target's embed/lm_head replace these in
         # set_embed_and_head(); dropping them now keeps ~2 x vocab x hidden out of the KV budget.
         self.model.embed_tokens.weight = torch.nn.Parameter(
@@ -60,7 +65,7 @@ PLACEHOLDER = Snippet("""
             self.lm_head.weight = torch.nn.Parameter(
                 self.lm_head.weight.new_empty(0), requires_grad=False
             )
-""", blank_lines_before=1)
+""", blank_lines_before=1, on=on("draft-lmhead-placeholder"))
 
 # The MTP draft classes this patch covers, by file (one per model family); the upstream probe
 # looks for a ParallelLMHead anywhere in the class.
@@ -110,6 +115,7 @@ class DraftLmheadPlaceholder(Patch):
         why="the MTP draft allocates its own vocab-sized embedding and lm_head before the KV pool is sized")
     TARGETS = tuple(DRAFT_CLASSES)
     ANCHORS = {path: (cls,) for path, cls in DRAFT_CLASSES.items()}
+    RUNTIME_SWITCH = declared(ID)
     WATCH = ("Qwen3NextForCausalLM.set_embed_and_head",)  # the class Qwen3-Next's draft inherits it from
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:

@@ -41,7 +41,7 @@ class Qwen3_5ForCausalLMMTP(nn.Module):
             else:
                 self.lm_head = ParallelLMHead(config.vocab_size, config.hidden_size)
 
-        if get_parallel().pp_group.world_size == 1:
+        if get_parallel().pp_group.world_size == 1 and "draft-lmhead-placeholder" not in map(str.strip, __import__("os").environ.get("SGLANG_PATCHKIT_DISABLE", "").split(",")):
             # patchkit draft-lmhead-placeholder: the target's embed/lm_head replace these in
             # set_embed_and_head(); dropping them now keeps ~2 x vocab x hidden out of the KV budget.
             self.model.embed_tokens.weight = torch.nn.Parameter(
@@ -144,7 +144,7 @@ class Qwen3NextForCausalLMMTP(Qwen3NextForCausalLM):
 NEXT_AFTER = NEXT_BEFORE.replace('''        )
         self.logits_processor''', '''        )
 
-        if self.pp_group.world_size == 1:
+        if self.pp_group.world_size == 1 and "draft-lmhead-placeholder" not in map(str.strip, __import__("os").environ.get("SGLANG_PATCHKIT_DISABLE", "").split(",")):
             # patchkit draft-lmhead-placeholder: the target's embed/lm_head replace these in
             # set_embed_and_head(); dropping them now keeps ~2 x vocab x hidden out of the KV budget.
             self.model.embed_tokens.weight = torch.nn.Parameter(
