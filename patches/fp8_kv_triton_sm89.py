@@ -6,6 +6,10 @@ capability 8.9 (Ampere), so the first decode dies deep inside Triton (`fp8e4nv n
 remedies. The check is a module-level function called right after `super().__init__()`; it only
 looks at CUDA devices (on ROCm the e4m3 KV dtype is `float8_e4m3fnuz`, and HIP is excluded), so
 nothing changes for any other backend, dtype or GPU.
+
+Runtime switch: `SGLANG_PATCHKIT_DISABLE=fp8-kv-triton-sm89` lets the backend start as the
+release does (and die on the first decode), read when TritonAttnBackend is built (start-up),
+only where the check would refuse.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from patchkit.anchor import Anchor
 from patchkit.edits import edit
 from patchkit.matchers import string
 from patchkit.patch import Patch
+from patchkit.runtime_switch import declared, on
 from patchkit.template import Snippet, walk_statements
 
 TRITON_BACKEND = "sglang/srt/layers/attention/triton_backend.py"
@@ -31,6 +36,7 @@ CHECK = Snippet('''
             and torch.cuda.is_available()
             and torch.version.hip is None
             and torch.cuda.get_device_capability() < (8, 9)
+            and {on}
         ):
             major, minor = torch.cuda.get_device_capability()
             raise ValueError(
@@ -38,7 +44,7 @@ CHECK = Snippet('''
                 f"8.9 or newer (Ada, Hopper); this GPU is SM{{major}}{{minor}}, where Triton has no fp8e4nv. "
                 f"Use --attention-backend flashinfer, or --kv-cache-dtype fp8_e5m2."
             )
-''', blank_lines_before=2, check=CHECK_NAME)
+''', blank_lines_before=2, check=CHECK_NAME, on=on("fp8-kv-triton-sm89"))
 CALL = Snippet(f"{CHECK_NAME}({{model_runner}})  # patchkit fp8-kv-triton-sm89")
 
 _SUPER_INIT = m.SimpleStatementLine(body=[m.Expr(value=m.Call(func=m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("__init__"))))])
@@ -74,6 +80,7 @@ class Fp8KvTritonSm89(Patch):
     APPLIES_TO = ">=0.5.10"
     TARGETS = (TRITON_BACKEND,)
     ANCHORS = {TRITON_BACKEND: (BACKEND_CLASS,)}
+    RUNTIME_SWITCH = declared(ID)
     PARTS = {TRITON_BACKEND: (CHECK_NAME,)}
     MARKS = {TRITON_BACKEND: ((None, CHECK),)}
 

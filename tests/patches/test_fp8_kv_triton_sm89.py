@@ -60,6 +60,7 @@ UPSTREAM_FIXED = BEFORE.replace("        super().__init__()\n", '''        super
         if (
             model_runner.kv_cache_dtype == torch.float8_e4m3fn
             and torch.cuda.get_device_capability() < (8, 9)
+            and "fp8-kv-triton-sm89" not in map(str.strip, __import__("os").environ.get("SGLANG_PATCHKIT_DISABLE", "").split(","))
         ):
             raise ValueError("fp8_e4m3 KV cache needs SM89+ with the Triton backend")
 ''')
