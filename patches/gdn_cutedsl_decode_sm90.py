@@ -13,6 +13,10 @@ How: right before the dispatcher's `if decode_backend.is_triton(): ... elif ...`
 GPU below SM90 turns a `cutedsl` decode backend into `triton`, so the chain (and everything after
 it that looks at `decode_backend`) takes the Triton path, and the CuTe-DSL module is never
 imported on those GPUs. Off CUDA the chain's own "requires CUDA" error is kept.
+
+Runtime switch: `SGLANG_PATCHKIT_DISABLE=gdn-cutedsl-decode-sm90` keeps the cutedsl decode
+backend below SM90 as the release does, read when the dispatcher is built (once per model,
+at start-up) and only where the fallback would act (a cutedsl backend on a GPU below SM90).
 """
 
 from __future__ import annotations
@@ -26,13 +30,19 @@ from patchkit.anchor import Anchor
 from patchkit.edits import edit
 from patchkit.errors import AnchorError
 from patchkit.patch import Patch
+from patchkit.runtime_switch import declared, on
 from patchkit.template import Snippet, walk_statements
 
 GDN_BACKEND = "sglang/srt/layers/attention/linear/gdn_backend.py"
 FLAG = "--linear-attn-decode-backend cutedsl"
 
 FALLBACK = Snippet('''
-    if {decode_backend}.is_cutedsl() and is_cuda() and torch.cuda.get_device_capability()[0] < 9:
+    if (
+        {decode_backend}.is_cutedsl()
+        and is_cuda()
+        and torch.cuda.get_device_capability()[0] < 9
+        and {on}
+    ):
         # patchkit gdn-cutedsl-decode-sm90: the CuTe-DSL decode kernel needs SM90+ (it hangs below).
         import logging
 
@@ -42,7 +52,7 @@ FALLBACK = Snippet('''
             *torch.cuda.get_device_capability(),
         )
         {decode_backend} = LinearAttnKernelBackend.TRITON
-''', flag=FLAG)
+''', flag=FLAG, on=on("gdn-cutedsl-decode-sm90"))
 
 # `:is_cutedsl`: every decode branch the probes look for.
 DISPATCHER_CLASS = Anchor("GDNKernelDispatcher", parts=("__init__", ":is_cutedsl"), marks=(FALLBACK,), watch=("__init__",))
@@ -80,6 +90,7 @@ class GdnCutedslDecodeSm90(Patch):
     APPLIES_TO = ">=0.5.10"
     TARGETS = (GDN_BACKEND,)
     ANCHORS = {GDN_BACKEND: (DISPATCHER_CLASS,)}
+    RUNTIME_SWITCH = declared(ID)
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         return any(

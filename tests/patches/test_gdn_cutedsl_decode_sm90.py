@@ -38,7 +38,12 @@ class GDNKernelDispatcher:
 AFTER = BEFORE.replace('''        cutedsl_kernel = None
         if decode_backend.is_triton():
 ''', '''        cutedsl_kernel = None
-        if decode_backend.is_cutedsl() and is_cuda() and torch.cuda.get_device_capability()[0] < 9:
+        if (
+            decode_backend.is_cutedsl()
+            and is_cuda()
+            and torch.cuda.get_device_capability()[0] < 9
+            and "gdn-cutedsl-decode-sm90" not in map(str.strip, __import__("os").environ.get("SGLANG_PATCHKIT_DISABLE", "").split(","))
+        ):
             # patchkit gdn-cutedsl-decode-sm90: the CuTe-DSL decode kernel needs SM90+ (it hangs below).
             import logging
 
