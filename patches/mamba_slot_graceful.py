@@ -17,6 +17,10 @@ Which call sites change, and why:
 - `_alloc_mamba_slot` itself keeps its assert for those callers; donations call a twin,
   derived from it mechanically (same eviction, whatever the release does), that returns None.
 - Logged once per request, not once per chunk.
+- Runtime switch: `SGLANG_PATCHKIT_DISABLE=mamba-slot-graceful` makes the twin keep the
+  release's own assert (its test `or` the switch), so a failed donation asserts and kills the
+  scheduler as the release does. Read at call time, and only when the allocation failed (the
+  `or` is not evaluated while a slot is had), so the hot path pays nothing.
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from patchkit.errors import AnchorError
 from patchkit.launch_trigger import Trigger
 from patchkit.matchers import capture, methods, string
 from patchkit.patch import Patch, SkipPatch
+from patchkit.runtime_switch import declared, on
 from patchkit.template import Snippet, walk_statements
 
+ID = "mamba-slot-graceful"
 LEGACY = "sglang/srt/mem_cache/mamba_radix_cache.py"
 COMPONENT_PATHS = (
     "sglang/srt/mem_cache/unified_cache_components/mamba_component.py",  # <= 0.5.16
@@ -81,7 +87,11 @@ CACHE_CLASSES = tuple(Anchor(cls, parts=(ALLOC, TRY_ALLOC, SKIP, donating), watc
                       for cls, donating in DONATING.items())
 _CACHE_CLASS = m.ClassDef(name=m.OneOf(*(m.Name(kind) for kind in DONATING)))
 _DONATING_FN = m.FunctionDef(name=m.OneOf(*(m.Name(fn) for fn in DONATING.values())))
-_TRY_ALLOC_DOC = '"""patchkit mamba-slot-graceful: like _alloc_mamba_slot, but None when no slot can be had."""'
+_TRY_ALLOC_DOC = ('"""patchkit mamba-slot-graceful: like _alloc_mamba_slot, but None when no slot can be had '
+                  '(it asserts as _alloc_mamba_slot does when SGLANG_PATCHKIT_DISABLE lists mamba-slot-graceful)."""')
+# The assert's test, kept, or the switch: true (no assert) unless the patch is switched off.
+_SWITCHED_ASSERT = on(ID)
+_SIMPLE_TEST = m.Comparison() | m.Name() | m.Attribute() | m.Call() | m.UnaryOperation()
 
 
 def _methods(cls: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
@@ -89,7 +99,7 @@ def _methods(cls: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
 
 
 class MambaSlotGraceful(Patch):
-    ID = "mamba-slot-graceful"
+    ID = ID
     TITLE = "Skip a prefix donation when no mamba slot is free instead of killing the server"
     RATIONALE = (
         "When chunked prefill donates a prefix to the radix cache and no mamba state slot can be freed, "
@@ -105,6 +115,7 @@ class MambaSlotGraceful(Patch):
                      why="long concurrent chunked prefills can run the state pool dry and crash the scheduler")
     TARGETS = (*COMPONENT_PATHS, LEGACY)
     ANCHORS = {path: CACHE_CLASSES for path in TARGETS}
+    RUNTIME_SWITCH = declared(ID)
 
     def _classes(self, path: str, tree: cst.Module) -> list[cst.ClassDef]:
         return [cls for cls in self.scope_classes(path, tree) if _methods(cls, ALLOC)]
@@ -183,13 +194,21 @@ def _is_none(name: str) -> m.Comparison | m.UnaryOperation | m.OneOf[m.Compariso
 
 
 def _try_alloc(alloc: cst.FunctionDef) -> cst.FunctionDef:
-    """`_alloc_mamba_slot` renamed, with its 'Can not alloc mamba cache' assert removed (returns
-    None), its docstring replaced and its Tensor annotation dropped (Optional now)."""
+    """`_alloc_mamba_slot` renamed, with its 'Can not alloc mamba cache' assert holding only when
+    the patch is switched off (`assert <test> or <switch on>, ...`: it returns None otherwise),
+    its docstring replaced and its Tensor annotation dropped (Optional now)."""
     asserts = m.findall(alloc, _ASSERTS_SLOT)
     if len(asserts) != 1:
         what = "anchor not found" if not asserts else f"anchor is ambiguous ({len(asserts)} matches)"
         raise AnchorError(f'{what}: {ALLOC}(): assert ..., "Can not alloc mamba cache"')
-    stripped = alloc.deep_remove(asserts[0])
+    line = asserts[0]
+    assert isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[0], cst.Assert)
+    check = line.body[0]
+    test = check.test if m.matches(check.test, _SIMPLE_TEST) else check.test.with_changes(
+        lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    switched = check.with_changes(test=cst.BooleanOperation(
+        left=test, operator=cst.Or(), right=cst.parse_expression(_SWITCHED_ASSERT)))
+    stripped = alloc.deep_replace(check, switched)
     assert isinstance(stripped, cst.FunctionDef) and isinstance(stripped.body, cst.IndentedBlock)
     body = list(stripped.body.body)
     if body and m.matches(body[0], _DOCSTRING):

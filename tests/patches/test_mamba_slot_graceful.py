@@ -53,11 +53,12 @@ class MambaComponent(TreeComponent):
         return slot
 
     def _patchkit_try_alloc_mamba_slot(self, req: Optional[Req] = None):
-        """patchkit mamba-slot-graceful: like _alloc_mamba_slot, but None when no slot can be had."""
+        """patchkit mamba-slot-graceful: like _alloc_mamba_slot, but None when no slot can be had (it asserts as _alloc_mamba_slot does when SGLANG_PATCHKIT_DISABLE lists mamba-slot-graceful)."""
         slot = self.cache.req_to_token_pool.mamba_allocator.alloc(1)
         if slot is None:
             self.cache.evict_for_alloc(EvictParams(num_tokens=0, mamba_num=1))
             slot = self.cache.req_to_token_pool.mamba_allocator.alloc(1)
+            assert slot is not None or "mamba-slot-graceful" not in map(str.strip, __import__("os").environ.get("SGLANG_PATCHKIT_DISABLE", "").split(",")), "Can not alloc mamba cache"
         return slot
 ''' + SKIP_METHOD.code(indent=4) + '''
     def prepare_for_caching_req(self, req, insert_params, token_ids_len, is_finished):
