@@ -12,6 +12,9 @@ speculative decoding (EAGLE/STANDALONE, which NEXTN maps to) is on, this is the 
 draft path is set, the count is still unknown and the target's `mtp_num_hidden_layers` > 0, use
 that. The release's own way of reading the draft path is reused (`server_args...` or
 `get_spec()...`).
+
+Runtime switch: `SGLANG_PATCHKIT_DISABLE=mtp-draft-kv-budget` leaves the count as the release
+resolves it, read where it is resolved (once per model runner, at start-up).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from patchkit.errors import AnchorError
 from patchkit.launch_trigger import Trigger
 from patchkit.matchers import methods, self_attr, string
 from patchkit.patch import Patch, SkipPatch
+from patchkit.runtime_switch import declared, on
 from patchkit.template import Snippet, walk_statements
 
 MODEL_RUNNER = "sglang/srt/model_executor/model_runner.py"
@@ -39,10 +43,11 @@ FALLBACK = Snippet("""
         and not {draft_worker}
         and not {draft_path}
         and (getattr({model_config}.hf_text_config, "mtp_num_hidden_layers", 0) or 0) > 0
+        and {on}
     ):
         # patchkit mtp-draft-kv-budget: built-in MTP (no draft path) still has draft KV layers
         {count} = int({model_config}.hf_text_config.mtp_num_hidden_layers)
-""")
+""", on=on("mtp-draft-kv-budget"))
 
 # 0.5.14-0.5.15 resolve the count in ModelRunner.__init__.
 RUNNER_CLASS = Anchor("ModelRunner", parts=("__init__",), marks=(FALLBACK,), watch=("__init__",))
@@ -101,6 +106,7 @@ class MtpDraftKvBudget(Patch):
             "the KV budget, which over-commits the pool")
     TARGETS = (MODEL_RUNNER, SPEC_AUX)
     ANCHORS = {MODEL_RUNNER: (RUNNER_CLASS,)}
+    RUNTIME_SWITCH = declared(ID)
     PARTS = {SPEC_AUX: (RESOLVER, EAGLE_RESOLVER)}
     MARKS = {SPEC_AUX: ((None, FALLBACK),)}
     ANCHOR_SYMBOLS = (RESOLVER, RUNNER_CLASS.name)  # track looks for the resolver first

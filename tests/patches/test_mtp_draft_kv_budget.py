@@ -49,6 +49,7 @@ SPEC_AUX_AFTER = SPEC_AUX_BEFORE.replace('''        is_draft_worker=is_draft_wor
         and not is_draft_worker
         and not get_spec().speculative_draft_model_path
         and (getattr(model_config.hf_text_config, "mtp_num_hidden_layers", 0) or 0) > 0
+        and "mtp-draft-kv-budget" not in map(str.strip, __import__("os").environ.get("SGLANG_PATCHKIT_DISABLE", "").split(","))
     ):
         # patchkit mtp-draft-kv-budget: built-in MTP (no draft path) still has draft KV layers
         config.eagle_draft_num_layers = int(model_config.hf_text_config.mtp_num_hidden_layers)
@@ -80,6 +81,7 @@ RUNNER_AFTER = RUNNER_BEFORE.replace('''            self.eagle_draft_num_layers 
             and not self.is_draft_worker
             and not server_args.speculative_draft_model_path
             and (getattr(self.model_config.hf_text_config, "mtp_num_hidden_layers", 0) or 0) > 0
+            and "mtp-draft-kv-budget" not in map(str.strip, __import__("os").environ.get("SGLANG_PATCHKIT_DISABLE", "").split(","))
         ):
             # patchkit mtp-draft-kv-budget: built-in MTP (no draft path) still has draft KV layers
             self.eagle_draft_num_layers = int(self.model_config.hf_text_config.mtp_num_hidden_layers)
