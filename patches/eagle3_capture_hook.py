@@ -92,6 +92,8 @@ class Eagle3CaptureHook(Patch):
     TARGETS = (QWEN3_5, QWEN3_5_TEXT)
     REQUIRES = (QWEN3_5,)
     ANCHORS = {QWEN3_5: (DECODER_CLASS, *WRAPPER_CLASSES), QWEN3_5_TEXT: (TEXT_DECODER_CLASS,)}
+    NO_RUNTIME_SWITCH = ("it adds methods the release lacks; the release's own path is a capture that "
+                         "silently does nothing, and the text-only class has no method to fall back to")
     ANCHOR_SYMBOLS = WRAPPERS[:1]  # the VL wrapper: the decoder's name is in other models' files too
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:

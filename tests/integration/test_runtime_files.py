@@ -104,7 +104,9 @@ def test_list_says_which_patches_can_be_switched_off():
     assert rows["mtp-layer-detection"] == ["SGLANG_PATCHKIT_DISABLE=mtp-layer-detection"]
     assert rows["symm-mem-kill-switch"] == ["SGLANG_PATCHKIT_DISABLE=symm-mem-kill-switch",
                                             "SGLANG_PATCH_DISABLE_SYMM_MEM=0"]
+    assert rows["eagle3-capture-hook"] == []
     text = run("list").stdout
+    assert "runtime switch: none, cannot take the pristine path at run time: it adds methods the release lacks" in text
     assert "runtime switch: none, cannot take the pristine path at run time" in text
     assert ("runtime switch: SGLANG_PATCHKIT_DISABLE=symm-mem-kill-switch or SGLANG_PATCH_DISABLE_SYMM_MEM=0"
             in text)
