@@ -232,6 +232,8 @@ def status(target: Target) -> tuple[list[PatchStatus], list[str]]:
 def with_clashes(view: View, statuses: list[PatchStatus]) -> list[PatchStatus]:
     """`statuses` with each pending patch that would not apply on top of another patch sharing
     its file (stacked as `apply` stacks them: `stack_clash`) `failed`, naming the other."""
+    if not any(registry.is_diff(s.id) for s in statuses):
+        return statuses  # only stacks holding a diff are rendered; the rest stays hashes (no libcst)
     from patchkit import stack_clash
 
     recorded = {rel: tuple(record.patches) for rel, record in view.state.files.items()} if view.state else {}

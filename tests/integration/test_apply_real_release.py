@@ -94,7 +94,7 @@ def test_diff_shows_pristine_to_current(release):
     run("apply", "--site-packages", site)
     text = run("diff", "--site-packages", site).stdout
     assert text.startswith(f"--- a/{MODEL_CONFIG}\n+++ b/{MODEL_CONFIG}\n")
-    assert "+        if self.num_nextn_predict_layers is None and self.is_draft_model:" in text
+    assert "+            self.num_nextn_predict_layers is None\n+            and self.is_draft_model\n" in text
 
 
 def test_revert_restores_release_bytes_and_leaves_nothing_behind(release):

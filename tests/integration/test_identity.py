@@ -21,8 +21,13 @@ pytestmark = pytest.mark.integration
 PATCH_ID = "mtp-layer-detection"
 PATCH_FILE = "patches/mtp_layer_detection.py"
 # The edit: the code the patch inserts, with its condition's operands swapped.
-OLD_LINE = "    if self.num_nextn_predict_layers is None and self.is_draft_model:\n"
-MARK = "if self.is_draft_model and self.num_nextn_predict_layers is None:"
+OLD_LINE = "        self.num_nextn_predict_layers is None\n        and self.is_draft_model\n"
+MARK = "    self.is_draft_model\n        and self.num_nextn_predict_layers is None"
+
+
+def holds_mark(path) -> bool:
+    """MARK in the file, whatever indentation the snippet was rendered at."""
+    return " ".join(MARK.split()) in " ".join(path.read_text().split())
 
 
 def project_copy(dest):
@@ -78,10 +83,10 @@ def test_changed_patch_makes_the_tree_outdated(tmp_path, release):
     assert patchkit(second, "verify", "--site-packages", site, "--strict").returncode == 1
     assert '"outdated"' not in patchkit(first, "status", "--site-packages", site, "--json").stdout  # v1's own work
 
-    assert MARK not in (site / MODEL_CONFIG).read_text()
+    assert not holds_mark(site / MODEL_CONFIG)
     updated = patchkit(second, "apply", "--site-packages", site)
     assert updated.returncode == 0, updated.stderr
-    assert MARK in (site / MODEL_CONFIG).read_text()
+    assert holds_mark(site / MODEL_CONFIG)
     states = {p["id"]: p["state"] for p in json.loads(patchkit(second, "status", "--site-packages", site, "--json").stdout)["patches"]}
     assert "outdated" not in states.values() and states[PATCH_ID] == "applied", states
 
