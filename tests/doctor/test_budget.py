@@ -261,6 +261,7 @@ def test_set_max_running_requests_capped_as_the_release_caps_it(version, tmp_pat
     assert b.effective_max_running_requests == (estimated if version in ("0.5.12", "0.5.13") else tokens // 2)
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 @pytest.mark.parametrize("version", ["0.5.10", "0.5.11", "0.5.12"])
 def test_legacy_handle_max_mamba_cache_with_speculative_decoding(version, tmp_path):
     """0.5.10-0.5.12's handle_max_mamba_cache, by hand from their code: the intermediate state of every running
