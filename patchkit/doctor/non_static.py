@@ -341,7 +341,10 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
     if isinstance(listed, list) and listed:
         explicit_bs = max(int(x) for x in listed)
     max_bs = explicit_bs or bs_default
-    if explicit_bs is None and defaults.capped_by_running and max_running_requests:
+    if max_running_requests:
+        # Every release's `get_batch_sizes_to_capture` drops the sizes above `req_to_token_pool.size`
+        # (the max running requests), an explicit --cuda-graph-max-bs included; 0.5.22 on also lowers
+        # the default itself (`capped_by_running`), to the same effect here.
         max_bs = min(max_bs, max_running_requests)
     decode_graphs = None if _graphs_off(launch, "decode") else max_bs
     prefill_tokens = _int(launch.get("cuda_graph_max_bs_prefill")) or chunk

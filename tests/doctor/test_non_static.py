@@ -211,3 +211,17 @@ def test_rule_is_registered_under_its_id():
     from patchkit.doctor.rules import RULES
 
     assert RULES["non-static-short"].__name__ == "non_static_short"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version, cap_file", [
+    ("0.5.10", "srt/model_executor/cuda_graph_runner.py"),
+    ("0.5.19", "srt/model_executor/runner/base_cuda_graph_runner.py")])
+def test_decode_graphs_never_larger_than_the_request_pool(version, cap_file, q4):
+    # Every release's `get_batch_sizes_to_capture` drops the batch sizes above
+    # `req_to_token_pool.size` (the max running requests), explicit --cuda-graph-max-bs or not.
+    source = (releases.pristine(version) / "sglang" / cap_file).read_text()
+    assert "bs <= num_max_requests" in source and "req_to_token_pool.size" in source
+    for extra in ((), ("--cuda-graph-max-bs", "16")):
+        one = run(version, _launch(q4, "0.9", "--max-running-requests", "1", *extra), **CARD_24).budget
+        assert one.non_static_cuda_graph_max_bs == 1
