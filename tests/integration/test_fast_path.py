@@ -75,3 +75,24 @@ def test_a_plain_command_line_is_parsed_as_click_parses_it():
     assert plain(["apply", "--json", "--target", "0.5.17", "--site-packages", "/s"]) == (
         "apply", {"site_packages": "/s", "version": "0.5.17", "as_json": True})
     assert plain(["status"]) == ("status", {"site_packages": None, "version": None, "as_json": False})
+
+
+# What a plain status or no-op apply on a patched tree must not load (hash checks only): libcst
+# (the probes and stack rendering) and the stack-clash renderer that imports it.
+NOT_ON_THE_FAST_PATH = ("libcst", "patchkit.stack_clash", "click")
+LOADED = ("import sys, runpy; sys.argv[1:] = {args!r}; sys.argv[0] = 'patchkit'\n"
+          "try:\n    runpy.run_module('patchkit', run_name='__main__')\nexcept SystemExit:\n"
+          "    print('LOADED:', *[m for m in {heavy!r} if m in sys.modules], file=sys.stderr); raise\n")
+
+
+@pytest.mark.parametrize("command", ["status", "apply"])
+def test_a_plain_command_on_a_patched_tree_loads_no_heavy_module(tmp_path, command):
+    site = copy_minimal("0.5.17", tmp_path / "site")
+    env = {**os.environ, "PATCHKIT_HOME": str(tmp_path / "home")}
+    subprocess.run([sys.executable, "-c", CLICK, "apply", "--site-packages", str(site)], check=True,
+                   capture_output=True, cwd=tmp_path, env=env)
+    proc = subprocess.run([sys.executable, "-c", LOADED.format(args=[command, "--site-packages", str(site)],
+                                                              heavy=NOT_ON_THE_FAST_PATH)],
+                          capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "LOADED:", proc.stderr
