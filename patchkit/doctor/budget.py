@@ -529,7 +529,7 @@ def _hybrid_state(b: Budget, release: ReleaseCode, launch: Launch, model: ModelF
         else:
             per_slot = per_req + ring_slot
             slots = int((budget_bytes - fixed - pad * per_slot) // per_slot)
-    b.state_slots = slots
+    b.state_slots = max(0, slots)  # the formula goes negative where nothing is left; SGLang raises
     if slots <= 0:
         # SGLang raises here ("Not enough GPU memory for hybrid (mamba/linear-attention) state cache").
         b.errors.append("mamba-slots-zero")
@@ -558,7 +558,7 @@ def _legacy_hybrid_state(b: Budget, launch: Launch, rest: float, requested: int 
     else:
         r = launch.float_value("mamba_full_memory_ratio") or 0.9
         slots, b.state_slots_source = int((rest * r / (1 + r) * GIB) // per_req), "ratio"
-    b.state_slots = slots
+    b.state_slots = max(0, slots)  # the formula goes negative where nothing is left; SGLang raises
     if slots <= 0:
         b.errors.append("mamba-slots-zero")
         b.state_cap_requests = 0

@@ -282,3 +282,15 @@ def test_legacy_handle_max_mamba_cache_with_speculative_decoding(version, tmp_pa
     assert b.state_slots == slots and b.kv_bytes_per_token == cell
     assert b.intermediate_state_bytes == per_req * 16 * 4
     assert b.kv_tokens == pytest.approx(int(kv_budget * GIB) // cell, rel=0.02)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", ["0.5.12", "0.5.19"])
+def test_state_slots_never_negative_in_the_budget(version, tmp_path):
+    # A 16 GiB checkpoint at 0.5 of a 24 GB card leaves the state pool nothing: SGLang raises
+    # (mamba-slots-zero), and the budget says 0 slots as the text does, not the formula's -16.
+    model = str(model_folder(tmp_path / "q4", total_size=16 * GIB))
+    report = run(version, ["--model-path", model, "--mem-fraction-static", "0.5"],
+                 gpu_memory=23.99, gpu_free=23.0, sm="8.9")
+    assert "mamba-slots-zero" in {f.rule for f in report.findings}
+    assert report.budget.state_slots == 0
