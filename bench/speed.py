@@ -1,7 +1,7 @@
 """Speed goals of the core issue, measured as medians over repeated child processes.
 
   status / no-op apply on a patched tree   <= 5x    `python -c pass`   (hash check, no libcst, no click:
-                                                                      patchkit.fast_path; also by farm-bench)
+                                                                      patchkit.fast_path; also as the median of per-run paired ratios)
   cold apply                               <= 1.0x  libcst parsing + regenerating the target files
 
 Everything runs on one core (`--cpu`, default 0; children inherit the affinity); the commands
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -46,19 +45,6 @@ def samples_of(commands: dict[str, tuple], runs: int, cwd: Path) -> dict[str, li
                 prepare()
             samples[name].append(timed(argv, cwd))
     return samples
-
-
-def farm_bench_ratio(argv: list[str], baseline: list[str], runs: int, cpu: int, cwd: Path) -> str:
-    """`; farm-bench A/B wall N.NNx` (the median of its paired ratios), or nothing without farm-bench."""
-    tool = shutil.which("farm-bench")
-    if tool is None:
-        return ""
-    proc = subprocess.run([tool, "-n", str(min(runs, 100)), "--pin", str(cpu), "--timeout", "600",
-                           "--vs", shlex.join(baseline), "--", *argv], capture_output=True, text=True, cwd=cwd)
-    for line in proc.stdout.splitlines():
-        if line.startswith("A/B wall"):
-            return f"; farm-bench A/B wall {float(line.split()[3]):.2f}x"  # min, median, max
-    return f"; farm-bench gave no ratio (exit {proc.returncode})"
 
 
 def main() -> None:
@@ -100,12 +86,14 @@ def main() -> None:
     }, args.runs, work)
     # `site` is now patched (the last cold apply): status and a second apply are no-ops.
     warm = samples_of({
+        "bare_warm": ([py, "-c", "pass"], None),
         "status": ([py, "-m", "patchkit", "status", "--site-packages", str(site)], None),
         "noop": (apply, None),
     }, args.runs, work)
-    # The same two ratios as farm-bench measures them (whole processes, A/B paired run by run).
-    farm = {name: farm_bench_ratio(argv, [py, "-c", "pass"], args.runs, args.cpu, work)
-            for name, argv in (("status", [py, "-m", "patchkit", "status", "--site-packages", str(site)]), ("noop", apply))}
+    # Each run's ratio against the bare start measured right before it, then their median: a
+    # change of load between runs cancels out.
+    paired_ratio = {name: f"; paired per-run {statistics.median(t / b for t, b in zip(warm[name], warm['bare_warm'])):.2f}x"
+            for name in ("status", "noop")}
     # The cold ratio of each run (both sides measured one right after the other), then its median.
     paired = statistics.median(c / b for c, b in zip(first["cold"], first["libcst_only"]))
     med = {name: statistics.median(values) for name, values in {**first, **warm}.items()}
@@ -117,8 +105,8 @@ def main() -> None:
     print(f"SGLang {args.version}, {len(targets)} target file(s), median of {args.runs} interleaved runs, "
           f"load average {load:.1f} on {os.cpu_count()} core(s)")
     print(f"  python -c pass           {bare * 1000:8.1f} ms")
-    print(f"  status (patched)         {status * 1000:8.1f} ms   ratio {status / bare:5.2f}x  (goal <= 5x){farm['status']}")
-    print(f"  apply no-op (patched)    {noop * 1000:8.1f} ms   ratio {noop / bare:5.2f}x  (goal <= 5x){farm['noop']}")
+    print(f"  status (patched)         {status * 1000:8.1f} ms   ratio {status / bare:5.2f}x  (goal <= 5x){paired_ratio['status']}")
+    print(f"  apply no-op (patched)    {noop * 1000:8.1f} ms   ratio {noop / bare:5.2f}x  (goal <= 5x){paired_ratio['noop']}")
     print(f"  libcst parse+regenerate  {libcst_only * 1000:8.1f} ms")
     print(f"  apply cold               {cold * 1000:8.1f} ms   ratio {cold / libcst_only:5.2f}x  (goal <= 1.0x; "
           f"median of the per-run ratios {paired:.2f}x)")
