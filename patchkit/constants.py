@@ -45,3 +45,4 @@ EXIT_ENVIRONMENT = 6  # read-only, permission, no space, I/O error, wrong file t
 EXIT_BUG = 70  # unexpected error; traceback in the log file named on stderr
 EXIT_INTERRUPTED = 130
 
+DIFF_SUFFIXES = (".patch", ".diff")  # the file names that load as diff patches (patchkit.unidiff)

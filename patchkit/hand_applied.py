@@ -12,7 +12,7 @@ from typing import Any, Callable
 from patchkit import dist_record, registry
 from patchkit.state import State
 from patchkit.target import Target
-from patchkit.unidiff import DIFF_SUFFIXES
+from patchkit.constants import DIFF_SUFFIXES
 from patchkit.util import sha256
 
 DETAIL = "applied by hand (captured, or git apply): patchkit did not write it; `patchkit revert` restores the release's bytes"

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from patchkit.constants import DIFF_SUFFIXES
 from patchkit.errors import EnvironmentFailure, FetchError, PatchkitError, UsageError
 from patchkit.patch_id import PATCH_ID_RULE, is_patch_id
-from patchkit.unidiff import DIFF_SUFFIXES
 from patchkit.util import read_regular
 
 if TYPE_CHECKING:

@@ -15,14 +15,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from patchkit.errors import UsageError
 from patchkit.patch_id import PATCH_ID_RULE, is_patch_id
 from patchkit.units import split_lines
 
 PACKAGE_DIR = "sglang/"
 CHECKOUT_DIR = "python/"  # an SGLang checkout keeps the package under python/
-DIFF_SUFFIXES = (".patch", ".diff")
 
 _TRAILER = re.compile(r"^(patchkit-[a-z-]+)\s*:\s*(.*?)\s*$", re.IGNORECASE)
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
