@@ -60,7 +60,6 @@ class MemoryTier:
 @dataclass(frozen=True)
 class GraphDefaults:
     tiers: tuple[MemoryTier, ...]
-    capped_by_running: bool  # a default decode max bs is lowered to --max-running-requests (0.5.22 on)
     reserve_floor_mib: float  # "Constant meta data (e.g., from attention backend)": 512
     decode_graph_mib_per_bs: float  # the release's reserve per decode max bs: 2
     prefill_graph_mib_each: float  # non-torch memory per captured prefill graph (0.5.19 on: 8), else 0
@@ -187,9 +186,6 @@ def graph_defaults(release: ReleaseCode) -> GraphDefaults:
     fns = _functions(release, MEMORY_FILES, MEMORY_SETTINGS)
     settings = next((fn for fn in fns if fn.name != "reserve_for_graph_mb"), None)
     tiers = _tiers(settings) if settings is not None else ()
-    capped = settings is not None and any(
-        isinstance(n, ast.Compare) and _name(n.left) in _MAX_BS and any(isinstance(op, ast.Gt) for op in n.ops)
-        and any(_name(c) == "max_running_requests" for c in n.comparators) for n in ast.walk(settings))
     floors = [n.value.value for fn in fns for n in ast.walk(fn)
               if isinstance(n, ast.Assign) and any(_name(t) == "reserved_mem" for t in n.targets)
               and isinstance(n.value, ast.Constant) and isinstance(n.value.value, (int, float)) and n.value.value > 0]
@@ -203,7 +199,7 @@ def graph_defaults(release: ReleaseCode) -> GraphDefaults:
                 and isinstance(node.value, ast.BinOp):
             sizes = node.value
             break
-    return GraphDefaults(tiers=tiers, capped_by_running=capped, reserve_floor_mib=float(min(floors, default=512)),
+    return GraphDefaults(tiers=tiers, reserve_floor_mib=float(min(floors, default=512)),
                          decode_graph_mib_per_bs=per_bs, prefill_graph_mib_each=per_prefill, prefill_sizes=sizes)
 
 
@@ -343,8 +339,8 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
     max_bs = explicit_bs or bs_default
     if max_running_requests:
         # Every release's `get_batch_sizes_to_capture` drops the sizes above `req_to_token_pool.size`
-        # (the max running requests), an explicit --cuda-graph-max-bs included; 0.5.22 on also lowers
-        # the default itself (`capped_by_running`), to the same effect here.
+        # (the max running requests), an explicit --cuda-graph-max-bs included (0.5.22 on also lowers
+        # the default itself, to the same effect).
         max_bs = min(max_bs, max_running_requests)
     decode_graphs = None if _graphs_off(launch, "decode") else max_bs
     prefill_tokens = _int(launch.get("cuda_graph_max_bs_prefill")) or chunk
