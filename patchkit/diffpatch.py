@@ -32,7 +32,7 @@ from patchkit import unit_change
 from patchkit import units as units_mod
 from patchkit.errors import PlanError
 from patchkit.patch import Patch
-from patchkit.unidiff import DiffPatchFile, FileDiff, Hunk, git_blob_sha1, parse
+from patchkit.unidiff import DiffPatchFile, FileDiff, Hunk, git_blob_sha1, load
 
 TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT = "transplanted", "merged", "moved", "upstream", "conflict"
 OUTCOMES = (TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT)
@@ -643,17 +643,14 @@ class DiffPatch(Patch):
         return tree if found.after is None else found.after
 
 
-def patch_class(path: Path, origin: str) -> type[DiffPatch]:
-    """The Patch class of one diff file."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise PlanError(f"cannot read {path}: {exc.strerror}") from None
-    diff = parse(data, str(path))
-    if not diff.files:
-        # Only files outside the package, or only mode changes (the parser's notes say which).
-        left_out = f" ({len(diff.outside)} file(s) outside it left out)" if diff.outside else ""
-        raise PlanError(f"{path}: no change to a file of the sglang package in it{left_out}")
+def patch_class(path: Path, origin: str, diff: DiffPatchFile | None = None) -> type[DiffPatch]:
+    """The Patch class of one diff file (`diff`: already parsed from it, by the registry)."""
+    if diff is None:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise PlanError(f"cannot read {path}: {exc.strerror}") from None
+        diff = load(data, str(path))
     targets = tuple(dict.fromkeys(f.path for f in diff.files))
     attrs: dict[str, Any] = {
         "ID": diff.id, "TITLE": diff.title, "RATIONALE": diff.rationale, "UPSTREAM": diff.upstream,

@@ -28,9 +28,10 @@ def run(command: Callable[[], int], as_json: bool = False) -> int:
     crash_log.note_sglang_version(None)  # until this command resolves its target (in-process runs: tests)
     try:
         try:
-            return command()
+            code = command()
         finally:
             _save_caches()
+        return _with_unloadable(code)
     except PatchkitError as exc:
         return failed(exc.exit_code, str(exc), as_json)
     except KeyboardInterrupt:
@@ -43,6 +44,16 @@ def run(command: Callable[[], int], as_json: bool = False) -> int:
         return failed(failure.exit_code, str(failure), as_json)
     except Exception as exc:
         return _bug(exc, as_json)
+
+
+def _with_unloadable(code: int) -> int:
+    """The diff files of a patch folder that were left out (registry.unloadable), each named with
+    its cause after the command's work, which ran without them; the exit code is then not 0."""
+    registry = sys.modules.get("patchkit.registry")  # a command that listed no patch never imported it
+    left = registry.unloadable() if registry is not None else []
+    for exc in left:
+        output.error(f"{exc} (left out; the other patches of its folder were loaded)")
+    return code or (left[0].exit_code if left else code)
 
 
 def _save_caches() -> None:

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.constants import DIFF_SUFFIXES
-from patchkit.errors import EnvironmentFailure, FetchError, PatchkitError, UsageError
+from patchkit.errors import EnvironmentFailure, FetchError, PatchkitError, PlanError, UsageError
 from patchkit.patch_id import PATCH_ID_RULE, is_patch_id
 from patchkit.util import read_regular
 
 if TYPE_CHECKING:
     from patchkit.patch import Patch
+    from patchkit.unidiff import DiffPatchFile
 
 PATCHES_PACKAGE = "patchkit.patches"
 ENTRY_POINT_GROUP = "patchkit.patches"
@@ -44,6 +45,11 @@ class PatchSet:
 _folders: list[str] = []
 _sets: list[PatchSet] | None = None
 _modules: dict[str, tuple[str, PatchSet]] | None = None  # id -> (module name, set)
+# Diff files of a folder that do not load (a damaged diff, a header id that breaks the rule):
+# left out, the rest of the set works, and the command names each with its cause when it ends,
+# its exit code then non-zero (`unloadable`). A diff named alone (`--patches FILE`) is refused.
+_unloadable: list[PatchkitError] = []
+_parsed: dict[Path, DiffPatchFile] = {}  # a diff file -> its parse (made once, for its id)
 
 
 def use_folders(folders: tuple[str, ...] | list[str]) -> None:
@@ -51,6 +57,8 @@ def use_folders(folders: tuple[str, ...] | list[str]) -> None:
     global _sets, _modules
     _folders[:] = list(folders)
     _sets = _modules = None
+    _unloadable.clear()
+    _parsed.clear()
 
 
 def add_folders(folders: tuple[str, ...] | list[str]) -> None:
@@ -164,14 +172,21 @@ def _module_index() -> dict[str, tuple[str, PatchSet]]:
                         f"{patch_set.folder / name}.py ({patch_set.origin}): {pid!r} is not a valid patch id "
                         f"({PATCH_ID_RULE}; underscores in the file name stand for dashes); rename the file"
                     )
-            # A diff's id is checked by its parser (unidiff.parse_header), by the same rule.
-            found += [(_diff_id(patch_set.folder / name), name) for name in _diff_files(patch_set)]
+            # A diff's id is checked by its parser (unidiff.load), by the same rule.
+            for name in _diff_files(patch_set):
+                try:
+                    found.append((_diff_id(patch_set.folder / name), name))
+                except (UsageError, PlanError) as exc:
+                    if patch_set.only:
+                        raise
+                    _unloadable.append(exc)
             for pid, name in found:
                 if pid in index:
                     other_name, other = index[pid]
                     raise UsageError(
                         f"patch id {pid!r} is defined twice: by {other.origin} ({_file(other, other_name)}) "
-                        f"and by {patch_set.origin} ({_file(patch_set, name)}); remove one of them"
+                        f"and by {patch_set.origin} ({_file(patch_set, name)}); remove one of them (a diff file: or give it "
+                        "its own id with a `Patchkit-Id:` line)"
                     )
                 index[pid] = (name, patch_set)
         _modules = dict(sorted(index.items()))
@@ -190,8 +205,15 @@ def _diff_files(patch_set: PatchSet) -> list[str]:
     return sorted(n for n in names if n.endswith(DIFF_SUFFIXES) and not n.startswith(".") and not (patch_set.folder / n).is_dir())
 
 
+def unloadable() -> list[PatchkitError]:
+    """The diff files of the loaded folders that were left out, each error naming its file."""
+    return list(_unloadable)
+
+
 def _diff_id(path: Path) -> str:
-    from patchkit.unidiff import parse_header
+    """A diff file's id, the whole diff parsed (a damaged one is left out of its folder at once,
+    never half-known: listed by id here, failing later)."""
+    from patchkit.unidiff import load
 
     try:
         data = read_regular(path)  # a FIFO named .patch is refused at once, not waited on
@@ -200,7 +222,8 @@ def _diff_id(path: Path) -> str:
                                  "that diff patch") from None
     except OSError as exc:
         raise EnvironmentFailure(f"cannot read {path}: {exc.strerror}") from None
-    return parse_header(data, str(path)).id
+    _parsed[path] = load(data, str(path))
+    return _parsed[path].id
 
 
 def _is_diff(name: str) -> bool:
@@ -241,7 +264,7 @@ def load_all() -> list[type[Patch]]:
         if _is_diff(name):
             from patchkit.diffpatch import patch_class
 
-            found.append(patch_class(patch_set.folder / name, patch_set.origin))
+            found.append(patch_class(patch_set.folder / name, patch_set.origin, _parsed.get(patch_set.folder / name)))
             continue
         where = f"{patch_set.folder / name}.py ({patch_set.origin})"
         module = _import_patch_module(f"{patch_set.package}.{name}", patch_set.folder / f"{name}.py", patch_set.origin)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit.errors import UsageError
+from patchkit.errors import PlanError, UsageError
 from patchkit.patch_id import PATCH_ID_RULE, is_patch_id
 from patchkit.units import split_lines
 
@@ -103,9 +103,20 @@ def _is_file_start(lines: list[bytes], i: int) -> bool:
         line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ "))
 
 
+_NOT_ID = re.compile(r"[^a-z0-9]+")
+
+
 def default_id(name: str) -> str:
-    """The id a diff file's name gives: its stem, a leading "NNNN-" sequence number dropped."""
-    return _SEQUENCE.sub("", Path(name).name.rsplit(".", 1)[0])
+    """The id a diff file's name gives (DERIVED_ID_RULE): its stem, a leading "NNNN-" sequence
+    number dropped, lower-cased, every run of other characters than letters and digits one dash,
+    no dash at either end: `v0.5.15.post1-sglang.patch` -> `v0-5-15-post1-sglang`. The field's
+    files keep the names their framework gives them."""
+    stem = _SEQUENCE.sub("", Path(name).name.rsplit(".", 1)[0])
+    return _NOT_ID.sub("-", stem.lower()).strip("-")
+
+
+DERIVED_ID_RULE = ("the file name without its suffix and a leading `NNNN-`, lower-cased, each run of other "
+                   "characters than letters and digits one dash")
 
 
 @dataclass(frozen=True)
@@ -118,14 +129,6 @@ class Header:
     after: tuple[str, ...]
 
 
-def parse_header(data: bytes, name: str) -> Header:
-    """The header's fields (cheap: only the free text before the first file is read); an id
-    that breaks the state file's rule is a usage error naming the file."""
-    lines = split_lines(_without_bom(data, name))
-    end = next((i for i in range(len(lines)) if _is_file_start(lines, i)), len(lines))
-    return _header(lines[:end], name)
-
-
 def _header(lines: list[bytes], name: str) -> Header:
     text = [line.decode("utf-8", "replace").rstrip("\r\n") for line in lines]
     trailers: dict[str, list[str]] = {}
@@ -134,11 +137,13 @@ def _header(lines: list[bytes], name: str) -> Header:
         if found:
             trailers.setdefault(found.group(1).lower(), []).append(found.group(2))
     subject, body = _subject_and_body(text)
-    pid = (trailers.get("patchkit-id") or [default_id(name)])[-1]
-
+    named = trailers.get("patchkit-id")
+    pid = named[-1] if named else default_id(name)
     if not is_patch_id(pid):
-        raise UsageError(f"{name}: {pid!r} is not a valid patch id ({PATCH_ID_RULE}); set `Patchkit-Id:` in its "
-                         "header or rename the file")
+        # A derived id breaks the rule only when the name has no letter or digit at all.
+        said = "its `Patchkit-Id:`" if named else f"its file name ({DERIVED_ID_RULE})"
+        raise UsageError(f"{name}: {pid!r} is not a valid patch id ({PATCH_ID_RULE}; from {said}); set "
+                         "`Patchkit-Id:` in its header")
     applies_to = (trailers.get("patchkit-applies-to") or [""])[-1]
     from packaging.specifiers import InvalidSpecifier, SpecifierSet  # here: not a cost of every status
 
@@ -176,12 +181,26 @@ def _subject_and_body(text: list[str]) -> tuple[str, str]:
     return _SUBJECT_TAG.sub("", " ".join(parts)).strip(), "\n".join(body).strip()
 
 
-def _path(raw: bytes) -> str | None:
+def _path(raw: bytes, name: str, line: int) -> str | None:
     """A path of a ---/+++ line: timestamp after a tab dropped, quotes removed; None for /dev/null."""
     text = raw.decode("utf-8", "surrogateescape").rstrip("\r\n").split("\t", 1)[0].strip()
     if len(text) >= 2 and text[0] == text[-1] == '"':
         text = text[1:-1]
-    return None if text == "/dev/null" else text
+    return None if text == "/dev/null" else _checked_path(text, name, line)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _checked_path(text: str, name: str, line: int) -> str:
+    """A path as the diff spells it, refused (a usage error naming the diff file and its line) when
+    it holds a NUL byte or another control character: no file of a package has one, and the OS
+    refuses a NUL in a path."""
+    found = _CONTROL.search(text)
+    if found:
+        raise UsageError(f"{name}: line {line}: the path {text!r} holds a control character "
+                         f"({found.group()!r}); no file of the package is named so: a damaged diff")
+    return text
 
 
 def _strip_prefix(old: str | None, new: str | None) -> tuple[str | None, str | None, str]:
@@ -237,6 +256,8 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
             half = words.split(" ")
             mid = len(half) // 2  # "a/x b/x": the two halves of a path without spaces
             git_paths = (" ".join(half[:mid]) or None, " ".join(half[mid:]) or None)
+            for part in git_paths:
+                _checked_path(part or "", name, i + 1)
             i += 1
             while i < len(lines) and not lines[i].startswith((b"--- ", b"diff --git ", b"@@ ")):
                 line = lines[i].decode("utf-8", "surrogateescape").rstrip("\r\n")
@@ -255,18 +276,18 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
                 elif line.startswith("deleted file"):
                     meta["deleted"] = "1"
                 elif line.startswith(("rename from ", "copy from ")):
-                    meta["from"] = line.split(" ", 2)[2]
+                    meta["from"] = _checked_path(line.split(" ", 2)[2], name, i + 1)
                     if line.startswith("copy"):
                         meta["copy"] = "1"
                 elif line.startswith(("rename to ", "copy to ")):
-                    meta["to"] = line.split(" ", 2)[2]
+                    meta["to"] = _checked_path(line.split(" ", 2)[2], name, i + 1)
                 elif line.startswith(("GIT binary patch", "Binary files ")):
                     meta["binary"] = "1"
                 i += 1
         old: str | None
         new: str | None
         if i < len(lines) and lines[i].startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ "):
-            old, new = _path(lines[i][4:]), _path(lines[i + 1][4:])
+            old, new = _path(lines[i][4:], name, i + 1), _path(lines[i + 1][4:], name, i + 2)
             i += 2
         else:  # a mode change, a rename without edits, a binary file: the paths of the git line
             old = None if meta.get("created") else (("a/" + meta["from"]) if "from" in meta else git_paths[0])
@@ -320,6 +341,16 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
                          prefix=prefix or "", files=tuple(files), outside=tuple(outside), notes=tuple(notes))
 
 
+def load(data: bytes, name: str) -> DiffPatchFile:
+    """A diff patch's file parsed (`parse`), refused when it changes no file of the package
+    (only files outside it, or only modes: the parser's notes say which)."""
+    diff = parse(data, name)
+    if not diff.files:
+        left_out = f" ({len(diff.outside)} file(s) outside it left out)" if diff.outside else ""
+        raise PlanError(f"{name}: no change to a file of the sglang package in it{left_out}")
+    return diff
+
+
 def _refuse_conflict_markers(name: str, lines: list[bytes], start: int, end: int) -> None:
     """An added line that opens a conflict block (`patchkit rebase` writes them where a unit
     conflicts): the diff is not resolved yet, and what it would write does not compile."""
@@ -364,6 +395,7 @@ def _hunk(lines: list[bytes], i: int, name: str) -> tuple[Hunk, int, int]:
     found = _HUNK.match(lines[i])
     if found is None:
         raise UsageError(f"{name}: line {i + 1}: a hunk header that is not '@@ -N,M +N,M @@'")
+    header = i + 1  # the hunk's line in the diff file, for messages
     old_start, new_start = int(found.group(1)), int(found.group(3))
     old_left = 1 if found.group(2) is None else int(found.group(2))
     new_left = 1 if found.group(4) is None else int(found.group(4))
@@ -390,7 +422,7 @@ def _hunk(lines: list[bytes], i: int, name: str) -> tuple[Hunk, int, int]:
         elif old_left == new_left and (line.startswith((b"@@ ", b"diff --git ")) or _is_file_start(lines, i)):
             break  # cut short where only context is left: blank lines an editor stripped at the end
         else:
-            raise UsageError(f"{name}: line {i + 1}: the hunk at line {old_start} ends early "
+            raise UsageError(f"{name}: line {i + 1}: the hunk of line {header} ends early, before this line "
                              f"(expected {max(old_left, 0)} more old and {max(new_left, 0)} more new line(s))")
         body.append(line)
         i += 1
@@ -402,10 +434,10 @@ def _hunk(lines: list[bytes], i: int, name: str) -> tuple[Hunk, int, int]:
         blank += old_left
         old_left = new_left = 0
     elif old_left > 0 or new_left > 0:
-        raise UsageError(f"{name}: the hunk at line {old_start} ends early (expected {max(old_left, 0)} more old "
-                         f"and {max(new_left, 0)} more new line(s))")
+        raise UsageError(f"{name}: line {i}: the diff ends inside the hunk of line {header} (expected "
+                         f"{max(old_left, 0)} more old and {max(new_left, 0)} more new line(s)): a truncated diff?")
     if old_left < 0 or new_left < 0:
-        raise UsageError(f"{name}: the hunk at line {old_start} holds more lines than its header counts")
+        raise UsageError(f"{name}: line {header}: the hunk holds more lines than its header counts")
     if i < len(lines) and lines[i].startswith(b"\\"):  # "\ No newline at end of file" after the last line
         _drop_newline(body)
         i += 1

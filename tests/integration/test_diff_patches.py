@@ -64,13 +64,15 @@ def test_on_the_release_it_was_made_for_apply_writes_what_git_apply_writes(relea
 def test_a_folder_of_diffs_loads_beside_modules_and_a_bad_id_exits_2(tmp_path, release):
     folder = tmp_path / "set"
     folder.mkdir()
-    (folder / "fixA.patch").write_bytes(offloader_diff())
+    (folder / "fixA.patch").write_bytes(offloader_diff())  # the name gives the id `fixa`
+    (folder / "other.patch").write_bytes(b"Patchkit-Id: Bad_Id\n" + offloader_diff())
     site = release("0.5.20", extra=(OFFLOADER,))
-    before = snapshot(site)
-    result = run("--patches", folder, "apply", "--site-packages", site)
+    result = run("--patches", folder, "status", "--site-packages", site, "--json")
+    assert "fixa" in {p["id"] for p in result.json()["patches"]}
+    # The diff whose header id breaks the rule is left out, named at the end, and the run is exit 2.
     assert result.exit_code == 2
-    assert "fixA.patch" in result.stderr and "'fixA'" in result.stderr
-    assert snapshot(site) == before
+    assert "other.patch: 'Bad_Id' is not a valid patch id" in result.stderr and "left out" in result.stderr
+    (folder / "other.patch").unlink()
     (folder / "fixA.patch").rename(folder / "0003-fix-a.diff")
     listed = run("--patches", folder, "list", "--json").json()["patches"]
     assert "fix-a" in {p["id"] for p in listed}

@@ -52,14 +52,14 @@ def test_rebase_refusals(tmp_path, patchkit_home):
     fifo = tmp_path / "fifo.diff"
     os.mkfifo(fifo)
     (tmp_path / "notes.diff").write_text("just some words\n")
-    bad_id = tmp_path / "Bad_Id.diff"
-    bad_id.write_text(diff.read_text())
+    bad_id = tmp_path / "bad-id.diff"
+    bad_id.write_text("Patchkit-Id: Bad_Id\n" + diff.read_text())
     before, home = snapshot(tmp_path), snapshot(patchkit_home)
     assert_refused(run("rebase", tmp_path / "missing.diff", "--to", "0.5.17"), 2, "missing.diff: no such file")
     assert_refused(run("rebase", fifo, "--to", "0.5.17"), 6, "fifo.diff: a FIFO, not a diff file")
     assert_refused(run("rebase", tmp_path, "--to", "0.5.17"), 6, "a folder, not a diff file")
     assert_refused(run("rebase", tmp_path / "notes.diff", "--to", "0.5.17"), 2, "notes.diff: not a diff")
-    assert_refused(run("rebase", bad_id, "--to", "0.5.17"), 2, "Bad_Id.diff: 'Bad_Id' is not a valid patch id")
+    assert_refused(run("rebase", bad_id, "--to", "0.5.17"), 2, "bad-id.diff: 'Bad_Id' is not a valid patch id")
     assert_refused(run("rebase", diff, "--to", "banana"), 2, "--to: 'banana' is not a version")
     assert_refused(run("rebase", diff, "--to", "0.5.17", "-o", tmp_path / "no" / "x.diff"), 2,
                    f"the folder {tmp_path / 'no'} does not exist")

@@ -72,3 +72,36 @@ def test_a_broken_patch_module_is_exit_2_naming_the_file_and_line(tmp_path, sour
     assert result.exit_code == 2, (result.stdout, result.stderr)
     (message,) = result.stderr.splitlines()
     assert message.startswith(f"error: {tmp_path / 'my_fix.py'}:{line}: ") and says in message, message
+
+
+_DIFF = ("diff --git a/sglang/srt/x.py b/sglang/srt/x.py\n--- a/sglang/srt/x.py\n+++ b/sglang/srt/x.py\n"
+         "@@ -1 +1 @@\n-a\n+b\n")
+
+
+def test_a_folder_loads_the_field_s_file_names_and_names_a_damaged_diff_at_the_end(tmp_path, patchkit_home):
+    from testing.cli import run
+
+    (tmp_path / "v0.5.15.post1-sglang.patch").write_text(_DIFF)
+    (tmp_path / "damaged.patch").write_text(_DIFF.replace("-a\n+b\n", "-a\n"))  # cut short
+    (tmp_path / "bad-header.diff").write_text("Patchkit-Id: Bad_Id\n" + _DIFF)
+    result = run("--patches", tmp_path, "list", "--json")
+    ids = {p["id"] for p in result.json()["patches"]}
+    assert "v0-5-15-post1-sglang" in ids and not {"damaged", "bad-header"} & ids
+    # Each named with its cause after the work; the run is not 0, so CI notices.
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'damaged.patch'}: line 5: the diff ends inside the hunk of line 4" in result.stderr
+    assert f"{tmp_path / 'bad-header.diff'}: 'Bad_Id' is not a valid patch id" in result.stderr
+    # A diff named alone is refused at once.
+    alone = run("--patches", tmp_path / "damaged.patch", "list")
+    assert alone.exit_code == 2 and "left out" not in alone.stderr and "damaged.patch" in alone.stderr
+
+
+def test_two_files_deriving_one_id_are_a_usage_error_naming_both(tmp_path, patchkit_home):
+    from testing.cli import run
+
+    (tmp_path / "Fix.A.patch").write_text(_DIFF)
+    (tmp_path / "fix_a.diff").write_text(_DIFF)
+    result = run("--patches", tmp_path, "list")
+    assert result.exit_code == 2
+    assert "'fix-a' is defined twice" in result.stderr
+    assert str(tmp_path / "Fix.A.patch") in result.stderr and str(tmp_path / "fix_a.diff") in result.stderr

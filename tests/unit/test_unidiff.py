@@ -74,12 +74,23 @@ def test_header_trailers_win_over_format_patch_fields():
     assert (plain.id, plain.title, plain.rationale, plain.applies_to) == ("fix", "fix", "fix", "")
 
 
-@pytest.mark.parametrize("name, header", [("fixA.patch", b""), ("ok.patch", b"Patchkit-Id: Bad_Id\n"),
+@pytest.mark.parametrize("name, header", [("___.patch", b""), ("ok.patch", b"Patchkit-Id: Bad_Id\n"),
                                           ("ok.patch", b"Patchkit-Id: -x\n")])
 def test_a_bad_id_is_a_usage_error_naming_the_file(name, header):
     with pytest.raises(UsageError) as info:
         unidiff.parse(header + git_diff({REL: BEFORE}, {REL: AFTER}), name)
     assert name in str(info.value) and info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("name, pid", [
+    ("v0.5.15.post1-sglang.patch", "v0-5-15-post1-sglang"),  # an RL framework's docker/patch/<release>/ file
+    ("fixA.patch", "fixa"), ("0003-Fix_A.diff", "fix-a"), ("My Fix (2).patch", "my-fix-2"),
+    ("sglang.patch", "sglang"), ("0.5.12.post1.diff", "0-5-12-post1"),
+])
+def test_a_file_name_that_is_not_an_id_gives_one(name, pid):
+    assert unidiff.parse(git_diff({REL: BEFORE}, {REL: AFTER}), name).id == pid
+    # A header id still wins.
+    assert unidiff.parse(b"Patchkit-Id: mine\n" + git_diff({REL: BEFORE}, {REL: AFTER}), name).id == "mine"
 
 
 def _strip_blank_context(text: bytes) -> bytes:
@@ -145,3 +156,36 @@ def test_not_a_diff_and_a_short_hunk_are_usage_errors():
     text = git_diff({REL: BEFORE}, {REL: AFTER})
     with pytest.raises(UsageError, match="ends early"):
         unidiff.parse(text.replace(b"+    return 10\n", b"XX\n"), "x.patch")
+
+
+def test_a_truncated_diff_names_the_diff_file_and_its_lines():
+    text = git_diff({REL: BEFORE}, {REL: AFTER})
+    lines = text.splitlines(keepends=True)
+    header = next(n for n, line in enumerate(lines, 1) if line.startswith(b"@@ "))
+    removed = next(n for n, line in enumerate(lines, 1) if line.startswith(b"-    return 1"))
+    cut = b"".join(lines[:removed])  # ends after the removed line: its added line is missing
+    with pytest.raises(UsageError) as info:
+        unidiff.parse(cut, "v0.5.15.post1-sglang.patch")
+    # The .patch file's lines, not the target file's.
+    assert str(info.value).startswith(f"v0.5.15.post1-sglang.patch: line {removed}: the diff ends inside the "
+                                      f"hunk of line {header} ")
+    replaced = text.replace(b"+    return 10\n", b"XX\n")
+    at = replaced.splitlines().index(b"XX") + 1
+    with pytest.raises(UsageError, match=f"^x.patch: line {at}: the hunk of line {header} ends early"):
+        unidiff.parse(replaced, "x.patch")
+
+
+@pytest.mark.parametrize("bad", ["\0", "\x1b[31m", "\r", "\x7f", "\x01"])
+@pytest.mark.parametrize("where", ["git", "minus", "plus"])
+def test_a_control_character_in_a_path_is_a_usage_error_naming_the_line(bad, where):
+    """A NUL in a path reached Path.resolve (exit 70, `embedded null byte`); every control
+    character is refused where the diff is read: exit 2, the .patch file and line."""
+    text = git_diff({REL: BEFORE}, {REL: AFTER}).decode()
+    lines = text.splitlines(keepends=True)
+    index = {"git": 0, "minus": 2, "plus": 3}[where]
+    assert lines[index].startswith(("diff --git", "---", "+++"))
+    lines[index] = lines[index].replace("x.py", f"x{bad}.py")
+    with pytest.raises(UsageError) as info:
+        unidiff.parse("".join(lines).encode(), "evil.patch")
+    assert str(info.value).startswith(f"evil.patch: line {index + 1}: the path ")
+    assert "control character" in str(info.value) and info.value.exit_code == 2
