@@ -25,8 +25,12 @@ CONTEXT_UNKNOWN_GIB = (0.40, 1.10)
 # display (GeForce/RTX workstation cards) adds up to ~0.9 GiB.
 CARD_DATACENTER_GIB = (0.00, 0.30)
 CARD_OTHER_GIB = (0.05, 0.90)
-DATACENTER_NAMES = ("A100", "A800", "A10", "A30", "A40", "L4", "L20", "L40", "H100", "H800", "H20", "H200", "B200",
-                    "B300", "GB200", "GB300")
+# Data-centre model numbers, matched as whole words of nvidia-smi's name ("NVIDIA A100-SXM4-80GB", "Tesla T4"): a
+# substring would take "RTX A4000" for an A40 and "RTX A1000 Laptop" for an A10. A name with "RTX" in it is a
+# workstation or desktop card whatever its number.
+DATACENTER_MODELS = frozenset({"A2", "A10", "A10G", "A16", "A30", "A40", "A100", "A800", "L4", "L20", "L40", "L40S",
+                               "H20", "H100", "H200", "H800", "GH200", "B200", "B300", "GB200", "GB300", "T4", "V100",
+                               "P4", "P40", "P100"})
 WSL_GIB = (0.30, 1.20)  # the Windows host's share of the card under WSL2
 # NCCL's buffers (NCCL_BUFFSIZE 4 MiB per channel and peer, LL/LL128/Simple) for the world and TP communicators.
 NCCL_GIB = {"pcie": (0.30, 0.70), "nvlink": (0.50, 1.50), None: (0.30, 1.50)}
@@ -58,6 +62,12 @@ class AllReduceBuffers:
     v2_bytes: int | None  # 2 x SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB, where V2 is on (None: the release has no V2)
 
 
+def is_datacentre(name: str) -> bool:
+    """Whether nvidia-smi's name is a data-centre card (no display, little held before SGLang starts)."""
+    words = name.upper().replace("-", " ").replace("_", " ").split()
+    return "RTX" not in words and any(word in DATACENTER_MODELS for word in words)
+
+
 def terms(*, sm: tuple[int, int] | None, name: str | None, parallel: int, tp: int, interconnect: str | None,
           wsl: bool, idle_measured: bool, custom_all_reduce: bool, buffers: AllReduceBuffers) -> list[Term]:
     """What comes off the card before the weights load. `idle_measured`: the free memory was read from the
@@ -65,7 +75,7 @@ def terms(*, sm: tuple[int, int] | None, name: str | None, parallel: int, tp: in
     found = [Term("cuda-context", *(CONTEXT_GIB.get(sm[0], CONTEXT_UNKNOWN_GIB) if sm else CONTEXT_UNKNOWN_GIB),
                   f"torch's CUDA context on SM {'.'.join(map(str, sm)) if sm else 'unknown'} (typical)")]
     if not idle_measured:
-        datacenter = bool(name) and any(n.lower() in str(name).lower() for n in DATACENTER_NAMES)
+        datacenter = bool(name) and is_datacentre(str(name))
         found.append(Term("card-reserve", *(CARD_DATACENTER_GIB if datacenter else CARD_OTHER_GIB),
                           "driver/firmware and a desktop before SGLang starts (typical)"))
         if wsl:

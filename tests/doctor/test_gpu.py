@@ -88,6 +88,18 @@ def test_free_memory_terms_follow_the_launch_and_the_card():
     assert set(_terms()) == {"cuda-context", "card-reserve", "allocator"}
     assert _terms(name="NVIDIA H200")["card-reserve"].high_gib == 0.30  # a data-centre card: no desktop
     assert _terms(name="NVIDIA GeForce RTX 4090")["card-reserve"].high_gib == 0.90
+
+
+@pytest.mark.parametrize("name, datacentre", [
+    ("NVIDIA A100-SXM4-80GB", True), ("NVIDIA A10G", True), ("NVIDIA A10", True), ("NVIDIA L40S", True),
+    ("NVIDIA H100 80GB HBM3", True), ("Tesla T4", True), ("Tesla V100-SXM2-32GB", True), ("NVIDIA GH200 480GB", True),
+    # Workstation and laptop cards whose model number starts like a data-centre one: a display may hold memory.
+    ("NVIDIA RTX A4000", False), ("NVIDIA RTX A1000 Laptop GPU", False), ("NVIDIA RTX A2000 12GB", False),
+    ("NVIDIA RTX 6000 Ada Generation", False), ("NVIDIA GeForce RTX 4090", False), ("NVIDIA T400", False),
+])
+def test_data_centre_cards_are_found_by_model_not_substring(name, datacentre):
+    assert free_memory.is_datacentre(name) is datacentre
+    assert _terms(name=name)["card-reserve"].high_gib == (0.30 if datacentre else 0.90)
     assert "wsl2-host" in _terms(wsl=True) and "wsl2-host" not in _terms(wsl=True, idle_measured=True)
     # CustomAllreduce runs at TP 2, 4, 6, 8 and over PCIe only at TP 2; V2's buffers where the release has it on
     assert _terms(parallel=2, tp=2, interconnect="pcie")["custom-all-reduce"].low_gib == 24 / 1024
