@@ -290,14 +290,15 @@ def logits_bytes(vocab: int, rows: int, act_bytes: int) -> int:
 
 def max_safe_fraction(needed_bytes: int, free_gib: float) -> float | None:
     """The highest `--mem-fraction-static`, to 0.01, whose rest `(1 - f) x free` holds `needed_bytes`
-    (rounded down, so the rest is never short); None without free memory."""
+    (rounded down, so the rest is never short); None without free memory, or where no fraction above 0
+    leaves enough (the need is the whole free memory or more)."""
     free = free_gib * GIB
     if free <= 0:
         return None
     fraction = math.floor((1 - needed_bytes / free) * 100) / 100
     while fraction > 0 and (1 - fraction) * free < needed_bytes:  # float rounding at the boundary
         fraction = round(fraction - 0.01, 2)
-    return fraction
+    return fraction if fraction > 0 else None
 
 
 # --- the estimate ------------------------------------------------------------------------------

@@ -92,8 +92,9 @@ def lines(report: Report) -> list[str]:
     if b.non_static_needed_bytes is not None:
         rows.append(("outside the static pools: needed", gib(b.non_static_needed_bytes)))
         rows.append(("outside the static pools: available", gib(b.non_static_available_bytes)))
-        rows.append(("max safe mem-fraction-static", "?" if b.max_safe_mem_fraction_static is None
-                     else f"{b.max_safe_mem_fraction_static:.2f}"))
+        safe = b.max_safe_mem_fraction_static
+        rows.append(("max safe mem-fraction-static", f"{safe:.2f}" if safe is not None else
+                     "none" if b.free_at_load_gib is not None else "?"))
     rows.append(("longest request (tokens)", "?" if b.max_request_tokens is None else f"{b.max_request_tokens:,}"))
     width = max(len(label) for label, _ in rows)
     out += [f"  {label:<{width}}  {value:>14}" for label, value in rows]

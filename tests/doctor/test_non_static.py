@@ -38,12 +38,12 @@ def test_logits_and_sampler_bytes():
 
 
 @pytest.mark.parametrize("needed_gib, free_gib, expected", [(1.0, 23.0, 0.95), (1.0, 20.0, 0.95), (1.52, 23.0, 0.93),
-                                                            (30.0, 23.0, -0.31)])
+                                                            (22.9, 23.0, None), (30.0, 23.0, None)])
 def test_max_safe_fraction_leaves_enough_and_no_more(needed_gib, free_gib, expected):
     needed = int(needed_gib * GIB)
     safe = non_static.max_safe_fraction(needed, free_gib)
-    assert safe == expected
-    if safe > 0:
+    assert safe == expected  # None: no fraction above 0 leaves enough (never a negative fraction)
+    if safe is not None:
         assert (1 - safe) * free_gib * GIB >= needed  # the named fraction leaves enough
         assert (1 - (safe + 0.01)) * free_gib * GIB < needed  # and one step more does not
 

@@ -96,3 +96,17 @@ def test_bad_input_exits_2_with_one_line(site, args, message):
     assert result.exit_code == 2, result.stdout + result.stderr
     assert result.stderr.startswith("error: ") and message in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_a_need_beyond_the_free_memory_names_no_fraction(site, model):
+    """Outside the static pools this launch needs more than the 1 GiB free: no --mem-fraction-static leaves
+    enough, and the report says so instead of a negative fraction."""
+    launch = ("--", "--model-path", model, "--mem-fraction-static", "0.5")
+    small = ("--gpus", "1", "--gpu-memory", "2", "--gpu-free", "1", "--sm", "9.0")
+    text = run("doctor", "--site-packages", site, *small, *launch)
+    assert "max safe mem-fraction-static" in text.stdout
+    line = next(line for line in text.stdout.splitlines() if "max safe mem-fraction-static" in line)
+    assert line.split()[-1] == "none", line
+    budget = run("doctor", "--site-packages", site, *small, "--json", *launch).json()["budget"]
+    assert budget["max_safe_mem_fraction_static"] is None
+    assert budget["non_static_needed_bytes"] > 1 << 30
