@@ -15,8 +15,12 @@ from patchkit.constants import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def _exit_codes_epilog(command: str | None) -> str:
-    return "\b\n" + exit_codes.help_text(command)  # \b: click prints the table as written
+def _exit_codes_epilog(command: str | None, cmd: click.Command | None = None) -> str:
+    options = None
+    if cmd is not None:
+        commands = list(cmd.commands.values()) if isinstance(cmd, click.Group) else [cmd]
+        options = frozenset(opt for c in commands for param in c.params for opt in getattr(param, "opts", ()))
+    return "\b\n" + exit_codes.help_text(command, options)  # \b: click prints the table as written
 
 
 def _wants_json() -> bool:
@@ -464,11 +468,9 @@ def _list_exit_codes(group: click.Group, prefix: str = "") -> None:
     if not prefix:
         group.epilog = _exit_codes_epilog(None)
     for name, command in group.commands.items():
+        command.epilog = _exit_codes_epilog(prefix + name, command)
         if isinstance(command, click.Group):
-            command.epilog = _exit_codes_epilog(prefix + name)
             _list_exit_codes(command, prefix + name + " ")
-        else:
-            command.epilog = _exit_codes_epilog(prefix + name)
 
 
 _accept_patches(main)

@@ -9,9 +9,9 @@ from patchkit.constants import (EXIT_BUG, EXIT_DRIFT, EXIT_ENVIRONMENT, EXIT_INT
 MEANINGS = {
     EXIT_OK: "done, or nothing to do",
     EXIT_PLAN: "a patch could not be planned or validated (nothing written)",
-    EXIT_USAGE: "usage error (also a --target that is not a version, a broken patch module)",
+    EXIT_USAGE: "usage error (also {--target}a --target that is not a version, {}a broken patch module)",
     EXIT_TARGET: "SGLang not found, version mismatch, or a release patchkit knows nothing about",
-    EXIT_DRIFT: "a file changed outside patchkit would be lost (nothing written; --force overrides)",
+    EXIT_DRIFT: "a file changed outside patchkit would be lost (nothing written{--force}; --force overrides{})",
     EXIT_LOCKED: "gave up waiting for another patchkit run on the same folder (--lock-timeout)",
     EXIT_ENVIRONMENT: "a file could not be read or written (read-only, permission, no space, wrong type)",
     EXIT_BUG: "unexpected error (the crash log holding the traceback is named)",
@@ -60,9 +60,22 @@ COMMAND_MEANINGS: dict[tuple[str, int], str] = {
 }
 
 
-def help_text(command: str | None = None) -> str:
+def _for_options(meaning: str, options: frozenset[str] | None) -> str:
+    """A meaning with its `{--option}...{}` clauses: kept where the command has that option (or for the table of
+    every code, `options` None), left out where it has not (doctor has no --target)."""
+    out, rest = [], meaning
+    while "{" in rest:
+        before, _, tail = rest.partition("{")
+        option, _, tail = tail.partition("}")
+        clause, _, rest = tail.partition("{}")
+        out += [before, clause if options is None or option in options else ""]
+    return "".join(out) + rest
+
+
+def help_text(command: str | None = None, options: frozenset[str] | None = None) -> str:
     """`Exit codes:` and one line per code: those `command` can return (a group such as `manifest`:
-    those of its commands), or every code for None."""
+    those of its commands), or every code for None. `options`: the command's option strings (what its
+    lines may name)."""
     if command is None:
         codes = sorted(MEANINGS)
     else:
@@ -70,5 +83,6 @@ def help_text(command: str | None = None) -> str:
         if not mine:
             raise KeyError(f"exit_codes.COMMAND_CODES has no entry for {command!r}")
         codes = sorted({code for found in mine for code in found})
-    lines = [f"  {code:<4} {COMMAND_MEANINGS.get((command or '', code), MEANINGS[code])}" for code in codes]
+    lines = [f"  {code:<4} {_for_options(COMMAND_MEANINGS.get((command or '', code), MEANINGS[code]), options)}"
+             for code in codes]
     return "\n".join(["Exit codes:", *lines])

@@ -48,6 +48,18 @@ def test_each_command_help_names_exactly_its_codes(command):
     assert result.stdout.count("Exit codes:") == 1
 
 
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_the_codes_name_only_options_the_command_has(command):
+    """`doctor --help` said "usage error (also a --target that is not a version...)": doctor has no --target."""
+    cmd = main
+    for name in command:
+        cmd = cmd.commands[name]  # type: ignore[attr-defined]
+    options = {opt for param in cmd.params for opt in getattr(param, "opts", ())}
+    block = run(*command, "--help").stdout.split("Exit codes:\n", 1)[1]
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", block))
+    assert named <= options, f"{' '.join(command)} --help names {sorted(named - options)}"
+
+
 def test_the_codes_follow_what_the_command_does():
     def codes(*command: str) -> list[int]:
         return listed_codes(run(*command, "--help").stdout)
