@@ -8,7 +8,7 @@ from typing import Callable
 
 from patchkit import crash_log, output
 from patchkit.constants import EXIT_BUG, EXIT_INTERRUPTED
-from patchkit.errors import PatchkitError, environment_failure, is_environment_failure
+from patchkit.errors import INTERRUPTED_EARLY, PatchkitError, environment_failure, is_environment_failure
 
 
 def log_traceback() -> str:
@@ -62,9 +62,6 @@ def _save_caches() -> None:
     identity = sys.modules.get("patchkit.identity")
     if identity is not None:
         identity.save()
-
-
-INTERRUPTED_EARLY = "interrupted before any file was changed; every file was left as it was"
 
 
 def flush(code: int) -> int:

@@ -79,6 +79,10 @@ class Interrupted(PatchkitError):
     exit_code = constants.EXIT_INTERRUPTED
 
 
+# Ctrl-C before a command changed any file (the error handler's line; apply and revert say more).
+INTERRUPTED_EARLY = "interrupted before any file was changed; every file was left as it was"
+
+
 class UsageError(PatchkitError):
     exit_code = constants.EXIT_USAGE
 

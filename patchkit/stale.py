@@ -12,7 +12,7 @@ from patchkit import state as state_mod
 from patchkit.constants import JOURNAL_FILE, LOCK_FILE, STATE_FILE
 from patchkit.errors import DriftError
 from patchkit.state import State
-from patchkit.target import SITE, Target
+from patchkit.target import SITE, Target, interpreter_for
 from patchkit.util import sha256
 
 
@@ -87,8 +87,6 @@ def restore_advice(target: Target, files: list[str]) -> str:
         paths = " ".join(os.path.relpath(target.site / rel, target.checkout) for rel in files)
         return f"Restore them from git: `git -C {target.checkout} checkout -- {paths}`"
     if target.kind == SITE:
-        from patchkit.verify import interpreter_for
-
         python = interpreter_for(target.site)
         if python is not None:  # a virtual environment's site-packages
             return (f"Reinstall SGLang {target.version}: `{python} -m pip install --force-reinstall --no-deps "

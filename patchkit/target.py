@@ -406,3 +406,12 @@ def usage_conflict(**given: object) -> None:
     named = [f"--{name.replace('_', '-')}" for name, value in given.items() if value]
     if len(named) > 1:
         raise UsageError(f"{' and '.join(named)} are mutually exclusive")
+
+
+def interpreter_for(site: Path) -> str | None:
+    """The interpreter of the virtual environment that owns `site`, if it is a venv's site-packages."""
+    for root in site.parents[:3]:
+        candidate = root / "bin" / "python"
+        if (root / "pyvenv.cfg").is_file() and candidate.exists():
+            return str(candidate)
+    return None

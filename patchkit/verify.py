@@ -80,15 +80,6 @@ print(json.dumps(out))
 """
 
 
-def interpreter_for(site: Path) -> str | None:
-    """The interpreter of the virtual environment that owns `site`, if it is a venv's site-packages."""
-    for root in site.parents[:3]:
-        candidate = root / "bin" / "python"
-        if (root / "pyvenv.cfg").is_file() and candidate.exists():
-            return str(candidate)
-    return None
-
-
 def _module_name(rel: str) -> str:
     return rel[: -len(".py")].replace("/", ".").removesuffix(".__init__")
 

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Iterator
 
 from patchkit import output, stale
-from patchkit.error_handler import INTERRUPTED_EARLY
-from patchkit.errors import Interrupted
+from patchkit.errors import INTERRUPTED_EARLY, Interrupted
 from patchkit.patch_status import PatchStatus
 from patchkit.target import Target
 

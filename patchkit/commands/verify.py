@@ -12,7 +12,7 @@ from patchkit.commands.locate import locate
 from patchkit import patch_status
 from patchkit.constants import EXIT_OK, EXIT_PLAN
 from patchkit.errors import UsageError
-from patchkit.target import SITE, Target, interpreter
+from patchkit.target import SITE, Target, interpreter, interpreter_for
 
 
 def verify(site_packages: str | None, python: str | None, strict: bool, as_json: bool,
@@ -87,9 +87,9 @@ def _interpreter(target: Target, site_packages: str | None, python: str | None) 
     if python:
         return interpreter(python)
     if site_packages:
-        owner = verify_mod.interpreter_for(Path(os.path.abspath(site_packages)))
+        owner = interpreter_for(Path(os.path.abspath(site_packages)))
     else:
-        owner = verify_mod.interpreter_for(target.site) if target.kind == SITE else None
+        owner = interpreter_for(target.site) if target.kind == SITE else None
     return owner or sys.executable
 
 
