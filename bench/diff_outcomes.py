@@ -30,7 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.diffs import changed_files  # noqa: E402
-from patchkit import diffpatch, release_blobs, unidiff, upstream  # noqa: E402
+from patchkit.diffs import diffpatch, release_blobs, unidiff  # noqa: E402
+from patchkit.engine import upstream  # noqa: E402
 from testing.diffs import git, git_diff, repo_of, write_files  # noqa: E402
 from testing.releases import HOME, pristine  # noqa: E402
 

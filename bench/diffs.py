@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.matrix import download_alone  # noqa: E402
-from patchkit import upstream  # noqa: E402
+from patchkit.engine import upstream  # noqa: E402
 from testing.diffs import git_diff  # noqa: E402
 from testing.releases import copy_minimal, pristine  # noqa: E402
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from patchkit import upstream
+from patchkit.engine import upstream
 
 
 def timed(argv: list[str], env: dict | None = None) -> tuple[float, float, subprocess.CompletedProcess]:

@@ -1,12 +1,12 @@
 """Speed goals of the core issue, measured as medians over repeated child processes.
 
   status / no-op apply on a patched tree   <= 5x    `python -c pass`   (hash check, no libcst, no click:
-                                                                      patchkit.fast_path; also as the median of per-run paired ratios)
+                                                                      patchkit.cli.fast_path; also as the median of per-run paired ratios)
   cold apply                               <= 1.0x  libcst parsing + regenerating the target files
 
 Everything runs on one core (`--cpu`, default 0; children inherit the affinity); the commands
 compared are run in turn, run after run, so a change of load weighs on all alike. A cold apply
-parses with libcst only the parts of the files the patches declare (`patchkit.skeleton`), so it
+parses with libcst only the parts of the files the patches declare (`patchkit.engine.skeleton`), so it
 can cost less than parsing the whole files.
 
 Usage: python bench/speed.py [--version 0.5.17] [--runs 15] [--cpu 0]
@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from patchkit import registry, releases
+from patchkit.engine import registry
+from patchkit.releases import pristine as releases
 
 
 def timed(argv: list[str], cwd: Path) -> float:
@@ -81,7 +82,7 @@ def main() -> None:
         "bare": ([py, "-c", "pass"], None),
         "cold": (apply, fresh_copy),
         "libcst_only": ([py, "-c", parse_regen, *[str(pristine / t) for t in targets]], None),
-        "imports": ([py, "-c", "import libcst.matchers, click, patchkit.planning, packaging.specifiers"], None),
+        "imports": ([py, "-c", "import libcst.matchers, click, patchkit.engine.planning, packaging.specifiers"], None),
         "libcst_import": ([py, "-c", "import libcst"], None),
     }, args.runs, work)
     # `site` is now patched (the last cold apply): status and a second apply are no-ops.

@@ -1,4 +1,4 @@
-from patchkit.fast_path import main
+from patchkit.cli.fast_path import main
 
 if __name__ == "__main__":
     main()

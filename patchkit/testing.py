@@ -14,8 +14,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from patchkit.errors import PatchkitError
-from patchkit.patch import Patch
+from patchkit.base.errors import PatchkitError
+from patchkit.authoring.patch import Patch
 
 
 class PatchTest:
@@ -70,8 +70,8 @@ class PatchTest:
 
 def _engine_run(cls: type[Patch], rel: str, data: bytes, whole: bool) -> tuple[str, bytes | str | None]:
     """The engine's verdict on `data` at `rel`, and the bytes it renders there (or the error)."""
-    from patchkit import decide
-    from patchkit import view as view_mod
+    from patchkit.engine import decide
+    from patchkit.engine import view as view_mod
 
     target = types.SimpleNamespace(site=Path("/nonexistent"), read=lambda path: None, version="0")
     view = view_mod.View(target=target, state=None, manifest=None)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from patchkit.cli import main
+from patchkit.cli.app import main
 
 
 @dataclass

@@ -9,7 +9,7 @@ from pathlib import Path
 from patchkit.doctor import diagnose
 from patchkit.doctor.gpu import Overrides
 from patchkit.doctor.report import Report
-from patchkit.target import find_in
+from patchkit.store.target import find_in
 from testing.releases import pristine
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from patchkit import view as view_mod
-from patchkit.util import sha256
+from patchkit.engine import view as view_mod
+from patchkit.base.util import sha256
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,7 @@ _CHILD = textwrap.dedent("""
         return result
     setattr(os, name, wrapper)
     sys.argv = ["patchkit", *sys.argv[4:]]
-    from patchkit.cli import main
+    from patchkit.cli.app import main
     main()
 """)
 

@@ -6,10 +6,11 @@ imports, the import edges between layers, the cycles and the upward imports (iss
 
 Every import statement counts, at module level or inside a function (a deferred import is still a
 dependency); one under `if TYPE_CHECKING:` is a type-only edge, shown as `name (t)` and left out of
-the cycles. The layers, lowest first: `base` (errors, constants, output, util: import nothing of
-patchkit above them), `library` (the rest of patchkit/), `patches` (patches/, shipped as
-patchkit.patches), `doctor` (patchkit/doctor/), `commands` (patchkit/commands/), `cli` (cli,
-fast_path, __main__). An upward import is an edge from a module to a higher layer.
+the cycles. The layers, lowest first, are the folders of patchkit/ (issue 34): `base`, `releases`,
+`store`, `authoring`, `diffs`, `engine`, `image`, `runtime`, then `api` (the modules at the top of
+patchkit/: the public paths patch sets import, `PatchTest`), `patches` (patches/, shipped as
+patchkit.patches), `doctor`, `commands`, `cli` (with `__main__`). The package itself (its version)
+is `base`. An upward import is an edge from a module to a higher layer.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LAYERS = ("base", "library", "patches", "doctor", "commands", "cli")
-BASE = {"patchkit.errors", "patchkit.constants", "patchkit.output", "patchkit.util"}
-CLI = {"patchkit.cli", "patchkit.fast_path", "patchkit.__main__"}
-
+LAYERS = ("base", "releases", "store", "authoring", "diffs", "engine", "image", "runtime", "api", "patches", "doctor",
+          "commands", "cli")
+FOLDERS = set(LAYERS) - {"api"}
 
 @dataclass
 class Module:
@@ -35,17 +35,12 @@ class Module:
 
 
 def layer(name: str) -> str:
-    if name in BASE:
+    if name == "patchkit":
         return "base"
-    if name in CLI:
+    if name == "patchkit.__main__":
         return "cli"
-    if name.startswith("patchkit.commands"):
-        return "commands"
-    if name.startswith("patchkit.doctor"):
-        return "doctor"
-    if name.startswith("patchkit.patches"):
-        return "patches"
-    return "library"
+    folder = name.split(".")[1]
+    return folder if folder in FOLDERS else "api"
 
 
 def _git(root: Path, *args: str) -> str:

@@ -33,7 +33,7 @@ def pytest_configure(config: object) -> None:
 
 
 def _patch_classes() -> list:
-    from patchkit import registry
+    from patchkit.engine import registry
 
     registry.use_folders([])
     return [cls for cls in registry.load_all() if cls.__module__.startswith("patchkit.patches.")]

@@ -9,7 +9,8 @@ import re
 import sys
 from pathlib import Path
 
-from patchkit import manifest, registry
+from patchkit.releases import manifest
+from patchkit.engine import registry
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"

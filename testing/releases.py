@@ -7,8 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
-from patchkit import releases
-from patchkit.constants import ENV_HOME
+from patchkit.releases import pristine as releases
+from patchkit.base.constants import ENV_HOME
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("PATCHKIT_TEST_CACHE") or REPO / ".cache" / "tests")
@@ -78,7 +78,7 @@ def tree_bytes(folder: Path) -> dict[str, bytes]:
 def target_files(version: str) -> list[str]:
     """The release's files that patchkit's patches look at (from its manifest: the files its
     verdicts name and every file a patch reads)."""
-    from patchkit.manifest import load
+    from patchkit.releases.manifest import load
 
     found = load(version)
     reads = {rel for entry in found.patches.values() for rel, digest in entry.reads.items() if digest is not None}

@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from patchkit import decide, patch_status, registry
-from patchkit import view as view_mod
+from patchkit.engine import decide, patch_status, registry
+from patchkit.engine import view as view_mod
 from testing.releases import pristine
 
 VERSIONS = tuple(f"0.5.{minor}" for minor in range(10, 24))

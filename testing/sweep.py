@@ -58,12 +58,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from patchkit import decide, error_handler, registry
+from patchkit.engine import decide, registry
+from patchkit.cli import error_handler
 from patchkit.commands.apply import apply as apply_command
 from patchkit.commands.clean import clean as clean_command
 from patchkit.commands.revert import revert as revert_command
-from patchkit.target import find_in
-from patchkit.util import sha256
+from patchkit.store.target import find_in
+from patchkit.base.util import sha256
 from testing.faults import _RENDERED
 from testing.faults import cache_renders as install_render_cache  # the one render cache of the fault tests
 from testing.releases import REPO, copy_minimal, tree
@@ -173,8 +174,8 @@ def sample(trials: list[tuple[str, int, str]], size: int, seed: str,
 
 _BOOT = textwrap.dedent("""
     import os, pickle, sys
-    from patchkit import view as view_mod
-    from patchkit.util import sha256
+    from patchkit.engine import view as view_mod
+    from patchkit.base.util import sha256
     with open(os.environ["PATCHKIT_SWEEP_RENDERS"], "rb") as handle:
         cache = pickle.load(handle)
     real = view_mod.render_file
@@ -184,7 +185,7 @@ _BOOT = textwrap.dedent("""
         return cache[key] if key in cache else real(view, rel, ids)
     view_mod.render_file = render
     sys.argv = ["patchkit", *sys.argv[1:]]
-    from patchkit.cli import main
+    from patchkit.cli.app import main
     main()
 """)
 

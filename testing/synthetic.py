@@ -147,9 +147,9 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit.edits import edit, prepend_to_block
-from patchkit.patch import Patch, top_classes
-from patchkit.template import Snippet
+from patchkit.authoring.edits import edit, prepend_to_block
+from patchkit.authoring.patch import Patch, top_classes
+from patchkit.authoring.template import Snippet
 '''
 
 PATCHES: dict[str, str] = {

@@ -88,7 +88,7 @@ def patchkit_home(tmp_path_factory, monkeypatch) -> Path:
 @pytest.fixture(autouse=True)
 def builtin_patches_only():
     """`--patches DIR` in one test (an in-process CLI run) must not leak into the next."""
-    from patchkit import registry
+    from patchkit.engine import registry
 
     registry.use_folders(())
     yield

@@ -3,13 +3,15 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from patchkit import lock
-from patchkit import output, planning, runtime, stale, transaction
-from patchkit import state as state_mod
+from patchkit.store import lock
+from patchkit.commands import output
+from patchkit.engine import planning
+from patchkit.store import runtime_plugin as runtime, stale, transaction
+from patchkit.store import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.locate import APPLY_TARGET_OPTIONS, locate
-from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK
-from patchkit.errors import is_environment_failure
+from patchkit.base.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK
+from patchkit.base.errors import is_environment_failure
 
 
 def apply(

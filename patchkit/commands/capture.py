@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from patchkit import output, releases, versions
+from patchkit.commands import output
+from patchkit.releases import pristine as releases, versions
 from patchkit.commands.destination import output_folder
 from patchkit.commands.locate import locate
-from patchkit.constants import EXIT_OK
-from patchkit.errors import UsageError
-from patchkit.util import atomic_write
+from patchkit.base.constants import EXIT_OK
+from patchkit.base.errors import UsageError
+from patchkit.base.util import atomic_write
 
 DEFAULT_FOLDER = "sglang-patches"
 
 
 def capture(pid: str, out: str | None, site_packages: str | None, source: str | None, python: str | None,
             as_json: bool) -> int:
-    from patchkit import capture as capturing
+    from patchkit.engine import capture as capturing
 
     capturing.check_id(pid)
     folder = output_folder("--out", out or DEFAULT_FOLDER)

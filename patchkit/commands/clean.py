@@ -4,12 +4,13 @@ import contextlib
 from pathlib import Path
 from typing import Iterator
 
-from patchkit import lock
-from patchkit import output, stale, transaction
-from patchkit import state as state_mod
+from patchkit.store import lock
+from patchkit.commands import output
+from patchkit.store import stale, transaction
+from patchkit.store import state as state_mod
 from patchkit.commands.locate import leftovers, note
-from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK, JOURNAL_FILE, STATE_FILE
-from patchkit.errors import Interrupted, PatchkitError
+from patchkit.base.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK, JOURNAL_FILE, STATE_FILE
+from patchkit.base.errors import Interrupted, PatchkitError
 
 
 @contextlib.contextmanager

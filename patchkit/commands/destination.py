@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.errors import UsageError
+from patchkit.base.errors import UsageError
 
 
 def output_file(option: str, value: str) -> Path:

@@ -1,15 +1,16 @@
 from __future__ import annotations
 
-from patchkit import output, planning
+from patchkit.commands import output
+from patchkit.engine import planning
 from patchkit.commands import report
 from patchkit.commands.locate import locate
-from patchkit.constants import EXIT_OK
+from patchkit.base.constants import EXIT_OK
 
 
 def diff(site_packages: str | None, version: str | None, as_json: bool,
          source: str | None = None, python: str | None = None) -> int:
     target = locate(site_packages, None, version, source=source, python=python)
-    from patchkit import stale
+    from patchkit.store import stale
 
     recorded = stale.stale_state(target)
     if recorded is not None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 
-from patchkit import output
+from patchkit.commands import output
 from patchkit.commands.locate import locate, release_source
-from patchkit.constants import EXIT_OK, EXIT_PLAN
+from patchkit.base.constants import EXIT_OK, EXIT_PLAN
 from patchkit.doctor import diagnose
 from patchkit.doctor.gpu import Overrides, parse_sm
-from patchkit.errors import UsageError
+from patchkit.base.errors import UsageError
 from patchkit.doctor.report import lines
 
 # What doctor suggests when it finds no SGLang: its own options (it has no --source or --python).

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from patchkit import output
+from patchkit.commands import output
 from patchkit.commands.destination import output_file
-from patchkit.constants import EXIT_OK
-from patchkit.util import atomic_write
+from patchkit.base.constants import EXIT_OK
+from patchkit.base.util import atomic_write
 
 
 def export(pid: str, version: str, out: str | None, author: str | None, as_json: bool) -> int:
-    from patchkit import export as exporting
+    from patchkit.engine import export as exporting
 
     path = output_file("-o", out) if out else None
     made = exporting.export(pid, version, author, output.progress)

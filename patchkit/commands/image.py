@@ -6,11 +6,13 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from patchkit import builder as builders
-from patchkit import dockerfile, image_context, image_reference, output, versions
-from patchkit.constants import EXIT_OK
-from patchkit.errors import EnvironmentFailure, UsageError
-from patchkit.util import atomic_write
+from patchkit.image import builder as builders
+from patchkit.image import dockerfile, context as image_context, reference as image_reference
+from patchkit.commands import output
+from patchkit.releases import versions
+from patchkit.base.constants import EXIT_OK
+from patchkit.base.errors import EnvironmentFailure, UsageError
+from patchkit.base.util import atomic_write
 
 CA_NAME = "patchkit-ca-certificates.crt"  # the --ca-cert file's name in the build context
 

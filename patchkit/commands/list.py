@@ -2,8 +2,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from patchkit import output, registry, release_blobs
-from patchkit.constants import EXIT_OK
+from patchkit.commands import output
+from patchkit.engine import registry
+from patchkit.diffs import release_blobs
+from patchkit.base.constants import EXIT_OK
 
 
 def list_patches(as_json: bool) -> int:

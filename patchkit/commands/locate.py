@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit import output, registry, releases, stale, versions
-from patchkit.constants import PACKAGE
-from patchkit.errors import NotFoundError, UsageError
-from patchkit.target import (EDITABLE, SOURCE, Target, check_version, find_for_python, find_in, find_installed,
+from patchkit.commands import output
+from patchkit.engine import registry
+from patchkit.releases import pristine as releases, versions
+from patchkit.store import stale
+from patchkit.base.constants import PACKAGE
+from patchkit.base.errors import NotFoundError, UsageError
+from patchkit.store.target import (EDITABLE, SOURCE, Target, check_version, find_for_python, find_in, find_installed,
                              find_source, usage_conflict)
 
 

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit import manifest_describe, output
-from patchkit import versions as versions_mod
-from patchkit import manifest as manifest_mod
-from patchkit.constants import EXIT_OK, EXIT_PLAN
+from patchkit.engine import manifest_describe
+from patchkit.commands import output
+from patchkit.releases import versions as versions_mod
+from patchkit.releases import manifest as manifest_mod
+from patchkit.base.constants import EXIT_OK, EXIT_PLAN
 from patchkit.commands.locate import release_source
-from patchkit.errors import UsageError
-from patchkit.util import atomic_write
+from patchkit.base.errors import UsageError
+from patchkit.base.util import atomic_write
 
 
 def _describe(version: str) -> manifest_mod.Manifest:

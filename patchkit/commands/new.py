@@ -7,11 +7,12 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
-from patchkit import output, registry
-from patchkit.constants import EXIT_OK
-from patchkit.errors import UsageError
-from patchkit.manifest import checkout_folder
-from patchkit.util import atomic_write
+from patchkit.commands import output
+from patchkit.engine import registry
+from patchkit.base.constants import EXIT_OK
+from patchkit.base.errors import UsageError
+from patchkit.releases.manifest import checkout_folder
+from patchkit.base.util import atomic_write
 
 _ID = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 

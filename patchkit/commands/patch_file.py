@@ -8,7 +8,7 @@ import errno
 import os
 import stat
 
-from patchkit.errors import EnvironmentFailure, UsageError, environment_failure
+from patchkit.base.errors import EnvironmentFailure, UsageError, environment_failure
 
 
 def read_patch_file(value: str) -> bytes:

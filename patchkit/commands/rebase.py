@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit import output, releases, versions
+from patchkit.commands import output
+from patchkit.releases import pristine as releases, versions
 from patchkit.commands.destination import output_file
 from patchkit.commands.patch_file import read_patch_file
-from patchkit.constants import EXIT_OK, EXIT_PLAN
-from patchkit.util import atomic_write
+from patchkit.base.constants import EXIT_OK, EXIT_PLAN
+from patchkit.base.util import atomic_write
 
 
 def rebase(patch: str, to: str, first: str | None, out: str | None, as_json: bool) -> int:
-    from patchkit import rebase as rebasing
+    from patchkit.diffs import rebase as rebasing
 
     to = versions.normalise(to, "--to")
     first = versions.normalise(first, "--from") if first else None

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from patchkit import output, stale
-from patchkit.errors import INTERRUPTED_EARLY, Interrupted
-from patchkit.patch_status import PatchStatus
-from patchkit.target import Target
+from patchkit.commands import output
+from patchkit.store import stale
+from patchkit.base.errors import INTERRUPTED_EARLY, Interrupted
+from patchkit.engine.patch_status import PatchStatus
+from patchkit.store.target import Target
 
 
 def sglang(target: Target) -> dict:

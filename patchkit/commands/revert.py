@@ -3,14 +3,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from patchkit import lock
-from patchkit import output, planning, registry, stale, transaction
-from patchkit import state as state_mod
+from patchkit.store import lock
+from patchkit.commands import output
+from patchkit.engine import planning, registry
+from patchkit.store import stale, transaction
+from patchkit.store import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.clean import clean_leftovers
 from patchkit.commands.locate import locate
-from patchkit.errors import NotFoundError, TargetError
-from patchkit.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK
+from patchkit.base.errors import NotFoundError, TargetError
+from patchkit.base.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK
 
 
 def revert(site_packages: str | None, version: str | None, only: tuple[str, ...], force: bool, as_json: bool,

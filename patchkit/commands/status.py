@@ -1,11 +1,12 @@
 from __future__ import annotations
 
-from patchkit import lock
-from patchkit import decide, output
-from patchkit import state as state_mod
+from patchkit.store import lock
+from patchkit.engine import decide
+from patchkit.commands import output
+from patchkit.store import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.locate import locate
-from patchkit.constants import EXIT_OK, EXIT_PLAN
+from patchkit.base.constants import EXIT_OK, EXIT_PLAN
 
 
 def status(site_packages: str | None, version: str | None, as_json: bool,

@@ -3,11 +3,14 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from patchkit import output, release_blobs, releases, upstream
-from patchkit import versions as version_strings
+from patchkit.commands import output
+from patchkit.diffs import release_blobs
+from patchkit.releases import pristine as releases
+from patchkit.engine import upstream
+from patchkit.releases import versions as version_strings
 from patchkit.commands.locate import release_source
-from patchkit.constants import EXIT_OK, EXIT_PLAN
-from patchkit.errors import UsageError
+from patchkit.base.constants import EXIT_OK, EXIT_PLAN
+from patchkit.base.errors import UsageError
 
 
 def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
@@ -49,7 +52,7 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
     versions = upstream.versions_between(first, last)
     if not versions:
         raise UsageError("no release in that range")
-    from patchkit.verdicts import VerdictCache
+    from patchkit.engine.verdicts import VerdictCache
 
     with _prefetched(versions) as sources:
         table = upstream.matrix(sources, VerdictCache(releases.home()))

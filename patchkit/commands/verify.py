@@ -4,15 +4,16 @@ import os
 import sys
 from pathlib import Path
 
-from patchkit import output, runtime
-from patchkit import server_report
-from patchkit import verify as verify_mod
+from patchkit.commands import output
+from patchkit.store import runtime_plugin as runtime
+from patchkit.runtime import server_report
+from patchkit.runtime import verify as verify_mod
 from patchkit.commands import report as render
 from patchkit.commands.locate import locate
-from patchkit import patch_status
-from patchkit.constants import EXIT_OK, EXIT_PLAN
-from patchkit.errors import UsageError
-from patchkit.target import SITE, Target, interpreter, interpreter_for
+from patchkit.engine import patch_status
+from patchkit.base.constants import EXIT_OK, EXIT_PLAN
+from patchkit.base.errors import UsageError
+from patchkit.store.target import SITE, Target, interpreter, interpreter_for
 
 
 def verify(site_packages: str | None, python: str | None, strict: bool, as_json: bool,

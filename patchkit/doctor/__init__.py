@@ -21,16 +21,16 @@ from patchkit.doctor import rules as rules_mod
 from patchkit.doctor.launch import parse, split_command
 from patchkit.doctor.report import Finding, Report
 from patchkit.doctor.release_files import WheelFiles
-from patchkit.errors import TargetError, UsageError
-from patchkit.releases import WheelSource
-from patchkit.target import Target
+from patchkit.base.errors import TargetError, UsageError
+from patchkit.releases.pristine import WheelSource
+from patchkit.store.target import Target
 
 
 def patch_states(target: Target | WheelSource) -> dict[str, str]:
     """Each patchkit patch's state in the targeted SGLang (what `patchkit status` reports); for a
     release read from its wheel, what the patches' probes say of its pristine code."""
-    from patchkit import decide, registry
-    from patchkit import view as view_mod
+    from patchkit.engine import decide, registry
+    from patchkit.engine import view as view_mod
 
     if isinstance(target, WheelSource):
         source: Any = target  # code_view takes anything with `read` and `version`

@@ -9,8 +9,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit.errors import EnvironmentFailure, UsageError
-from patchkit.util import BadJson, TooLarge, parse_json, read_regular
+from patchkit.base.errors import EnvironmentFailure, UsageError
+from patchkit.base.util import BadJson, TooLarge, parse_json, read_regular
 
 # Bytes per element of the safetensors dtypes.
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,

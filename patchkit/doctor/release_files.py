@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from patchkit.releases import WheelSource
+from patchkit.releases.pristine import WheelSource
 
 PACKAGE = "sglang"
 

@@ -14,7 +14,7 @@ from patchkit.doctor.model import ModelFacts
 from patchkit.doctor.release import ReleaseCode
 from patchkit.doctor.report import Finding, gib, mib
 from patchkit.doctor.triggers import triggered
-from patchkit.launch_trigger import Trigger
+from patchkit.authoring.launch_trigger import Trigger
 
 NOT_IN_PLACE = ("pending", "failed", "drifted")
 
@@ -423,7 +423,7 @@ def integrated_gpu_headroom(ctx: Context) -> Iterator[Finding]:
 
 def launch_declarations() -> dict[str, Trigger]:
     """The `LAUNCH` declaration of every loaded patch (built-in and `--patches` sets), by id."""
-    from patchkit import registry
+    from patchkit.engine import registry
 
     return {cls.ID: cls.LAUNCH for cls in registry.load_all() if cls.LAUNCH is not None}
 

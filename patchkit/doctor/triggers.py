@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from patchkit.launch_trigger import Trigger
+from patchkit.authoring.launch_trigger import Trigger
 
 if TYPE_CHECKING:
     from patchkit.doctor.model import ModelFacts

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import registry
+from patchkit.engine import registry
 from testing.behaviour import run_probe
 from testing.cli import run
 from testing.releases import copy_release

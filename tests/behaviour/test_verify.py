@@ -60,7 +60,7 @@ def test_verify_passes_then_catches_drift_and_a_removed_hook(patched_env):
     # SGLANG_PATCHKIT_DISABLE: the kill switch takes the release's own path (torch's functions are
     # not wrapped in the real module), the report says so and names the id that cannot be switched off.
     from patchkit.patches.symm_mem_kill_switch import SymmMemKillSwitch
-    from patchkit.verify import _child
+    from patchkit.runtime.verify import _child
 
     off = {"SGLANG_PATCHKIT_DISABLE": "symm-mem-kill-switch"}
     hook = {"symm-mem-kill-switch": SymmMemKillSwitch.RUNTIME_HOOK}

@@ -235,10 +235,10 @@ LAUNCH_PATCH = '''
 
 import libcst.matchers as m
 
-from patchkit.edits import edit
-from patchkit.launch_trigger import Trigger
-from patchkit.patch import Patch
-from patchkit.template import Snippet
+from patchkit.authoring.edits import edit
+from patchkit.authoring.launch_trigger import Trigger
+from patchkit.authoring.patch import Patch
+from patchkit.authoring.template import Snippet
 
 FLAG = Snippet("PATCHKIT_LAUNCH_EXAMPLE = True  # patchkit {pid}\\n", blank_lines_before=1)
 

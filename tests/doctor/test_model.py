@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from patchkit.doctor.model import load
-from patchkit.errors import UsageError
+from patchkit.base.errors import UsageError
 from testing.doctor import GIB, model_folder
 
 

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from patchkit import manifest, registry
+from patchkit.releases import manifest
+from patchkit.engine import registry
 from testing.cli import run, states
 from testing.releases import MODEL_CONFIG, pristine, snapshot
 
@@ -25,7 +26,7 @@ def sha(path) -> str:
 
 
 def manifest_sha(version: str, rel: str) -> str:
-    from patchkit import manifest
+    from patchkit.releases import manifest
 
     return manifest.load(version).files[rel]
 

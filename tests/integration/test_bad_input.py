@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from patchkit import manifest
-from patchkit.errors import TargetError
+from patchkit.releases import manifest
+from patchkit.base.errors import TargetError
 from testing.cli import run
 from testing.releases import MODEL_CONFIG, snapshot
 
@@ -121,7 +121,7 @@ def test_fetch_needs_target(tmp_path):
 
 
 def test_unexpected_error_names_the_log(release, monkeypatch, patchkit_home):
-    from patchkit import planning
+    from patchkit.engine import planning
 
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")

@@ -22,8 +22,8 @@ PATCH = '''
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit.edits import edit
-from patchkit.patch import Patch
+from patchkit.authoring.edits import edit
+from patchkit.authoring.patch import Patch
 
 
 class Broken(Patch):

@@ -7,14 +7,15 @@ import sys
 
 import pytest
 
-from patchkit import __version__, crash_log
+from patchkit import __version__
+from patchkit.base import crash_log
 from testing.cli import run
 
 pytestmark = pytest.mark.integration
 
 
 def test_crash_log_names_versions_platform_and_argv(release, monkeypatch, patchkit_home):
-    from patchkit import planning
+    from patchkit.engine import planning
 
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")

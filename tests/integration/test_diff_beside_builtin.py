@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit import units
+from patchkit.diffs import units
 from testing.cli import run
 from testing.diffs import OFFLOADER_BUILT_IN, git_diff
 from testing.releases import pristine, snapshot

@@ -36,7 +36,7 @@ def cached_wheels(patchkit_home):
 
 def _changed_in_old_file(old_rel: str, new_rel: str, name: str) -> tuple[bytes, bytes, bytes]:
     """(0.5.15's old file, that file with upstream's 0.5.17 form of the unit, the 0.5.17 form)."""
-    from patchkit import units
+    from patchkit.diffs import units
 
     old = (pristine("0.5.15") / old_rel).read_bytes()
     before = units.texts(old)[name]
@@ -63,7 +63,7 @@ def _states(patch, site) -> dict[str, dict]:
 
 
 def test_units_of_files_gone_from_the_release_are_applied_where_they_moved(tmp_path, release, cached_wheels, moved_diff):
-    from patchkit import units
+    from patchkit.diffs import units
 
     diff, changed = moved_diff
     patch = tmp_path / "kernels.patch"

@@ -167,7 +167,7 @@ MULTI = ("sglang/srt/mem_cache/allocator/swa.py", "sglang/srt/layers/moe/moe_run
 
 
 def test_a_multi_file_diff_of_real_functions_goes_back_a_release_per_unit(tmp_path, release, cached_wheels):
-    from patchkit import diffpatch, unidiff
+    from patchkit.diffs import diffpatch, unidiff
 
     text = git_diff({rel: (pristine("0.5.16") / rel).read_bytes() for rel in MULTI},
                     {rel: (pristine("0.5.17") / rel).read_bytes() for rel in MULTI}, prefix="python/")
@@ -195,7 +195,7 @@ def test_a_multi_file_diff_of_real_functions_goes_back_a_release_per_unit(tmp_pa
 
 
 def test_conflicting_units_are_named_and_written_with_markers_when_asked(release, cached_wheels):
-    from patchkit import diffpatch, unidiff
+    from patchkit.diffs import diffpatch, unidiff
 
     site = release("0.5.22", extra=(OFFLOADER,))
     current = (site / OFFLOADER).read_bytes()
@@ -263,7 +263,7 @@ def test_list_and_matrix_name_the_release_a_diff_was_made_for(tmp_path, offloade
 
 
 def test_a_diff_beside_the_built_in_set_leaves_their_verdicts_to_the_manifests(offloader_patch, cached_wheels, monkeypatch):
-    from patchkit import decide, registry
+    from patchkit.engine import decide, registry
 
     judged: list[str] = []
     real = decide.evaluate
@@ -303,7 +303,7 @@ MOVED_UNIT = "seqlens_expand_kernel"
 
 def moved_unit_diff() -> tuple[bytes, bytes]:
     """(the diff, the unit as upstream changed it)."""
-    from patchkit import units
+    from patchkit.diffs import units
 
     old = (pristine("0.5.12") / ATTENTION_UTILS).read_bytes()
     changed = units.texts((pristine("0.5.15") / PAD).read_bytes())[MOVED_UNIT]
@@ -313,7 +313,7 @@ def moved_unit_diff() -> tuple[bytes, bytes]:
 
 
 def test_a_unit_moved_to_another_file_is_applied_there_and_rebase_writes_the_hunk_there(tmp_path, release, cached_wheels):
-    from patchkit import units
+    from patchkit.diffs import units
 
     text, changed = moved_unit_diff()
     patch = tmp_path / "moved-kernel.patch"

@@ -39,7 +39,7 @@ def cached_wheels(patchkit_home):
 
 @pytest.mark.parametrize("version", ["0.5.12", "0.5.15"])
 def test_every_file_that_resolves_reads_back_as_applied(tmp_path, release, cached_wheels, whole_diff, version):
-    from patchkit import diffpatch, unidiff
+    from patchkit.diffs import diffpatch, unidiff
 
     files, text = whole_diff
     site = release(version, whole=True)

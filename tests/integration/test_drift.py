@@ -58,7 +58,7 @@ def test_two_force_runs_in_one_second_keep_both_copies(drifted, monkeypatch):
     # Both runs see the same UTC second: the second one's folder must not replace the first one's.
     import time
 
-    from patchkit import transaction
+    from patchkit.store import transaction
 
     frozen = time.gmtime()
     monkeypatch.setattr(transaction.time, "gmtime", lambda *_: frozen)

@@ -155,7 +155,7 @@ def test_this_python_finds_the_editable_install(editable):
     python, _, project = editable
     ours = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "click").is_dir())
     code = ("import site, sys; site.addsitedir(sys.argv.pop(1)); sys.argv[0] = 'patchkit'; "
-            "from patchkit.cli import main; main()")
+            "from patchkit.cli.app import main; main()")
     proc = subprocess.run([str(python), "-c", code, ours, "status", "--json"], capture_output=True, text=True,
                           cwd="/", env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert proc.returncode == 0, proc.stderr

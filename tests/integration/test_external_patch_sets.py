@@ -22,9 +22,9 @@ PATCH = '''
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit.edits import edit
-from patchkit.patch import Patch
-from patchkit.template import Snippet
+from patchkit.authoring.edits import edit
+from patchkit.authoring.patch import Patch
+from patchkit.authoring.template import Snippet
 
 FLAG = Snippet("PATCHKIT_EXTERNAL_EXAMPLE = True  # patchkit {pid}\\n", blank_lines_before=1)
 

@@ -71,8 +71,8 @@ AST_PATCH = '''
 import libcst as cst
 import libcst.matchers as m
 
-from patchkit.edits import edit
-from patchkit.patch import Patch
+from patchkit.authoring.edits import edit
+from patchkit.authoring.patch import Patch
 
 
 class OffloaderMark(Patch):

@@ -1,6 +1,6 @@
 """The read-only fast path (issue 22.9): plain `status` and `apply` command lines run before click
 is imported, with the same stdout, stderr and exit code as through the click CLI, on a real
-release, pristine and patched, as child processes (`python -m patchkit` against `patchkit.cli`)."""
+release, pristine and patched, as child processes (`python -m patchkit` against `patchkit.cli.app`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-from patchkit.fast_path import plain
+from patchkit.cli.fast_path import plain
 from testing.releases import copy_minimal, tree_bytes
 
 pytestmark = pytest.mark.integration
-CLICK = "import sys; from patchkit.cli import main; sys.argv[0] = 'patchkit'; main()"
+CLICK = "import sys; from patchkit.cli.app import main; sys.argv[0] = 'patchkit'; main()"
 PROBE = ("import sys, runpy; sys.argv[1:] = {args!r}; sys.argv[0] = 'patchkit'\n"
          "try:\n    runpy.run_module('patchkit', run_name='__main__')\nexcept SystemExit as exc:\n"
          "    print('CLICK' if 'click' in sys.modules else 'NO-CLICK', file=sys.stderr); raise\n")
@@ -79,7 +79,7 @@ def test_a_plain_command_line_is_parsed_as_click_parses_it():
 
 # What a plain status or no-op apply on a patched tree must not load (hash checks only): libcst
 # (the probes and stack rendering) and the stack-clash renderer that imports it.
-NOT_ON_THE_FAST_PATH = ("libcst", "patchkit.stack_clash", "click")
+NOT_ON_THE_FAST_PATH = ("libcst", "patchkit.engine.stack_clash", "click")
 LOADED = ("import sys, runpy; sys.argv[1:] = {args!r}; sys.argv[0] = 'patchkit'\n"
           "try:\n    runpy.run_module('patchkit', run_name='__main__')\nexcept SystemExit:\n"
           "    print('LOADED:', *[m for m in {heavy!r} if m in sys.modules], file=sys.stderr); raise\n")

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from patchkit import dockerfile
+from patchkit.image import dockerfile
 from testing.cli import run
 from testing.releases import MODEL_CONFIG, REPO, tree_bytes
 
@@ -143,7 +143,7 @@ def test_a_no_op_apply_upgrades_a_schema_1_state(tmp_path):
     assert upgraded["schema"] == 3 and upgraded["files"] == schema_2["files"]
     assert sorted(p.name for p in (site / ".patchkit").iterdir()) == ["backups", "state.json"]  # no temp file left
     # From now on status decides from hashes: the renderer (libcst) is not needed.
-    proc = subprocess.run([sys.executable, "-c", "import sys; from patchkit.cli import main; sys.argv[1:] = "
+    proc = subprocess.run([sys.executable, "-c", "import sys; from patchkit.cli.app import main; sys.argv[1:] = "
                            f"['status', '--site-packages', {str(site)!r}, '--json']\n"
                            "try:\n    main()\nexcept SystemExit:\n    pass\n"
                            "print('LIBCST' if 'libcst' in sys.modules else 'NO-LIBCST', file=sys.stderr)"],
@@ -179,8 +179,8 @@ def test_a_state_with_the_file_hash_digests_of_before_is_outdated_and_apply_upda
     """Before issue 22.2 a patch's digest was the sha256 of its source file. A tree patched then
     reads `outdated` (another identity: patchkit cannot tell which engine rendered it), and `apply`
     re-renders it (the same bytes here: the same code) and records today's digests."""
-    from patchkit import identity, registry
-    from patchkit.util import sha256
+    from patchkit.engine import identity, registry
+    from patchkit.base.util import sha256
     from testing.releases import copy_minimal
 
     site = copy_minimal("0.5.17", tmp_path / "site")

@@ -12,8 +12,8 @@ import venv
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from patchkit.dockerfile import HOME as HOME_DIR
-from patchkit.dockerfile import WHEEL_DIR
+from patchkit.image.dockerfile import HOME as HOME_DIR
+from patchkit.image.dockerfile import WHEEL_DIR
 from testing.cli import run
 from testing.releases import HOME, REPO, pristine
 
@@ -50,7 +50,7 @@ def test_instructions_and_labels():
                               "eagle3-capture-hook", "fp8-kv-triton-sm89", "gdn-cutedsl-decode-sm90",
                               "mamba-slot-graceful", "mtp-draft-kv-budget", "mtp-layer-detection", "symm-mem-kill-switch"]
     assert all(re.fullmatch("[0-9a-f]{64}", digest) for digest in listed.values())
-    assert {pid: labels[f"io.patchkit.patch.{pid}"] for pid in listed} == {p: f"sha256:{d}" for p, d in listed.items()}
+    assert {pid: labels[f"io.patchkit.authoring.patch.{pid}"] for pid in listed} == {p: f"sha256:{d}" for p, d in listed.items()}
     on_0_5_19 = DockerfileParser(fileobj=__import__("io").BytesIO(
         run("image", "dockerfile", "--base", "b", "--target", "0.5.19").stdout.encode())).labels
     assert "mtp-layer-detection" not in on_0_5_19["io.patchkit.patches"]  # upstream-fixed there
@@ -249,7 +249,7 @@ def test_valid_references_and_interpreters_are_accepted():
 def test_the_context_carries_patchkit_and_every_patch_set(tmp_path):
     """`--patches DIR` and a diff-file set travel into the build context byte for byte, the image
     loads them (ENV) and its labels name each of their patches with its digest."""
-    from patchkit import identity, registry
+    from patchkit.engine import identity, registry
     from tests.integration.test_external_patch_sets import write_patch
 
     folder = tmp_path / "team-patches"
@@ -273,6 +273,6 @@ def test_the_context_carries_patchkit_and_every_patch_set(tmp_path):
     labels = DockerfileParser(fileobj=__import__("io").BytesIO(out.read_text().encode())).labels
     registry.use_folders([str(folder)])
     digest = identity.digest("team-flag")
-    assert labels["io.patchkit.patch.team-flag"] == f"sha256:{digest}"
+    assert labels["io.patchkit.authoring.patch.team-flag"] == f"sha256:{digest}"
     assert f"team-flag@sha256:{digest}" in labels["io.patchkit.patches"]
     assert "wrote" in result.stdout and "patchkit-patches/" in result.stdout

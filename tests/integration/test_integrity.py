@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import lock as lock_mod
+from patchkit.store import lock as lock_mod
 from testing.cli import run, states
 from testing.faults import cache_renders, run_faulted, warm_home
 from testing.releases import copy_minimal, target_files, tree
@@ -344,7 +344,7 @@ def test_racing_applies_and_reverts_serialize(fresh, tmp_path_factory):
 def test_a_waiting_run_says_who_holds_the_lock_and_gives_up_after_the_timeout(fresh):
     site = fresh("0.5.19")
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from patchkit import lock\n"
+        "import sys, time; from pathlib import Path; from patchkit.store import lock\n"
         "with lock.locked(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(600)"), str(site)],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -356,7 +356,7 @@ def test_a_waiting_run_says_who_holds_the_lock_and_gives_up_after_the_timeout(fr
         # the same clock in this process: the "waiting" line must follow within a second.
         waiter = subprocess.Popen([sys.executable, "-c", (
             "import sys, time; print('start', time.monotonic(), file=sys.stderr, flush=True)\n"
-            "sys.argv = ['patchkit', *sys.argv[1:]]\nfrom patchkit.cli import main\nmain()"),
+            "sys.argv = ['patchkit', *sys.argv[1:]]\nfrom patchkit.cli.app import main\nmain()"),
             "apply", "--site-packages", str(site), "--lock-timeout", "8"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         os.set_blocking(waiter.stderr.fileno(), False)

@@ -9,10 +9,11 @@ import sys
 
 import pytest
 
-from patchkit import decide, manifest, registry, verdicts
-from patchkit import view as view_mod
-from patchkit.releases import WheelSource
-from patchkit.target import Target
+from patchkit.engine import decide, registry, verdicts
+from patchkit.releases import manifest
+from patchkit.engine import view as view_mod
+from patchkit.releases.pristine import WheelSource
+from patchkit.store.target import Target
 from testing.cli import run
 from testing.releases import pristine
 from tests.integration.test_matrix_wheels import wheels_home  # noqa: F401 (a fixture)

@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from patchkit import manifest, registry, upstream, verdicts
-from patchkit.releases import WheelSource
+from patchkit.releases import manifest
+from patchkit.engine import registry, upstream, verdicts
+from patchkit.releases.pristine import WheelSource
 from testing.cli import run
 from testing.releases import HOME, MODEL_CONFIG, pristine
 

@@ -63,7 +63,7 @@ def finish(*args: str | Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("version", ["0.5.14", "0.5.19"])
 def test_sigkilled_apply_leaves_no_process_and_the_next_run_does_not_hang(release, version):
-    from patchkit.manifest import load
+    from patchkit.releases.manifest import load
 
     targets = sorted(load(version).files)
     clean = {rel: (pristine(version) / rel).read_bytes() for rel in targets}

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import registry
-from patchkit.releases import WheelSource
-from patchkit.verdicts import CACHE_FILE, VerdictCache
+from patchkit.engine import registry
+from patchkit.releases.pristine import WheelSource
+from patchkit.engine.verdicts import CACHE_FILE, VerdictCache
 from testing.cli import run
 from testing.doctor import model_folder
 from testing.releases import HOME, MODEL_CONFIG, pristine, snapshot
@@ -106,8 +106,8 @@ def test_a_fifo_verdict_cache_is_ignored_and_replaced(wheel_home, tmp_path):
 
 
 def test_a_fifo_manifest_is_refused(tmp_path, monkeypatch):
-    from patchkit import manifest
-    from patchkit.errors import EnvironmentFailure
+    from patchkit.releases import manifest
+    from patchkit.base.errors import EnvironmentFailure
 
     package = tmp_path / "odd_manifests"
     package.mkdir()
@@ -129,7 +129,7 @@ def test_lock_timeout_must_be_a_finite_number_of_seconds(release, value):
 
 
 def test_locking_a_missing_folder_fails_at_once(tmp_path):
-    code = ("import sys, time; from pathlib import Path; from patchkit import lock\n"
+    code = ("import sys, time; from pathlib import Path; from patchkit.store import lock\n"
             "started = time.monotonic()\n"
             "try:\n    with lock.locked(Path(sys.argv[1]), 1.0):\n        print('locked')\n"
             "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
@@ -295,7 +295,7 @@ def test_a_fifo_blob_index_is_a_cache_rebuilt_not_a_hang(wheel_home):
     index = wheel_home / "blobs" / f"{wheel.name}.json"
     index.parent.mkdir()
     fifo(index)
-    code = ("from pathlib import Path; from patchkit import release_blobs; "
+    code = ("from pathlib import Path; from patchkit.diffs import release_blobs; "
             f"print(release_blobs._blobs(Path({str(wheel)!r}), [{MODEL_CONFIG!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
                           env={**os.environ, "PATCHKIT_HOME": str(wheel_home)}, stdin=subprocess.DEVNULL)

@@ -6,7 +6,8 @@ import hashlib
 
 import pytest
 
-from patchkit import manifest, registry
+from patchkit.releases import manifest
+from patchkit.engine import registry
 from testing.cli import run, states
 from testing.releases import pristine
 

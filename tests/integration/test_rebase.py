@@ -43,7 +43,7 @@ def test_rebased_where_every_unit_resolves(home, release, tmp_path):
     text = out.read_bytes()
     assert text.startswith(HEADER.encode())  # header kept, same prefix as the input (a/sglang/...)
     base = (pristine("0.5.19") / OFFLOADER).read_bytes()
-    from patchkit.unidiff import git_blob_sha1
+    from patchkit.diffs.unidiff import git_blob_sha1
     assert f"\nindex {git_blob_sha1(base)}..".encode() in text and b"\n--- a/sglang/srt/utils/offloader.py\n" in text
 
     site = release("0.5.19")

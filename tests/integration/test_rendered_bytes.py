@@ -10,8 +10,8 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from patchkit import patch_status
-from patchkit import view as view_mod
+from patchkit.engine import patch_status
+from patchkit.engine import view as view_mod
 from patchkit.patches.draft_lmhead_placeholder import QWEN3_5_MTP, DraftLmheadPlaceholder
 from patchkit.patches.eagle3_capture_hook import METHOD, QWEN3_5, WRAPPERS, Eagle3CaptureHook
 from testing.releases import pristine

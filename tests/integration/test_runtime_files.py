@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from patchkit.constants import RUNTIME_DIST_INFO, RUNTIME_MODULE
+from patchkit.base.constants import RUNTIME_DIST_INFO, RUNTIME_MODULE
 from testing.cli import run
 from testing.releases import snapshot
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import runtime
-from patchkit.constants import RUNTIME_DIST_INFO, RUNTIME_MODULE
+from patchkit.store import runtime_plugin as runtime
+from patchkit.base.constants import RUNTIME_DIST_INFO, RUNTIME_MODULE
 from testing.cli import run, states
 from testing.releases import snapshot
 from tests.integration.test_transaction import SUBSET
@@ -38,7 +38,7 @@ KILLER = textwrap.dedent("""
         real(src, dst)
     os.replace = replace
     sys.argv = ["patchkit", "apply", "--site-packages", site, *sys.argv[3:]]
-    from patchkit.cli import main
+    from patchkit.cli.app import main
     main()
 """)
 

@@ -1,5 +1,5 @@
 """Real 0.5.17 target files reshaped the way a fork or a later release could: the skeleton the
-engine parses (patchkit.skeleton) must judge and write what parsing the whole file does."""
+engine parses (patchkit.engine.skeleton) must judge and write what parsing the whole file does."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import decide, patch_status, registry
-from patchkit import view as view_mod
-from patchkit.errors import PatchkitError
+from patchkit.engine import decide, patch_status, registry
+from patchkit.engine import view as view_mod
+from patchkit.base.errors import PatchkitError
 from testing.releases import pristine
 
 pytestmark = pytest.mark.integration

@@ -180,7 +180,7 @@ def patchkit_in(python: Path, *args: str) -> subprocess.CompletedProcess:
     """patchkit run by that environment's own Python, with no targeting flag (default discovery)."""
     ours = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "click").is_dir())
     code = ("import site, sys; site.addsitedir(sys.argv.pop(1)); sys.argv[0] = 'patchkit'; "
-            "from patchkit.cli import main; main()")
+            "from patchkit.cli.app import main; main()")
     return subprocess.run([str(python), "-c", code, ours, *args], capture_output=True, text=True, cwd="/",
                           env={**os.environ, "PYTHONPATH": str(REPO)})
 

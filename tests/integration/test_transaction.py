@@ -9,14 +9,14 @@ import time
 
 import pytest
 
-from patchkit import lock as lock_mod
-from patchkit import state as state_mod
-from patchkit import transaction
-from patchkit.errors import Interrupted, PatchkitError
-from patchkit.state import FileRecord, State
-from patchkit.target import find_in
-from patchkit.transaction import FileWrite
-from patchkit.util import sha256
+from patchkit.store import lock as lock_mod
+from patchkit.store import state as state_mod
+from patchkit.store import transaction
+from patchkit.base.errors import Interrupted, PatchkitError
+from patchkit.store.state import FileRecord, State
+from patchkit.store.target import find_in
+from patchkit.store.transaction import FileWrite
+from patchkit.base.util import sha256
 from testing.cli import run, states
 from testing.releases import MODEL_CONFIG, pristine, snapshot
 
@@ -126,7 +126,7 @@ KILLER = textwrap.dedent("""
         real(src, dst)
     os.replace = replace
     sys.argv = ["patchkit", *sys.argv[2:]]
-    from patchkit.cli import main
+    from patchkit.cli.app import main
     main()
 """)
 
@@ -218,7 +218,7 @@ def test_apply_waits_for_the_lock(release):
 PROBE = """
 import sys
 sys.argv = ["patchkit", *sys.argv[1:]]
-from patchkit.cli import main
+from patchkit.cli.app import main
 try:
     main()
 except SystemExit as exit:

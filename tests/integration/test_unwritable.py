@@ -53,7 +53,7 @@ def as_nobody(shared_tmp):
                               capture_output=True, text=True, cwd="/", env=env, timeout=300)
 
     probe = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable,
-                            "-c", "import patchkit.cli"], capture_output=True, text=True, cwd="/", env=env)
+                            "-c", "import patchkit.cli.app"], capture_output=True, text=True, cwd="/", env=env)
     if probe.returncode != 0:
         pytest.skip(f"nobody cannot run this checkout's Python: {probe.stderr.strip()[-200:]}")
     return patchkit

@@ -114,7 +114,7 @@ def test_fetch_finds_the_cached_wheel_of_another_spelling(cached_home, tmp_path)
 
 
 def test_manifest_update_writes_the_release_spelling(cached_home, tmp_path):
-    from patchkit.manifest import checkout_folder
+    from patchkit.releases.manifest import checkout_folder
 
     result = run("manifest", "update", f"v{SPELLED}", f"{SPELLED}.0", "--out", tmp_path, "--json")
     assert result.exit_code == 0, result.stderr

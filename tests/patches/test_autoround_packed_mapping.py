@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.errors import AnchorError
-from patchkit.patch import SkipPatch
+from patchkit.base.errors import AnchorError
+from patchkit.authoring.patch import SkipPatch
 from patchkit.patches.autoround_packed_mapping import AUTO_ROUND, AutoroundPackedMapping
 from testing.patch_test import PatchTest
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.errors import AnchorError
-from patchkit.patch import SkipPatch
+from patchkit.base.errors import AnchorError
+from patchkit.authoring.patch import SkipPatch
 from patchkit.patches.draft_lmhead_placeholder import QWEN3_5_MTP, QWEN3_NEXT_MTP, DraftLmheadPlaceholder
 from testing.patch_test import PatchTest
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.patch import SkipPatch
+from patchkit.authoring.patch import SkipPatch
 from patchkit.patches.eagle3_capture_hook import QWEN3_5, QWEN3_5_TEXT, WRAPPER_METHOD, Eagle3CaptureHook
 from testing.patch_test import PatchTest
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.errors import AnchorError
-from patchkit.patch import SkipPatch
+from patchkit.base.errors import AnchorError
+from patchkit.authoring.patch import SkipPatch
 from patchkit.patches.fp8_kv_triton_sm89 import CHECK, TRITON_BACKEND, Fp8KvTritonSm89
 from testing.patch_test import PatchTest
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.errors import AnchorError
-from patchkit.patch import SkipPatch
+from patchkit.base.errors import AnchorError
+from patchkit.authoring.patch import SkipPatch
 from patchkit.patches.mamba_slot_graceful import COMPONENT_PATHS, LEGACY, SKIP_METHOD, MambaSlotGraceful
 from testing.patch_test import PatchTest
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.errors import AnchorError
-from patchkit.patch import SkipPatch
+from patchkit.base.errors import AnchorError
+from patchkit.authoring.patch import SkipPatch
 from patchkit.patches.mtp_draft_kv_budget import MODEL_RUNNER, SPEC_AUX, MtpDraftKvBudget
 from testing.patch_test import PatchTest
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.errors import AnchorError
-from patchkit.patch import SkipPatch
+from patchkit.base.errors import AnchorError
+from patchkit.authoring.patch import SkipPatch
 from patchkit.patches.mtp_layer_detection import MtpLayerDetection
 from testing.patch_test import PatchTest
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.errors import AnchorError
-from patchkit.patch import SkipPatch
+from patchkit.base.errors import AnchorError
+from patchkit.authoring.patch import SkipPatch
 from patchkit.patches.symm_mem_kill_switch import FLAG_GUARD, KILL_SWITCH, MULTIMEM_AG, TORCH_SYMM_MEM, SymmMemKillSwitch
 from testing.patch_test import PatchTest
 

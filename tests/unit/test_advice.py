@@ -8,7 +8,7 @@ import re
 import click
 import pytest
 
-from patchkit.cli import main
+from patchkit.cli.app import main
 from testing.cli import run
 
 

@@ -10,11 +10,11 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from patchkit import registry
-from patchkit.anchor import Anchor
-from patchkit.edits import edit
-from patchkit.patch import Patch
-from patchkit.template import Snippet
+from patchkit.engine import registry
+from patchkit.authoring.anchor import Anchor
+from patchkit.authoring.edits import edit
+from patchkit.authoring.patch import Patch
+from patchkit.authoring.template import Snippet
 
 FILE, OTHER = "sglang/a.py", "sglang/b.py"
 HELPER = Snippet("def _helper():\n    return 1\n")

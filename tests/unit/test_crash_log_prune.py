@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from patchkit import crash_log
+from patchkit.base import crash_log
 
 
 def test_old_logs_are_pruned_to_the_newest(patchkit_home, monkeypatch):

@@ -1,10 +1,10 @@
-"""patchkit.diffpatch per unit on synthetic files (a unit test of the transform: the real-release
+"""patchkit.diffs.diffpatch per unit on synthetic files (a unit test of the transform: the real-release
 cases are in tests/integration/test_diff_patches.py): transplanted, merged, moved, upstream,
 conflict, and the detail that names units already in their patched form."""
 
 from __future__ import annotations
 
-from patchkit import diffpatch, unidiff
+from patchkit.diffs import diffpatch, unidiff
 from testing.diffs import git_diff
 
 REL = "sglang/srt/m.py"

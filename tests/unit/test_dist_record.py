@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from patchkit.dist_record import release_hashes
+from patchkit.releases.dist_record import release_hashes
 
 
 def _info(site, version: str, data: bytes) -> str:

@@ -9,10 +9,10 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from patchkit.edits import EditError, edit
-from patchkit.errors import AnchorError
-from patchkit.patch import Patch, SkipPatch
-from patchkit.template import Snippet
+from patchkit.authoring.edits import EditError, edit
+from patchkit.base.errors import AnchorError
+from patchkit.authoring.patch import Patch, SkipPatch
+from patchkit.authoring.template import Snippet
 
 PATH = "sglang/example.py"
 OTHER = "sglang/other.py"

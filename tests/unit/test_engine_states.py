@@ -17,11 +17,12 @@ from typing import Callable
 
 import pytest
 
-from patchkit import lock as lock_mod
-from patchkit import planning, transaction
-from patchkit import state as state_mod
-from patchkit.errors import PatchkitError
-from patchkit.target import find_in
+from patchkit.store import lock as lock_mod
+from patchkit.engine import planning
+from patchkit.store import transaction
+from patchkit.store import state as state_mod
+from patchkit.base.errors import PatchkitError
+from patchkit.store.target import find_in
 from testing import synthetic as syn
 from testing.releases import snapshot
 from testing.synthetic import ALPHA, ALPHA_EXT, BETA, FIX, GAMMA, STACK_A, STACK_B, UPSTREAM, ABSENT, Synthetic
@@ -107,7 +108,7 @@ def orphaned(t: Synthetic) -> None:
 def pending_journal(t: Synthetic) -> None:
     """A first apply that failed past its commit point, twice: alpha.py is in place, gamma.py and
     alpha_ext.py are not, the journal records the run."""
-    from patchkit import registry
+    from patchkit.engine import registry
 
     registry.use_folders((str(t.patches),))
     target = find_in(t.site)
@@ -356,7 +357,7 @@ def test_upstream_fixed_file_is_never_written_or_recorded(tree: Synthetic):
 
 def test_discard_stale_returns_what_it_dropped_and_says_nothing(tree, capsys):
     """The library drops a stale record and returns it as data; only the command prints (22.4)."""
-    from patchkit import stale as stale_mod
+    from patchkit.store import stale as stale_mod
 
     stale(tree)
     target = find_in(tree.site)

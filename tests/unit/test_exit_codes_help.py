@@ -8,8 +8,8 @@ import re
 import click
 import pytest
 
-from patchkit import exit_codes
-from patchkit.cli import main
+from patchkit.cli import exit_codes
+from patchkit.cli.app import main
 from testing.cli import run
 
 

@@ -3,7 +3,7 @@ manifest says the patch applies."""
 
 from __future__ import annotations
 
-from patchkit import failure_cause
+from patchkit.engine import failure_cause
 
 
 def test_from_is_the_last_release_the_patch_applies_to():

@@ -1,4 +1,4 @@
-"""The git-style writer (patchkit.format_patch) on synthetic file shapes: real `git apply` and
+"""The git-style writer (patchkit.diffs.format_patch) on synthetic file shapes: real `git apply` and
 `git am` take what it writes and give exactly the new bytes; the index lines are the blob hashes
 `git hash-object` computes."""
 
@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from patchkit import format_patch
-from patchkit.format_patch import FileChange, Trailers
+from patchkit.diffs import format_patch
+from patchkit.diffs.format_patch import FileChange, Trailers
 from testing.checkout import git
 
 BEFORE = {

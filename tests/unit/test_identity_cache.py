@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from patchkit import identity
+from patchkit.engine import identity
 from testing import synthetic as syn
 from testing.synthetic import Synthetic
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import identity, registry
+from patchkit.engine import identity, registry
 
 PATCH_ID = "mtp-layer-detection"
 # A statement of the snippet the patch inserts: its operands swapped is a change of what it writes.
 OLD_LINE = "        self.num_nextn_predict_layers is None\n        and self.is_draft_model\n"
 NEW_LINE = "        self.is_draft_model\n        and self.num_nextn_predict_layers is None\n"
-PACKAGE = Path(identity.__file__).parent
+PACKAGE = Path(identity.__file__).parents[1]
 
 
 @pytest.fixture
@@ -93,4 +93,22 @@ def test_the_rendering_code_of_patchkit_is_part_of_the_identity(tmp_path):
         else:
             assert digest_after(name, lambda s: s + "\n_CHANGED = 1\n") != base, name
     # A module that decides nothing about the bytes is not part of it.
-    assert digest_after("output.py", lambda s: s + "\n_CHANGED = 1\n") == base
+    assert digest_after("commands/output.py", lambda s: s + "\n_CHANGED = 1\n") == base
+
+
+def test_the_folder_a_module_sits_in_is_not_part_of_the_identity():
+    # The house move (issue 34) put the modules into folders and changed no digest: an import of
+    # patchkit.<folder>.<module> reads as patchkit.<module>, as the flat package spelled it.
+    flat = identity.normalised(b"from patchkit.errors import AnchorError\nfrom patchkit import matcher_import\n"
+                               b"import patchkit.anchor\n")
+    assert identity.normalised(b"from patchkit.base.errors import AnchorError\n"
+                               b"from patchkit.authoring import matcher_import\nimport patchkit.authoring.anchor\n") == flat
+    # Not any patchkit path: another name is another import.
+    assert identity.normalised(b"from patchkit.doctor.errors import AnchorError\nfrom patchkit import matcher_import\n"
+                               b"import patchkit.anchor\n") != flat
+    # So two modules of those folders must never share a name (they would read as one import).
+    names = [path.stem for folder in identity.FOLDERS for path in (PACKAGE / folder).glob("*.py")
+             if path.stem != "__init__"]
+    assert len(names) == len(set(names)), sorted(n for n in set(names) if names.count(n) > 1)
+    assert set(identity.FOLDERS) == {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()} - {
+        "commands", "doctor"}  # the two folders the flat package already had: their imports were spelled so

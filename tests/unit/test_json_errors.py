@@ -60,12 +60,12 @@ def test_commands_without_a_target_have_json_errors_too(args, code, text):
 
 
 def test_image_dockerfile_json(tmp_path):
-    from patchkit import dockerfile
+    from patchkit.image import dockerfile
 
     printed = run("image", "dockerfile", "--base", "lmsysorg/sglang:v0.5.17", "--target", "v0.5.17", "--json")
     assert printed.exit_code == 0, printed.stderr
     data = printed.json()
-    from patchkit.image_context import WHEEL_NAME
+    from patchkit.image.context import WHEEL_NAME
 
     spec = dockerfile.ImageSpec(base="lmsysorg/sglang:v0.5.17", version="0.5.17", wheel=WHEEL_NAME)
     assert data == {"sglang": "0.5.17", "path": None, "dockerfile": dockerfile.render(spec),
@@ -84,8 +84,8 @@ def test_image_build_json(monkeypatch, tmp_path):
     tests/integration/test_image_build.py builds real images). The wheel is a stand-in given with
     --wheel: building patchkit's own needs pip's build dependencies from the index, and this tier
     is offline."""
-    from patchkit import builder, dockerfile
-    from patchkit.image_context import WHEEL_NAME
+    from patchkit.image import builder, dockerfile
+    from patchkit.image.context import WHEEL_NAME
 
     wheel = tmp_path / WHEEL_NAME
     wheel.write_bytes(b"a stand-in: the stubbed builder never installs it")

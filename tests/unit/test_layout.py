@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from patchkit import manifest, registry
+from patchkit.releases import manifest
+from patchkit.engine import registry
 from testing.cli import run
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The private libcst names patchkit.patch builds on still mean what it takes them to mean
+"""The private libcst names patchkit.authoring.patch builds on still mean what it takes them to mean
 (issue 22.5): the decorator attributes `@m.leave` / `@m.visit` / `@m.call_if_inside` /
 `@m.call_if_not_inside` write, `_check_types`, and the parent transformer's `_extra_visit_funcs`,
 `_extra_leave_funcs` and `_matchers` (the expression pass, where libcst's own `on_visit` gates the
@@ -14,8 +14,8 @@ import libcst.matchers as m
 import pytest
 from libcst.matchers import _decorators
 
-from patchkit.edits import edit
-from patchkit.patch import Patch
+from patchkit.authoring.edits import edit
+from patchkit.authoring.patch import Patch
 
 PATH = "sglang/example.py"
 SOURCE = textwrap.dedent("""

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import lock as lock_mod
-from patchkit.errors import LockTimeout
+from patchkit.store import lock as lock_mod
+from patchkit.base.errors import LockTimeout
 from testing import synthetic as syn
 from testing.releases import snapshot
 from testing.synthetic import Synthetic
@@ -22,7 +22,7 @@ from testing.synthetic import Synthetic
 HOLDER = """
 import sys
 from pathlib import Path
-from patchkit import lock
+from patchkit.store import lock
 with lock.locked(Path(sys.argv[1])):
     print("held", flush=True)
     sys.stdin.read()

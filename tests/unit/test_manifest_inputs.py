@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit import identity, manifest, registry
+from patchkit.engine import identity, registry
+from patchkit.releases import manifest
 
 
 @pytest.mark.parametrize("version", manifest.available())

@@ -1,4 +1,4 @@
-"""The METADATA `Version` field is read as email's HeaderParser reads it (patchkit.target.header
+"""The METADATA `Version` field is read as email's HeaderParser reads it (patchkit.store.target.header
 does not import the email package: a cost of every `status`)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from email.parser import HeaderParser
 
 import pytest
 
-from patchkit.target import header
+from patchkit.store.target import header
 
 CASES = [
     "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.17\n\nbody\nVersion: 9\n",

@@ -23,28 +23,34 @@ def _repo(root: Path, files: dict[str, str]) -> str:
 def test_imports_cycles_and_upward_imports_at_a_revision(tmp_path):
     rev = _repo(tmp_path, {
         "patchkit/__init__.py": "",
-        "patchkit/a.py": "from patchkit import b\n\n\ndef f():\n    from patchkit.util import x  # deferred: still an edge\n",
-        "patchkit/b.py": "import patchkit.a\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from patchkit.commands import c\n",
-        "patchkit/util.py": "from patchkit.commands.c import run\nx = 1\n",
+        "patchkit/engine/__init__.py": "",
+        "patchkit/engine/a.py": "from patchkit.engine import b\n\n\ndef f():\n    from patchkit.base.util import x  # deferred: still an edge\n",
+        "patchkit/engine/b.py": "import patchkit.engine.a\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from patchkit.commands import c\n",
+        "patchkit/base/__init__.py": "",
+        "patchkit/base/util.py": "from patchkit.commands.c import run\nx = 1\n",
         "patchkit/commands/__init__.py": "",
-        "patchkit/commands/c.py": "from patchkit import a, util\n\n\ndef run():\n    pass\n",
-        "patches/p.py": "from patchkit.a import f\n",
+        "patchkit/commands/c.py": "from patchkit.engine import a\nfrom patchkit.base import util\n\n\ndef run():\n    pass\n",
+        "patchkit/patch.py": "from patchkit.engine.a import *\n",
+        "patches/p.py": "from patchkit.patch import f\n",
     })
-    (tmp_path / "patchkit" / "a.py").write_text("")  # the working tree is not what is read
+    (tmp_path / "patchkit" / "engine" / "a.py").write_text("")  # the working tree is not what is read
     modules = module_map.read(tmp_path, rev)
-    assert modules["patchkit.a"].imports == {"patchkit.b", "patchkit.util"} and modules["patchkit.a"].lines == 5
-    assert modules["patchkit.b"].imports == {"patchkit.a"} and modules["patchkit.b"].typing == {"patchkit.commands.c"}
-    assert modules["patchkit.patches.p"].imports == {"patchkit.a"}
+    a, b, c, util = "patchkit.engine.a", "patchkit.engine.b", "patchkit.commands.c", "patchkit.base.util"
+    assert modules[a].imports == {b, util} and modules[a].lines == 5
+    assert modules[b].imports == {a} and modules[b].typing == {c}
+    assert modules["patchkit.patches.p"].imports == {"patchkit.patch"}
+    # The layers follow the folders; a module at the top of patchkit/ is the public API.
+    assert [module_map.layer(n) for n in (util, a, "patchkit.patch", "patchkit.patches.p", c)] == \
+        ["base", "engine", "api", "patches", "commands"]
     # a -> util -> commands.c -> a, and a <-> b: one strongly connected component.
-    assert module_map.cycles(modules) == [["patchkit.a", "patchkit.b", "patchkit.commands.c", "patchkit.util"]]
-    assert module_map.upward(modules) == [("patchkit.b", "patchkit.commands.c", True),
-                                         ("patchkit.util", "patchkit.commands.c", False)]
+    assert module_map.cycles(modules) == [[util, c, a, b]]
+    assert module_map.upward(modules) == [(util, c, False), (b, c, True)]
     text = module_map.render(modules, rev)
-    assert "| a | library | 5 | b, util |" in text and "Upward imports: 2" in text
+    assert "| engine.a | engine | 5 | base.util, engine.b |" in text and "Upward imports: 2" in text
 
 
 def test_the_tree_has_no_import_cycle_and_no_upward_import():
     modules = module_map.read(Path(__file__).resolve().parents[2])
-    assert "patchkit.planning" in modules and "patchkit.engine" not in modules
+    assert "patchkit.engine.planning" in modules and "patchkit.planning" not in modules
     assert module_map.cycles(modules) == []
     assert module_map.upward(modules) == []

@@ -1,7 +1,7 @@
-"""docs/modules.md lists every module of patchkit/ with its one job (issue 22.4): a module added
-without a row, or a row left for a module that is gone, fails here. patchkit/commands/ and
-patchkit/doctor/ are one row each (their files are named after their job: a subcommand, a part of
-the doctor)."""
+"""docs/modules.md has a row for every folder of patchkit/ and every module at its top (issue 34:
+the tree is the map, the page says what the names leave unsaid): a folder or module added without
+a row, or a row left for one that is gone, fails here, and a folder's row names each of its
+modules."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE = REPO / "docs" / "modules.md"
-GROUPS = ("patchkit/commands/", "patchkit/doctor/")
+PACKAGE = REPO / "patchkit"
 ROW = re.compile(r"^\| `([^`]+)` \| (.+?) \|$")
 
 
@@ -24,11 +24,12 @@ def rows() -> dict[str, str]:
     return found
 
 
+def folders() -> list[str]:
+    return sorted(f"patchkit/{path.parent.name}/" for path in PACKAGE.glob("*/__init__.py"))
+
+
 def modules() -> set[str]:
-    package = REPO / "patchkit"
-    names = {f"patchkit/{path.name}" for path in package.glob("*.py")}
-    names |= {group for group in GROUPS if (REPO / group).is_dir()}
-    return names
+    return {f"patchkit/{path.name}" for path in PACKAGE.glob("*.py")} | set(folders())
 
 
 def test_every_module_has_a_row_and_every_row_a_module():
@@ -41,10 +42,11 @@ def test_every_row_says_a_job():
     assert all(len(job) >= 10 for job in rows().values()), "each row says the module's one job in words"
 
 
-def test_the_groups_rows_name_their_files():
-    # A group's row names each of its files, so a new subcommand or doctor part is said there too.
+def test_each_folder_row_names_its_modules():
+    # So a new module is said in its folder's row, with what its name leaves unsaid.
     table = rows()
-    for group in GROUPS:
-        files = {path.stem for path in (REPO / group).glob("*.py")} - {"__init__"}
-        missing = sorted(name for name in files if f"`{name}`" not in table[group])
-        assert not missing, f"docs/modules.md's {group} row does not name {', '.join(missing)}"
+    assert len(folders()) >= 10
+    for folder in folders():
+        files = {path.stem for path in (REPO / folder).glob("*.py")} - {"__init__"}
+        missing = sorted(name for name in files if f"`{name}`" not in table[folder])
+        assert not missing, f"docs/modules.md's {folder} row does not name {', '.join(missing)}"

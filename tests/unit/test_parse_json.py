@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.util import BadJson, parse_json
+from patchkit.base.util import BadJson, parse_json
 
 
 def test_an_object_comes_back():

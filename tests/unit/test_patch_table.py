@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from patchkit import manifest
+from patchkit.releases import manifest
 from testing import patch_table
 from testing.cli import run
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
-from patchkit import manifest, registry
+from patchkit.releases import manifest
+from patchkit.engine import registry
 
 VERSIONS = manifest.available()
 MANIFESTS = {v: manifest.load(v) for v in VERSIONS}

@@ -4,7 +4,7 @@ the rebased diff on the target; the header and the prefix are kept."""
 
 from __future__ import annotations
 
-from patchkit import rebase
+from patchkit.diffs import rebase
 from testing.diffs import git_apply, git_diff
 
 REL = "sglang/mod.py"

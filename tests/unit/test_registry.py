@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit import registry
-from patchkit.errors import PatchkitError, UsageError
-from patchkit.patch_id import is_patch_id
+from patchkit.engine import registry
+from patchkit.base.errors import PatchkitError, UsageError
+from patchkit.base.patch_id import is_patch_id
 
 
 def test_every_shared_file_has_a_declared_stacking_order():
@@ -60,7 +60,7 @@ def test_a_module_whose_id_breaks_the_rule_is_a_usage_error_naming_the_file(tmp_
 @pytest.mark.parametrize("source, line, says", [
     ("x = (\n", 1, "does not compile: '(' was never closed"),
     ("\n\nimport patchkit_no_such_module\n", 3, "ModuleNotFoundError: No module named 'patchkit_no_such_module'"),
-    ("from patchkit.template import Snippet\n\nFIX = Snippet('''\nd = {}\n''')\n", 3,
+    ("from patchkit.authoring.template import Snippet\n\nFIX = Snippet('''\nd = {}\n''')\n", 3,
      "a literal brace in the snippet's code is written doubled: {{ and }}"),
 ])
 def test_a_broken_patch_module_is_exit_2_naming_the_file_and_line(tmp_path, source, line, says):

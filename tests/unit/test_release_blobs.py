@@ -1,4 +1,4 @@
-"""patchkit.release_blobs on synthetic wheels in a test home: which cached release a diff's index
+"""patchkit.diffs.release_blobs on synthetic wheels in a test home: which cached release a diff's index
 hashes name, the pre-image bytes, and the blob index kept in the home (rebuilt for a new wheel)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import zipfile
 
-from patchkit import release_blobs, unidiff
+from patchkit.diffs import release_blobs, unidiff
 from testing.diffs import git_diff
 
 REL = "sglang/srt/x.py"

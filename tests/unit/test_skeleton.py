@@ -9,7 +9,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from patchkit import skeleton
+from patchkit.engine import skeleton
 
 SOURCE = textwrap.dedent('''\
     """Module docstring."""
@@ -171,8 +171,8 @@ def test_a_transform_that_drops_a_placeholder_is_refused():
 
 
 def test_every_patch_that_declares_parts_keeps_its_scope_classes_in_them():
-    from patchkit import registry
-    from patchkit.view import _part
+    from patchkit.engine import registry
+    from patchkit.engine.view import _part
 
     for patch in registry.load_all():
         assert set(patch.PARTS) <= set(patch.TARGETS), patch.ID

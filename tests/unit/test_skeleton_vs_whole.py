@@ -1,4 +1,4 @@
-"""Odd file shapes where parsing a skeleton (patchkit.skeleton) could answer differently from
+"""Odd file shapes where parsing a skeleton (patchkit.engine.skeleton) could answer differently from
 parsing the whole file: for each, the bytes a patch writes and the probes' verdict must be the
 same both ways (the whole-file run is the engine with its skeleton turned off)."""
 
@@ -11,12 +11,12 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from patchkit import decide
-from patchkit import view as view_mod
-from patchkit.edits import append_to_block, edit, prepend_to_block
-from patchkit.errors import PatchkitError
-from patchkit.patch import Patch, top_classes
-from patchkit.template import Snippet
+from patchkit.engine import decide
+from patchkit.engine import view as view_mod
+from patchkit.authoring.edits import append_to_block, edit, prepend_to_block
+from patchkit.base.errors import PatchkitError
+from patchkit.authoring.patch import Patch, top_classes
+from patchkit.authoring.template import Snippet
 
 REL = "sglang/mod.py"
 FIX = Snippet("""
@@ -196,7 +196,7 @@ def test_a_splice_that_breaks_the_file_around_the_parsed_part_is_refused(monkeyp
     """What is written is compiled whole, not only the regenerated skeleton: a restore that
     joins lines around a part left out (the kind of bug a missing final newline caused) must
     stop the render, never reach the disk."""
-    from patchkit import skeleton
+    from patchkit.engine import skeleton
 
     data = SHAPES["no final newline, last member left out"] + b"\n"
     assert uses_skeleton(data)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import state as state_mod
-from patchkit.constants import STATE_SCHEMA
-from patchkit.errors import StateError, UnsafeStateError
-from patchkit.state import FileRecord, State
+from patchkit.store import state as state_mod
+from patchkit.base.constants import STATE_SCHEMA
+from patchkit.base.errors import StateError, UnsafeStateError
+from patchkit.store.state import FileRecord, State
 from testing import synthetic as syn
 from testing.releases import snapshot
 from testing.synthetic import ALPHA, FIX, GAMMA, STACK_A, STACK_B, Synthetic

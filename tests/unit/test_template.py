@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from patchkit.template import Snippet, TemplateError, same_shape
+from patchkit.authoring.template import Snippet, TemplateError, same_shape
 
 GUARD = Snippet("""
     if {name} is None:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import lock as lock_mod
-from patchkit import transaction
-from patchkit.target import find_in
+from patchkit.store import lock as lock_mod
+from patchkit.store import transaction
+from patchkit.store.target import find_in
 from testing import synthetic as syn
 from testing.releases import snapshot
 from testing.synthetic import ALPHA, ALPHA_EXT, GAMMA, Synthetic

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textwrap import dedent
 
-from patchkit import diffpatch, unit_change
+from patchkit.diffs import diffpatch, unit_change
 
 BEFORE = dedent("""\
     def validate(args):

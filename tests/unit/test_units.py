@@ -1,8 +1,8 @@
-"""patchkit.units: a file cut into named units that partition its lines."""
+"""patchkit.diffs.units: a file cut into named units that partition its lines."""
 
 from __future__ import annotations
 
-from patchkit import units
+from patchkit.diffs import units
 
 SOURCE = b'''"""doc"""
 import os

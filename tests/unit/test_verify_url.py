@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import dockerfile
+from patchkit.image import dockerfile
 from testing.cli import run
 from testing.server_info import serving
 

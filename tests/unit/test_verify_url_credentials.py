@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.constants import EXIT_BUG, EXIT_TARGET, EXIT_USAGE
-from patchkit.redact import redacted
+from patchkit.base.constants import EXIT_BUG, EXIT_TARGET, EXIT_USAGE
+from patchkit.base.redact import redacted
 from testing.cli import run
 from testing.server_info import serving
 
@@ -51,9 +51,9 @@ def test_a_refused_connection_says_the_url_without_its_credentials(tmp_path, as_
 
 def test_the_crash_log_holds_argv_without_the_credentials(tmp_path):
     # An unexpected bug while auditing: exit 70 and a crash log whose header names argv.
-    crash = ("import sys\nfrom patchkit import cli, server_report\n"
+    crash = ("import sys\nfrom patchkit.cli import app\nfrom patchkit.runtime import server_report\n"
              "def broken(*args, **kwargs):\n    raise RuntimeError('a bug')\n"
-             "server_report.fetch = broken\nsys.argv[0] = 'patchkit'\ncli.main()\n")
+             "server_report.fetch = broken\nsys.argv[0] = 'patchkit'\napp.main()\n")
     url = f"http://user:secret@127.0.0.1:{_free_port()}/?token=tok123"
     result = _patchkit(tmp_path, "verify", "--url", url, code=crash)
     assert result.returncode == EXIT_BUG, (result.stdout, result.stderr)

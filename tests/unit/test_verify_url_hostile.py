@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import server_report
+from patchkit.runtime import server_report
 from testing.cli import run
 from testing.server_info import answering
 

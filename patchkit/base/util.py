@@ -1,0 +1,208 @@
+"""Hashing, atomic writes and subprocess calls: the only low-level IO helpers."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import signal
+import stat
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from patchkit.base.errors import EnvironmentFailure, PatchkitError
+
+if TYPE_CHECKING:
+    import subprocess
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str | None:
+    try:
+        return sha256(read_regular(path))
+    except FileNotFoundError:
+        return None
+
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket"}
+
+
+class TooLarge(EnvironmentFailure):
+    """A file larger than its reader's bound (a config or cache file, not a multi-GB blob)."""
+
+
+def read_regular(path: Path, limit: int | None = None, flags: int = 0) -> bytes:
+    """The bytes of a regular file, read without ever blocking: opened with O_NONBLOCK (a FIFO
+    opens at once instead of waiting for a writer), then anything but a regular file is refused
+    (EnvironmentFailure, exit 6, naming it; a folder stays IsADirectoryError). With `limit`, a
+    larger file is refused before it is read (TooLarge). FileNotFoundError passes through."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | flags)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            raise EnvironmentFailure(f"{path}: not a regular file ({kind}); patchkit refuses to read it")
+        if limit is not None and info.st_size > limit:
+            raise TooLarge(f"{path}: {info.st_size:,} bytes, more than the {limit:,} patchkit reads from such a "
+                           "file; refused")
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:  # it grew while being read
+                raise TooLarge(f"{path}: more than the {limit:,} bytes patchkit reads from such a file; refused")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _named(exc: OSError, path: Path) -> OSError:
+    """The same error, naming the file (a write or fsync on a descriptor names none)."""
+    if exc.filename is None:
+        return type(exc)(exc.errno, exc.strerror, str(path))
+    return exc
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise _named(exc, directory) from None
+    finally:
+        os.close(fd)
+
+
+def write_temp_beside(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None) -> Path:
+    """Write data to a synced temp file in path's folder, ready for os.replace; `owner` =
+    (uid, gid) it is given (kept as far as this process may give it, as `cp -p` does)."""
+    if not path.parent.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # here, as subprocess below: a read-only status needs neither
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if owner is not None:
+            _chown(tmp, *owner)
+        if mode is not None:
+            os.chmod(tmp, mode)  # after chown, which clears set-id bits
+    except OSError as exc:
+        os.unlink(tmp)
+        raise _named(exc, path) from None
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return Path(tmp)
+
+
+def _chown(path: str, uid: int, gid: int) -> None:
+    st = os.stat(path)
+    if (st.st_uid, st.st_gid) == (uid, gid):
+        return
+    try:
+        os.chown(path, uid, gid)
+    except PermissionError:
+        # Not root: only a group this user belongs to can be given; the owner stays ours.
+        try:
+            os.chown(path, -1, gid)
+        except PermissionError:
+            pass
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None) -> None:
+    """Replace path with data so that a reader (or a crash) sees old or new bytes, never half."""
+    tmp = write_temp_beside(path, data, mode, owner)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def replace(src: Path, dst: Path) -> None:
+    os.replace(src, dst)
+    _fsync_dir(dst.parent)
+
+
+def dies_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that makes the child die with this process (Linux PR_SET_PDEATHSIG: the
+    kernel sends it SIGKILL when patchkit exits, a SIGKILL of patchkit included), so that no
+    pip outlives the run that started it. None where the platform has no such call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes  # here: only a run that starts pip pays for it
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the call: nobody will signal us
+            os._exit(1)
+
+    return arm
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def run(argv: Sequence[str], what: str) -> subprocess.CompletedProcess[str]:
+    """Run a command that dies with patchkit; a failure becomes one PatchkitError line naming `what`."""
+    try:
+        import subprocess
+
+        proc = subprocess.run(list(argv), capture_output=True, text=True, check=False, preexec_fn=dies_with_parent())
+    except OSError as exc:
+        raise PatchkitError(f"{what}: {exc}") from exc
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()
+        reason = tail[-1] if tail else f"exit code {proc.returncode}"
+        raise PatchkitError(f"{what}: {reason}")
+    return proc
+
+
+class BadJson(ValueError):
+    """JSON patchkit was given cannot be used: `kind` says why (`NESTED_TOO_DEEP`: Python's parser
+    gave up on the nesting; `NOT_JSON`: not JSON at all, `detail` says where; `NOT_AN_OBJECT`:
+    JSON, but not the object the caller reads). Each caller words its own one-line message."""
+
+    NESTED_TOO_DEEP, NOT_JSON, NOT_AN_OBJECT = "nested too deep", "not JSON", "not an object"
+
+    def __init__(self, kind: str, detail: str = "") -> None:
+        super().__init__(f"{kind} ({detail})" if detail else kind)
+        self.kind, self.detail = kind, detail
+
+
+def parse_json(data: bytes | str, want_object: bool = True) -> Any:
+    """`json.loads(data)`, its ways of failing as one `BadJson` (a RecursionError for hostile
+    nesting, a ValueError for bytes that are not JSON or not UTF-8 (JSON's own encoding, RFC
+    8259), a value that is not a dict where `want_object`)."""
+    import json
+
+    try:
+        found = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
+    except RecursionError:
+        raise BadJson(BadJson.NESTED_TOO_DEEP) from None
+    except json.JSONDecodeError as exc:
+        raise BadJson(BadJson.NOT_JSON, f"{exc.msg}, line {exc.lineno}") from None
+    except ValueError as exc:  # bytes that are not UTF-8 (UnicodeDecodeError)
+        raise BadJson(BadJson.NOT_JSON, str(exc)) from None
+    if want_object and not isinstance(found, dict):
+        raise BadJson(BadJson.NOT_AN_OBJECT)
+    return found

@@ -1,0 +1,89 @@
+"""Map what a command raised to an exit code and one line on stderr."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Callable
+
+from patchkit.base import crash_log
+from patchkit.commands import output
+from patchkit.base.constants import EXIT_BUG, EXIT_INTERRUPTED
+from patchkit.base.errors import INTERRUPTED_EARLY, PatchkitError, environment_failure, is_environment_failure
+
+
+def log_traceback() -> str:
+    """Write the exception being handled to a crash log; its path (or why there is none)."""
+    return crash_log.log_traceback()
+
+
+def failed(code: int, message: str, as_json: bool = False) -> int:
+    """One `error:` line on stderr; with --json also `{"error": {"code", "message"}}` on stdout."""
+    output.error(message)
+    if as_json:
+        output.as_json({"error": {"code": code, "message": message}})
+    return code
+
+
+def run(command: Callable[[], int], as_json: bool = False) -> int:
+    crash_log.note_sglang_version(None)  # until this command resolves its target (in-process runs: tests)
+    try:
+        try:
+            code = command()
+        finally:
+            _save_caches()
+        return _with_unloadable(code)
+    except PatchkitError as exc:
+        return failed(exc.exit_code, str(exc), as_json)
+    except KeyboardInterrupt:
+        # apply and revert say themselves when files had started to change (errors.Interrupted).
+        return failed(EXIT_INTERRUPTED, INTERRUPTED_EARLY, as_json)
+    except OSError as exc:
+        if not is_environment_failure(exc):
+            return _bug(exc, as_json)
+        failure = environment_failure(exc)
+        return failed(failure.exit_code, str(failure), as_json)
+    except Exception as exc:
+        return _bug(exc, as_json)
+
+
+def _with_unloadable(code: int) -> int:
+    """The diff files of a patch folder that were left out (registry.unloadable), each named with
+    its cause after the command's work, which ran without them; the exit code is then not 0."""
+    registry = sys.modules.get("patchkit.engine.registry")  # a command that listed no patch never imported it
+    left = registry.unloadable() if registry is not None else []
+    for exc in left:
+        output.error(f"{exc} (left out; the other patches of its folder were loaded)")
+    return code or (left[0].exit_code if left else code)
+
+
+def _save_caches() -> None:
+    """The identity cache a command added digests to is written once, after its work (a command
+    that never loaded patchkit.engine.identity has nothing to save, and does not import it)."""
+    identity = sys.modules.get("patchkit.engine.identity")
+    if identity is not None:
+        identity.save()
+
+
+def flush(code: int) -> int:
+    """Flush stdout and stderr after a command returned `code`: a Ctrl-C or a write error now
+    comes after the command's work, and is said so."""
+    try:
+        output.flush()
+    except KeyboardInterrupt:
+        output.error(f"interrupted after the command had finished (exit {code} otherwise)")
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        if not is_environment_failure(exc):
+            raise
+        failure = environment_failure(exc, f"the command had finished (exit {code} otherwise)")
+        with contextlib.suppress(OSError):
+            output.error(str(failure))
+        return failure.exit_code
+    return code
+
+
+def _bug(exc: Exception, as_json: bool = False) -> int:
+    """An unexpected bug: one line, the full report in a log file."""
+    where = log_traceback()
+    return failed(EXIT_BUG, f"unexpected {exc.__class__.__name__}: {exc}; traceback in {where}", as_json)

@@ -1,0 +1,662 @@
+"""Diff patches: a `.patch` / `.diff` file (see `patchkit.diffs.unidiff`) as a Patch class of the
+registry, judged and applied by the same engine as the built-in patches (transaction, drift,
+stale state, identity: its digest is the diff file's sha256).
+
+How a diff is applied to a file (`resolve`):
+1. as `git apply` does: every hunk's context and removed lines found as they are (at the line
+   the hunk names, else the nearest place after the previous hunk), no fuzz: on the release the
+   diff was made for, the bytes are those `git apply` writes;
+2. its reverse applies that way -> the file already has the change (upstream);
+3. else per unit of code (`patchkit.diffs.units`): the diff's pre-image (the release file whose git
+   blob hash the index line names, `patchkit.diffs.release_blobs`) and its post-image are cut into
+   units; each unit the diff changes is looked up by name in the target file: left as upstream
+   had it -> takes the patched form (transplanted); already in the patched form -> upstream;
+   changed on both sides -> a 3-way merge inside the unit (`merge3`), clean (merged) or not
+   (conflict); gone from its class or module but found by its name under another class of the
+   file -> patched there (moved, said in a note); a unit the diff adds goes after the unit it
+   follows in the post-image; gone from the file (or the file gone) but found by name in exactly
+   one other file of the package -> patched there (moved: that file becomes a target of the
+   diff on this tree, `DiffPatch.targets_for`). A file the diff creates or deletes is written
+   or removed whole (`_whole_file`).
+A diff is one change: one conflicting unit and the patch is `failed`, naming each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from patchkit.diffs import unit_change
+from patchkit.diffs import units as units_mod
+from patchkit.base.errors import PlanError
+from patchkit.authoring.patch import Patch
+from patchkit.diffs.unidiff import DiffPatchFile, FileDiff, Hunk, git_blob_sha1, load
+
+TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT = "transplanted", "merged", "moved", "upstream", "conflict"
+OUTCOMES = (TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT)
+# How a file was resolved.
+EXACT, REVERSED, PER_UNIT, ABSENT = "exact", "already-applied", "per-unit", "absent"
+CREATED, DELETED = "created", "deleted"  # a file the diff creates (`new file mode`) or deletes
+
+
+@dataclass(frozen=True)
+class UnitOutcome:
+    file: str
+    unit: str  # "Class.method", "function", "<imports>", ...
+    outcome: str  # one of OUTCOMES
+    detail: str = ""
+    moved_to: str = ""  # the other file of the package the unit is in now (see `finder`)
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "unit": self.unit, "outcome": self.outcome, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class FileResolution:
+    rel: str
+    how: str  # EXACT, REVERSED, PER_UNIT, ABSENT
+    before: bytes | None
+    after: bytes | None  # the new bytes (with conflict markers where asked); None when absent
+    units: tuple[UnitOutcome, ...] = ()
+    notes: tuple[str, ...] = ()
+    # Units that moved to another file, followed there (resolve(follow=True)): (file, unit, new bytes).
+    elsewhere: tuple[tuple[str, str, bytes], ...] = ()
+    # The same units as the diff changes them: (file, unit, pre-image form, patched form), so that
+    # the other file's bytes can be patched again where they differ from those seen here.
+    moved: tuple[tuple[str, str, bytes, bytes], ...] = ()
+
+    @property
+    def conflicts(self) -> tuple[UnitOutcome, ...]:
+        return tuple(u for u in self.units if u.outcome == CONFLICT)
+
+    @property
+    def upstream(self) -> bool:
+        """Every unit the diff changes is already in its patched form here."""
+        return self.how == REVERSED or (self.how == PER_UNIT and bool(self.units)
+                                        and all(u.outcome == UPSTREAM for u in self.units))
+
+
+@dataclass(frozen=True)
+class Resolution:
+    files: tuple[FileResolution, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def conflicts(self) -> tuple[UnitOutcome, ...]:
+        return tuple(u for f in self.files for u in f.conflicts)
+
+    def counts(self) -> dict[str, int]:
+        found = dict.fromkeys(OUTCOMES, 0)
+        for f in self.files:
+            for u in f.units:
+                found[u.outcome] += 1
+        return found
+
+
+# --- applying hunks as git apply does ------------------------------------------------------------
+
+
+def _find(lines: list[bytes], want: list[bytes], expected: int, earliest: int, beginning: bool, end: bool) -> int | None:
+    """Where `want` starts in `lines`: at `expected`, else the nearest place (forward first, as
+    git's find_pos), never before `earliest`; pinned to the start / end of the file where git
+    pins it (a hunk at line 1, a hunk without trailing context)."""
+    last = len(lines) - len(want)
+    if beginning or end:  # both may hold (a one-line file's hunk): every pin must
+        candidates = [at for at in ((0,) if beginning else (last,)) if not (beginning and end) or at == 0 == last]
+    else:
+        expected = min(max(expected, earliest), max(last, earliest))
+        candidates = [expected]
+        for step in range(1, max(last - earliest, 0) + 2):
+            candidates += [expected + step, expected - step]
+    for at in candidates:
+        if earliest <= at <= last and lines[at:at + len(want)] == want:
+            return at
+    return None
+
+
+def apply_hunks(data: bytes, hunks: tuple[Hunk, ...], reverse: bool = False) -> bytes | None:
+    """`data` with the hunks applied as `git apply` applies them (no fuzz; whitespace exact),
+    or None when one does not apply."""
+    lines = units_mod.split_lines(data)
+    out: list[bytes] = []
+    at = 0
+    for hunk in hunks:
+        before, after = (hunk.after, hunk.before) if reverse else (hunk.before, hunk.after)
+        start = (hunk.new_start if reverse else hunk.old_start)
+        count = len(before)
+        tagged = [line[:1] for line in hunk.lines]
+        trailing = 0
+        for tag in reversed(tagged):
+            if tag != b" ":
+                break
+            trailing += 1
+        expected = start - 1 if count else start
+        # git pins a hunk at line 0 or 1 to the start, one without trailing context to the end.
+        found = _find(lines, before, expected, at, beginning=start <= 1, end=trailing == 0 and count > 0)
+        if found is None:
+            return None
+        out += lines[at:found] + after
+        at = found + count
+    out += lines[at:]
+    return b"".join(out)
+
+
+# --- per unit -------------------------------------------------------------------------------------
+
+
+def _merge(base: bytes, ours: bytes, theirs: bytes, markers: bool) -> tuple[bytes, bool]:
+    """A 3-way merge of one unit: (merged bytes, clean). `ours` is the target's unit, `theirs`
+    the patched form; with `markers` a conflict is written as <<<<<<< / ======= / >>>>>>>."""
+    import merge3
+
+    base_lines, ours_lines, theirs_lines = (units_mod.split_lines(x) for x in (base, ours, theirs))
+    merger = merge3.Merge3(base_lines, ours_lines, theirs_lines)
+    clean = not any(group[0] == "conflict" for group in merger.merge_groups())
+    if clean or markers:
+        return b"".join(merger.merge_lines(name_a=b"release", name_b=b"patch")), clean
+    return ours, clean
+
+
+def _plain_merge(base: bytes, ours: bytes, theirs: bytes) -> tuple[bytes, bool]:
+    return _merge(base, ours, theirs, False)
+
+
+def _units(data: bytes, rel: str, what: str) -> list[units_mod.Unit]:
+    try:
+        return units_mod.units(data)
+    except (SyntaxError, ValueError) as exc:
+        raise PlanError(f"{rel}: {what} cannot be parsed: {getattr(exc, 'msg', exc)}") from None
+
+
+def _texts(data: bytes, rel: str, what: str) -> dict[str, bytes]:
+    """{unit name: its bytes} (units.texts), a file ast cannot parse a plan error naming it."""
+    lines = units_mod.split_lines(data)
+    return {u.name: b"".join(lines[u.start:u.end]) for u in _units(data, rel, what)}
+
+
+# (unit name, the diff's file) -> [(another file of the package, the unit's bytes there)]
+Elsewhere = Callable[[str, str], list[tuple[str, bytes]]]
+
+
+def finder(files: Callable[[], list[str]], read: Callable[[str], bytes | None]) -> Elsewhere:
+    """Where else in the package (`files()`: its Python files) a unit of that name is: a bytes
+    search for `def NAME` / `class NAME` first, then `patchkit.diffs.units` on the files that hold it."""
+    listed: list[str] = []
+    texts: dict[str, dict[str, bytes]] = {}
+
+    def find(name: str, rel: str) -> list[tuple[str, bytes]]:
+        if not listed:
+            listed.extend(files())
+        parts = name.split(".")
+        if len(parts) > 2 or not all(part.isidentifier() for part in parts):
+            return []  # <imports>, a statement: not a unit that moves by name
+        needles = [b"def " + parts[-1].encode()] if len(parts) == 2 else [b"def " + name.encode(), b"class " + name.encode()]
+        if len(parts) == 2:
+            needles.append(b"class " + parts[0].encode())
+        found = []
+        for other in listed:
+            if other == rel:
+                continue
+            data = read(other)
+            if data is None or not (all(n in data for n in needles) if len(parts) == 2 else any(n in data for n in needles)):
+                continue
+            if other not in texts:
+                try:
+                    texts[other] = units_mod.texts(data)
+                except (SyntaxError, ValueError):
+                    texts[other] = {}
+            if name in texts[other]:
+                found.append((other, texts[other][name]))
+        return found
+
+    return find
+
+
+def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes | None], markers: bool = False,
+                 count: bool = True, elsewhere: Elsewhere | None = None, follow: bool = False) -> FileResolution:
+    """One file of a diff on `target` (see the module docstring); `base()` gives the diff's
+    pre-image of the file when known (else only the git-apply way works), asked only when the
+    hunks do not apply as they are. `count`: name the units an exact apply changes (for reports;
+    the engine does not need them). `elsewhere`: where a unit absent from the file is in the
+    package now (`finder`); `follow`: patch it there (rebase), else it is a conflict naming it."""
+    rel = file.path
+    if file.old_path is None or file.new_path is None:
+        return _whole_file(file, target)
+    if target is None:
+        return _followed(file, base, elsewhere) if follow and elsewhere is not None and rel.endswith(".py") else \
+            FileResolution(rel, ABSENT, None, None)
+    exact = apply_hunks(target, file.hunks)
+    if exact is not None:
+        return FileResolution(rel, EXACT, target, exact, _changed_units(rel, target, exact, TRANSPLANTED) if count else ())
+    if apply_hunks(target, file.hunks, reverse=True) is not None:
+        return FileResolution(rel, REVERSED, target, target, ())
+    if not rel.endswith(".py"):  # no units in a README or a config: git apply's way only
+        return FileResolution(rel, PER_UNIT, target, target, (UnitOutcome(rel, "<file>", CONFLICT,
+                              "its hunks do not fit as they are, and a file that is not Python has no units"),))
+    pre_image = base()
+    if pre_image is None:
+        return FileResolution(rel, PER_UNIT, target, target, _unplaced(file, target),
+                              (f"{rel}: the diff's pre-image (index {file.old_blob or 'none'}) is not a file of a "
+                               "cached release, so its hunks can only be placed by their context lines",))
+    patched = apply_hunks(pre_image, file.hunks)
+    if patched is None:
+        raise PlanError(f"{rel}: the diff does not apply to its own pre-image (index {file.old_blob}): a damaged diff")
+    return _per_unit(rel, pre_image, patched, target, markers, elsewhere, follow)
+
+
+def _whole_file(file: FileDiff, target: bytes | None) -> FileResolution:
+    """A file the diff creates or deletes, as `git apply` does it: created where absent (the same
+    bytes there already: upstream), deleted where it holds exactly the diff's pre-image (absent
+    already: upstream); other bytes there are a conflict of the whole file."""
+    rel = file.path
+    if file.old_path is None:
+        created = apply_hunks(b"", file.hunks)
+        if target is None:
+            return FileResolution(rel, CREATED, None, created)
+        if target == created:
+            return FileResolution(rel, REVERSED, target, target)
+        why = "the diff creates it, and it is there with other bytes"
+    else:
+        if target is None:
+            return FileResolution(rel, REVERSED, None, None)
+        if apply_hunks(target, file.hunks) == b"":
+            return FileResolution(rel, DELETED, target, None)
+        why = "the diff deletes it, and its bytes are not the diff's pre-image"
+    return FileResolution(rel, PER_UNIT, target, target, (UnitOutcome(rel, "<file>", CONFLICT, why),))
+
+
+def _followed(file: FileDiff, base: Callable[[], bytes | None], elsewhere: Elsewhere) -> FileResolution:
+    """A file of the diff the release does not have (a module turned into a package, renamed):
+    each unit it changes looked for in the package's other files, as for a unit absent from its
+    file. Units it adds have no file to go to (a conflict). ABSENT, with units when looked for."""
+    rel = file.path
+    pre_image = base()
+    patched = None if pre_image is None else apply_hunks(pre_image, file.hunks)
+    if patched is None:
+        return FileResolution(rel, ABSENT, None, None)
+    found = _per_unit(rel, pre_image, patched, b"", False, elsewhere, True)  # type: ignore[arg-type]
+    units = tuple(UnitOutcome(rel, u.unit, CONFLICT, "added by the diff to a file that is not in this release")
+                  if u.file == rel and u.detail == "added" else u for u in found.units)
+    return FileResolution(rel, ABSENT, None, None, units, found.notes, found.elsewhere, found.moved)
+
+
+def _changed_units(rel: str, before: bytes, after: bytes, outcome: str) -> tuple[UnitOutcome, ...]:
+    """The units of `after` that differ from `before` (for the counts), by name."""
+    try:
+        old, new = units_mod.texts(before), units_mod.texts(after)
+    except (SyntaxError, ValueError):
+        return ()
+    return tuple(UnitOutcome(rel, name, outcome) for name in dict.fromkeys([*new, *old]) if old.get(name) != new.get(name))
+
+
+def _unplaced(file: FileDiff, target: bytes) -> tuple[UnitOutcome, ...]:
+    """Conflicts for the hunks whose context is not in the target, named by the unit of the
+    target at the line the hunk names."""
+    try:
+        found = units_mod.units(target)
+    except (SyntaxError, ValueError):
+        found = []
+    out = []
+    for hunk in file.hunks:
+        if apply_hunks(target, (hunk,)) is not None:
+            continue
+        unit = units_mod.containing(found, max(hunk.old_start - 1, 0))
+        out.append(UnitOutcome(file.path, unit.name if unit else f"line {hunk.old_start}", CONFLICT,
+                               f"hunk at line {hunk.old_start}: its context lines are not in the file"))
+    return tuple(out) or (UnitOutcome(file.path, "<file>", CONFLICT, "its hunks do not apply together"),)
+
+
+def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: bool,
+              elsewhere: Elsewhere | None = None, follow: bool = False) -> FileResolution:
+    old, new = _texts(base, rel, "the pre-image"), _texts(patched, rel, "the patched pre-image")
+    ours_units = _units(target, rel, "the installed file")
+    lines = units_mod.split_lines(target)
+    ours = {u.name: b"".join(lines[u.start:u.end]) for u in ours_units}
+    replace: dict[str, bytes] = {}  # unit of the target -> its new bytes (b"" removes it)
+    insert: dict[str | None, list[bytes]] = {}  # after which unit of the target (None: first) -> added units
+    outcomes: list[UnitOutcome] = []
+    notes: list[str] = []
+    followed: list[tuple[str, str, bytes]] = []
+    moved_units: list[tuple[str, str, bytes, bytes]] = []
+    order = list(new)
+    for name in dict.fromkeys([*new, *old]):
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        where = name
+        if name not in ours and before is not None:
+            where = _moved(name, ours) or name
+        current = ours.get(where)
+        if current is None:
+            if before is None:  # a unit the diff adds: after the unit it follows in the post-image
+                anchor = next((n for n in reversed(order[:order.index(name)]) if n in ours), None)
+                insert.setdefault(anchor, []).append(after or b"")
+                outcomes.append(UnitOutcome(rel, name, TRANSPLANTED, "added"))
+            elif after is None:  # removed by the diff, gone upstream too
+                outcomes.append(UnitOutcome(rel, name, UPSTREAM, "removed"))
+            else:
+                found = _in_other_file(rel, name, before, after, elsewhere, markers)
+                if found is None:
+                    outcomes.append(UnitOutcome(rel, name, CONFLICT, "not in the file (removed or renamed)"))
+                    continue
+                other, form, outcome = found
+                notes.append(f"moved: {rel}:{name} -> {other}:{name}")
+                if outcome == UPSTREAM:
+                    outcomes.append(UnitOutcome(rel, name, UPSTREAM, f"in its patched form in {other}", other))
+                elif follow:
+                    followed.append((other, name, form))
+                    moved_units.append((other, name, before, after))
+                    outcomes.append(UnitOutcome(other, name, outcome, f"moved from {rel}:{name}", other))
+                else:
+                    # A caller that does not follow (resolve_file(follow=False)) writes only this
+                    # file; the engine and rebase follow (DiffPatch.targets_for, resolve).
+                    outcomes.append(UnitOutcome(rel, name, CONFLICT, f"moved to {other}:{name}; rebase with "
+                                                "patchkit rebase", other))
+            continue
+        moved = where != name
+        if moved:
+            notes.append(f"{rel}: {name} is {where} in this release; patched there")
+        target_form = after or b""
+        if current == target_form:
+            outcomes.append(UnitOutcome(rel, where, UPSTREAM, f"moved from {name}" if moved else ""))
+        elif current == (before or b""):
+            replace[where] = target_form
+            outcomes.append(UnitOutcome(rel, where, MOVED if moved else TRANSPLANTED, f"moved from {name}" if moved else ""))
+        elif unit_change.holds(before or b"", current, target_form, _plain_merge):
+            outcomes.append(UnitOutcome(rel, where, UPSTREAM, "the change is already in it, with others"))
+        else:
+            merged, clean = _merge(before or b"", current, target_form, markers)
+            why = "changed here and by the diff in the same lines"
+            if clean and not markers and not unit_change.holds(before or b"", merged, target_form, _plain_merge):
+                # Written, it would not read back as applied (status, a second apply): refused.
+                clean, why = False, "changed here and by the diff in lines next to each other (a merge would not read back as applied)"
+            if clean or markers:
+                replace[where] = merged
+            outcomes.append(UnitOutcome(rel, where, (MOVED if moved else MERGED) if clean else CONFLICT,
+                                        "" if clean else why))
+    out: list[bytes] = [*insert.get(None, [])]
+    for unit in ours_units:
+        out.append(replace.get(unit.name, ours[unit.name]))
+        out.extend(_joined(insert.get(unit.name, []), out))
+    return FileResolution(rel, PER_UNIT, target, b"".join(out), tuple(outcomes), tuple(notes), tuple(followed),
+                          tuple(moved_units))
+
+
+def _in_other_file(rel: str, name: str, before: bytes, after: bytes, elsewhere: Elsewhere | None,
+                   markers: bool) -> tuple[str, bytes, str] | None:
+    """(the other file, the unit's new bytes there, the outcome) when exactly one other file of
+    the package has a unit of that name whose form is the pre-image's, the patched one, or merges
+    cleanly with the diff's change; else None."""
+    found = elsewhere(name, rel) if elsewhere is not None else []
+    if len(found) != 1:
+        return None
+    other, current = found[0]
+    placed = _place(before, current, after, markers)
+    return None if placed is None else (other, *placed)
+
+
+def _place(before: bytes, current: bytes | None, after: bytes, markers: bool = False) -> tuple[bytes, str] | None:
+    """A moved unit's new bytes where it is now and the outcome (UPSTREAM: it has the patched
+    form; MOVED: the patched form, or a clean 3-way merge with it); None when it conflicts."""
+    if current is None:
+        return None
+    if current == after:
+        return current, UPSTREAM
+    if current == before:
+        return after, MOVED
+    merged, clean = _merge(before, current, after, markers)
+    return (merged, MOVED) if clean else None
+
+
+def _with_units(data: bytes, replace: dict[str, bytes]) -> bytes:
+    """`data` with the named units' bytes replaced."""
+    lines = units_mod.split_lines(data)
+    return b"".join(replace.get(u.name, b"".join(lines[u.start:u.end])) for u in units_mod.units(data))
+
+
+def _joined(added: list[bytes], out: list[bytes]) -> list[bytes]:
+    """Added units after the last one written, which gets a final newline if it lacked one."""
+    if added and out and out[-1] and not out[-1].endswith(b"\n"):
+        out[-1] += b"\n"
+    return added
+
+
+def _moved(name: str, ours: dict[str, bytes]) -> str | None:
+    """The unit of the same name under another class (or at top level), when there is one only."""
+    short = name.rsplit(".", 1)[-1]
+    found = [n for n in ours if n.rsplit(".", 1)[-1] == short and n != name]
+    return found[0] if len(found) == 1 else None
+
+
+def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: bool = False,
+            pre_image: Callable[[FileDiff], bytes | None] | None = None,
+            python_files: Callable[[], list[str]] | None = None) -> Resolution:
+    """The diff on the files `read` gives (rel -> bytes, None when absent): per file the new
+    bytes (with conflict markers for conflicting units when `markers`) and per unit its outcome.
+    `pre_image` gives a file's pre-image (default: the cached release with its blob hash).
+    `python_files` lists the package's Python files: a changed unit that moved to one of them
+    (not a file of the diff) is patched there, a file of its own in the resolution."""
+    from patchkit.diffs import release_blobs
+
+    find_base = pre_image or release_blobs.pre_image
+    diff_files = {file.path for file in diff.files}
+    elsewhere = None
+    if python_files is not None:
+        listing = python_files
+        elsewhere = finder(lambda: [rel for rel in listing() if rel not in diff_files], read)
+    files = [resolve_file(file, target, _base(file, target, find_base), markers, elsewhere=elsewhere, follow=True)
+             for file in diff.files for target in (read(file.path),)]
+    edits: dict[str, dict[str, bytes]] = {}
+    for found in files:
+        for other, name, form in found.elsewhere:
+            edits.setdefault(other, {})[name] = form
+    for other, replace in edits.items():
+        data = read(other) or b""
+        moved = tuple(u for f in files for u in f.units if u.file == other)
+        files.append(FileResolution(other, PER_UNIT, data, _with_units(data, replace), moved))
+    return Resolution(tuple(files), diff.notes)
+
+
+def _base(file: FileDiff, target: bytes | None, find: Callable[[FileDiff], bytes | None]) -> Callable[[], bytes | None]:
+    """The pre-image of a file: the target itself when it has the index line's hash, else `find`'s."""
+    def base() -> bytes | None:
+        if target is not None and file.old_blob and git_blob_sha1(target).startswith(file.old_blob):
+            return target
+        return find(file)
+
+    return base
+
+
+# --- the Patch class -----------------------------------------------------------------------------
+
+
+class DiffPatch(Patch):
+    """A patch made from a diff file; one subclass per file (`patch_class`).
+
+    The files it writes on a tree (`targets_for`) are its own, plus the files its moved units went
+    to (found when the patch is judged on that tree), less an own file the release does not have
+    whose every changed unit was found elsewhere. The engine plans, journals, backs up, records
+    and reverts those like any target; the diff stays one change over all of them."""
+
+    DIFF: ClassVar[DiffPatchFile]
+    SOURCE: ClassVar[Path]
+    NOTES: ClassVar[tuple[str, ...]] = ()
+    # Every file of the diff must be there: a diff is one change (see decide.evaluate).
+    ALL_TARGETS_REQUIRED = True
+    WORKS_ON_BYTES = True  # probes and transform get the file's bytes (no libcst parse)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._resolved: dict[tuple[str, bytes | None], FileResolution] = {}
+        self._elsewhere: Elsewhere | None = None
+        self._read: Callable[[str], bytes | None] | None = None
+        self._folders: set[str] | None = None
+        self._listing: Callable[[], list[str]] | None = None
+        # {another file: [(own file, unit, pre-image form, patched form)]}, from the last targets_for.
+        self._moves: dict[str, list[tuple[str, str, bytes, bytes]]] | None = None
+
+    def bind_package(self, python_files: Callable[[], list[str]], read: Callable[[str], bytes | None]) -> None:
+        """The installed package's other files, where a unit absent from its file is looked for
+        (bound once per instance: one View, one tree); `read` gives the release's bytes of a file."""
+        if self._elsewhere is None:
+            self._read, self._listing = read, python_files
+            self._elsewhere = finder(lambda: [rel for rel in python_files() if rel not in self.TARGETS], read)
+
+    def _file(self, path: str) -> FileDiff:
+        return next(f for f in self.DIFF.files if f.path == path)
+
+    def _own(self, path: str) -> bool:
+        return any(f.path == path for f in self.DIFF.files)
+
+    def file_change(self, path: str) -> str | None:
+        """CREATED or DELETED for a file the diff creates or deletes (the engine writes or removes
+        it whole), else None."""
+        file = next((f for f in self.DIFF.files if f.path == path), None)
+        if file is None:
+            return None
+        return CREATED if file.old_path is None else DELETED if file.new_path is None else None
+
+    def creatable(self, path: str) -> str | None:
+        """Why a file the diff creates cannot be created on this tree (its folder is not in the
+        package: patchkit creates no folders), else None."""
+        if self._listing is None or "/" not in path:
+            return None
+        if self._folders is None:
+            self._folders = {rel.rsplit("/", 1)[0] for rel in self._listing()}
+        folder = path.rsplit("/", 1)[0]
+        return None if folder in self._folders else f"{path}: the diff creates it in {folder}/, which is not in this release"
+
+    def resolution(self, path: str, data: bytes | None) -> FileResolution:
+        key = (path, data)
+        if key not in self._resolved:
+            from patchkit.diffs import release_blobs
+
+            file = self._file(path)
+            self._resolved[key] = resolve_file(file, data, _base(file, data, release_blobs.pre_image), count=False,
+                                               elsewhere=self._elsewhere, follow=True)
+        return self._resolved[key]
+
+    def targets_for(self, read: Callable[[str], bytes | None]) -> tuple[str, ...]:
+        """The files this diff writes on the tree `read` gives (see the class docstring), in a
+        fixed order: its own files as the diff lists them, then the other files, sorted."""
+        own: list[str] = []
+        moves: dict[str, list[tuple[str, str, bytes, bytes]]] = {}
+        for file in self.DIFF.files:
+            rel = file.path
+            data = read(rel)
+            if self.file_change(rel) is not None or not rel.endswith(".py"):
+                own.append(rel)
+                continue
+            try:
+                found = self.resolution(rel, data)
+            except PlanError:
+                own.append(rel)  # judged (and named) when the engine reads the file
+                continue
+            if data is not None or not found.units or found.conflicts:
+                own.append(rel)  # an absent file not followed whole stays: the patch is `failed` naming it
+            for other, name, before, after in found.moved:
+                moves.setdefault(other, []).append((rel, name, before, after))
+        self._moves = moves
+        return tuple(dict.fromkeys([*own, *sorted(moves)]))
+
+    def _moves_into(self, path: str) -> list[tuple[str, str, bytes, bytes]]:
+        if self._moves is None:
+            self.targets_for(self._read or (lambda rel: None))
+        return (self._moves or {}).get(path, [])
+
+    def _placed(self, path: str, tree: bytes) -> tuple[bytes, bool]:
+        """Another file's bytes with the diff's units that moved there patched (`_place`), and
+        whether all of them already had their patched form."""
+        try:
+            current = units_mod.texts(tree)
+        except (SyntaxError, ValueError) as exc:
+            raise PlanError(f"{path}: the installed file cannot be parsed: {getattr(exc, 'msg', exc)}") from None
+        replace: dict[str, bytes] = {}
+        upstream = True
+        for rel, name, before, after in self._moves_into(path):
+            placed = _place(before, current.get(name), after)
+            if placed is None:
+                raise PlanError(f"{path}:{name} (moved from {rel}:{name}) changed here and by the diff in the same lines")
+            if placed[1] != UPSTREAM:
+                replace[name], upstream = placed[0], False
+        return _with_units(tree, replace) if replace else tree, upstream
+
+    def _moved_notes(self, path: str) -> list[str]:
+        return [f"moved: {rel}:{name} -> {path}:{name}" for rel, name, _, _ in self._moves_into(path)]
+
+    def is_applied(self, path: str, tree: Any) -> bool:  # `tree`: the file's bytes (WORKS_ON_BYTES)
+        # A file already in the diff's patched form reads as upstream's (is_fixed_upstream):
+        # only the state file says patchkit wrote it.
+        return False
+
+    def is_fixed_upstream(self, path: str, tree: Any) -> bool:
+        if not self._own(path):
+            return self._placed(path, tree)[1]
+        found = self.resolution(path, tree)
+        # A file whose changed units all went elsewhere (or are upstream) has nothing to write.
+        return found.upstream or (found.how == PER_UNIT and bool(found.moved) and not found.conflicts
+                                  and found.after == found.before)
+
+    @classmethod
+    def made_for(cls) -> list[Any]:
+        """The cached releases whose files have the diff's pre-image hashes (release_blobs.Match)."""
+        from patchkit.diffs import release_blobs
+
+        return release_blobs.made_for(cls.DIFF)
+
+    @classmethod
+    def verdict_inputs(cls) -> list[str]:
+        """What a verdict depends on beyond the target files: which cached release holds each
+        file's pre-image (a per-unit verdict needs it; caching the wheel changes the verdict)."""
+        return [f"made-for={','.join(str(m) for m in cls.made_for())}"]
+
+    def notes(self, path: str, tree: Any) -> list[str]:
+        """What a status detail says about this file: units already upstream, moved units."""
+        if not self._own(path):
+            return self._moved_notes(path)
+        found = self.resolution(path, tree)
+        said = list(found.notes)
+        upstream = [u.unit for u in found.units if u.outcome == UPSTREAM]
+        if upstream and not found.upstream:
+            said.append(f"{path}: {len(upstream)} of {len(found.units)} unit(s) already in their patched form "
+                        f"({', '.join(upstream)})")
+        return said
+
+    def transform(self, path: str, tree: Any) -> Any:
+        """The file's new bytes (the engine compiles them before anything is written); for a file
+        the diff creates `tree` is None (absent), for one it deletes the result is None."""
+        if not self._own(path):
+            for note in (*self.NOTES, *self._moved_notes(path)):
+                self.warn(note)
+            return self._placed(path, tree)[0]
+        found = self.resolution(path, tree)
+        if found.conflicts:
+            raise PlanError("; ".join(f"{u.file}:{u.unit} {u.detail}" for u in found.conflicts))
+        if found.how == CREATED and (why := self.creatable(path)):
+            raise PlanError(why)
+        for note in (*self.NOTES, *found.notes):
+            self.warn(note)
+        if found.how in (CREATED, DELETED):
+            return found.after
+        return tree if found.after is None else found.after
+
+
+def patch_class(path: Path, origin: str, diff: DiffPatchFile | None = None) -> type[DiffPatch]:
+    """The Patch class of one diff file (`diff`: already parsed from it, by the registry)."""
+    if diff is None:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise PlanError(f"cannot read {path}: {exc.strerror}") from None
+        diff = load(data, str(path))
+    targets = tuple(dict.fromkeys(f.path for f in diff.files))
+    attrs: dict[str, Any] = {
+        "ID": diff.id, "TITLE": diff.title, "RATIONALE": diff.rationale, "UPSTREAM": diff.upstream,
+        "APPLIES_TO": diff.applies_to, "TARGETS": targets, "STACK_AFTER": diff.after,
+        "DIFF": diff, "SOURCE": path, "NOTES": diff.notes, "__module__": __name__,
+    }
+    name = "Diff_" + diff.id.replace("-", "_")
+    return type(name, (DiffPatch,), attrs)
+

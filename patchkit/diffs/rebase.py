@@ -1,0 +1,112 @@
+"""`rebase`: a diff patch re-made against another release, per unit of code (diffpatch.resolve),
+so that `git apply` on that release works again: the same header (trailers kept), the same path
+prefix, index lines with the new release's blob hashes. A unit that conflicts is written with
+standard conflict markers (<<<<<<< release / ======= / >>>>>>> patch) and listed.
+
+The diff's base (its pre-image) is the cached release whose files have the index lines' blob
+hashes; `--from V` names it where the hashes do not (a diff without index lines, or made
+against a tree that was not a release).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from patchkit.diffs import diffpatch, format_patch, release_blobs, unidiff
+from patchkit.base.errors import PlanError
+from patchkit.diffs.unidiff import DiffPatchFile, FileDiff
+from patchkit.diffs.units import split_lines
+
+
+@dataclass(frozen=True)
+class Rebased:
+    diff: DiffPatchFile
+    to: str
+    base: tuple[str, ...]  # the release(s) the input was made for (--from, else by its blob hashes)
+    data: bytes  # the rebased diff file
+    resolution: diffpatch.Resolution
+    notes: tuple[str, ...] = ()
+    already: tuple[str, ...] = field(default_factory=tuple)  # files that already have the change on `to`
+
+    @property
+    def conflicts(self) -> tuple[diffpatch.UnitOutcome, ...]:
+        return self.resolution.conflicts
+
+
+def _header(data: bytes) -> tuple[bytes, bool]:
+    """The free text before the first file of the diff, kept as it is but for format-patch's
+    "---" line and diffstat (made anew); and whether the header had that separator."""
+    lines = split_lines(data)
+    end = next((i for i in range(len(lines)) if unidiff._is_file_start(lines, i)), len(lines))
+    head = lines[:end]
+    cut = next((i for i, line in enumerate(head) if line.rstrip(b"\r\n") == b"---"), None)
+    if cut is not None:
+        head = head[:cut]
+    text = b"".join(head)
+    if text and not text.endswith(b"\n"):
+        text += b"\n"
+    return text, cut is not None
+
+
+def _sides(prefix: str) -> tuple[str, bool]:
+    """The input's prefix ("a/python/", "a/", "python/", "") as (path prefix, git's a/ b/ or not)."""
+    return (prefix[2:], True) if prefix.startswith("a/") else (prefix, False)
+
+
+def load(data: bytes, name: str) -> DiffPatchFile:
+    """The diff parsed (exit 2 for what is not a diff or breaks the id rule), before any release is read."""
+    diff = unidiff.parse(data, name)
+    if not diff.files:
+        raise PlanError(f"{name}: no file of the sglang package in it; nothing to rebase")
+    return diff
+
+
+def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], bytes | None],
+           base: Callable[[FileDiff], bytes | None] | None = None, base_label: str | None = None,
+           python_files: Callable[[], list[str]] | None = None) -> Rebased:
+    """`diff` (parsed from `data`) re-made against release `to`, whose files `read` gives. `base`
+    gives a file's pre-image (default: the cached release with its blob hash); `python_files`
+    lists the release's Python files, where a unit that moved to another file is followed."""
+    from patchkit import __version__
+
+    name = diff.name
+    found_base = (base_label,) if base_label else tuple(str(m) for m in release_blobs.made_for(diff))
+    resolution = diffpatch.resolve(diff, read, markers=True, pre_image=base, python_files=python_files)
+    notes = list(diff.notes)
+    changes: list[format_patch.FileChange] = []
+    already: list[str] = []
+    for file in resolution.files:
+        notes.extend(file.notes)
+        if file.how == diffpatch.ABSENT:
+            continue  # listed as a conflict below
+        if file.after == file.before and file.elsewhere:
+            continue  # what it changed is in other files of the release now (its notes say which)
+        if file.after == file.before or file.upstream:
+            already.append(file.rel)
+            continue
+        changes.append(format_patch.FileChange(file.rel, file.before, file.after))
+    absent = [f.rel for f in resolution.files if f.how == diffpatch.ABSENT and not f.units]
+    if absent:
+        # A file of the diff this release does not have (and none of its units found elsewhere):
+        # a conflict of the whole file.
+        resolution = diffpatch.Resolution(tuple(
+            f if f.how != diffpatch.ABSENT or f.units else diffpatch.FileResolution(
+                f.rel, f.how, None, None, (diffpatch.UnitOutcome(f.rel, "<file>", diffpatch.CONFLICT, f"not in SGLang {to}"),))
+            for f in resolution.files), resolution.notes)
+    if not changes and not resolution.conflicts:
+        raise PlanError(f"{name}: SGLang {to} already has the change (every file: {', '.join(already)}); nothing "
+                        "to rebase, the patch reads as upstream-fixed there")
+    if already:
+        notes.append(f"{len(already)} file(s) already have the change on SGLang {to} and are left out: "
+                     f"{', '.join(already)}")
+    prefix, sides = _sides(diff.prefix)
+    header, mailed = _header(data)
+    body = format_patch.git_diff(changes, prefix, sides)
+    if mailed:  # a format-patch file stays one: separator, a new diffstat, signature
+        out = header + b"---\n" + format_patch.diffstat(changes, prefix).encode() + b"\n" + body
+        out += f"-- \npatchkit {__version__}\n\n".encode()
+    else:
+        out = header + (b"\n" if header and not header.endswith(b"\n\n") else b"") + body
+    return Rebased(diff=diff, to=to, base=found_base, data=out, resolution=resolution, notes=tuple(notes),
+                   already=tuple(already))

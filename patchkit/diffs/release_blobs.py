@@ -1,0 +1,155 @@
+"""Which SGLang release a diff was made for: the `index <pre>..<post>` lines of a git diff name
+the git blob hash of each file's pre-image; computed over the files of the releases in the wheel
+cache (read straight from the zips, only the diff's files, never a download) they name the
+release(s) whose files match, and give the pre-image's bytes for a per-unit merge elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from patchkit.releases import pristine as releases
+from patchkit.base.constants import PACKAGE
+from patchkit.base.errors import EnvironmentFailure
+from patchkit.diffs.unidiff import DiffPatchFile, FileDiff, git_blob_sha1
+from patchkit.base.util import read_regular
+
+
+@dataclass(frozen=True)
+class Match:
+    version: str
+    matched: int  # files of the diff whose pre-image blob is this release's file
+    total: int  # files of the diff with a pre-image hash
+
+    def to_dict(self) -> dict:
+        return {"version": self.version, "matched": self.matched, "total": self.total}
+
+    def __str__(self) -> str:
+        return f"{self.version} ({self.matched}/{self.total} files)"
+
+
+def cached_wheels() -> dict[str, Path]:
+    """{version: wheel} of the releases in the wheel cache, oldest first."""
+    found: dict[str, Path] = {}
+    for wheel in sorted(releases.wheel_cache().glob(f"{PACKAGE}-*.whl")):
+        version = wheel.name.split("-")[1]
+        try:
+            Version(version)
+        except InvalidVersion:
+            continue
+        found.setdefault(version, wheel)
+    return dict(sorted(found.items(), key=lambda item: Version(item[0])))
+
+
+def _zip(wheel: Path) -> zipfile.ZipFile | None:
+    try:
+        return releases.open_wheel(wheel)
+    except (OSError, zipfile.BadZipFile, zlib.error, EOFError):
+        return None
+
+
+INDEX_LIMIT = 64 << 20  # bytes: an index holds one hash per file of a wheel asked for
+
+
+def _index_file(wheel: Path) -> Path:
+    return releases.home() / "blobs" / (wheel.name + ".json")
+
+
+_indexes: dict[Path, tuple[str, dict[str, str | None]]] = {}  # wheel -> (stamp, {file: blob hash or None})
+
+
+def _blobs(wheel: Path, rels: list[str]) -> dict[str, str | None]:
+    """{file: git blob hash, None when the wheel lacks it} for `rels`, from the home's blobs/
+    index of that wheel (a few ms), adding the files it does not hold yet: those are read from
+    the zip (opening one and reading its directory costs ~0.1 s a wheel), once per wheel and file."""
+    try:
+        info = wheel.stat()
+    except OSError:
+        return {}
+    stamp = f"{info.st_size}:{info.st_mtime_ns}"
+    path = _index_file(wheel)
+    if _indexes.get(wheel, ("",))[0] != stamp:
+        try:
+            # Never blocks: a FIFO or device there is a cache that does not validate, rebuilt.
+            saved = json.loads(read_regular(path, INDEX_LIMIT))
+            known = saved["blobs"] if saved.get("wheel") == stamp and isinstance(saved.get("blobs"), dict) else {}
+        except (OSError, ValueError, KeyError, AttributeError, RecursionError, EnvironmentFailure):
+            known = {}
+        _indexes[wheel] = (stamp, known)
+    known = _indexes[wheel][1]
+    missing = [rel for rel in rels if rel not in known]
+    if missing:
+        archive = _zip(wheel)
+        if archive is None:
+            return {}
+        for rel in missing:
+            try:
+                known[rel] = git_blob_sha1(archive.read(rel))
+            except KeyError:
+                known[rel] = None
+        try:  # a cache: a home that cannot be written only costs the next run the same work
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.{os.getpid()}")
+            partial.write_text(json.dumps({"wheel": stamp, "blobs": known}), encoding="utf-8")
+            os.replace(partial, path)
+        except OSError:
+            pass
+    return {rel: known[rel] for rel in rels}
+
+
+def _read(wheel: Path, rel: str) -> bytes | None:
+    archive = _zip(wheel)
+    if archive is None:
+        return None
+    try:
+        return archive.read(rel)
+    except KeyError:
+        return None
+
+
+def made_for(diff: DiffPatchFile) -> list[Match]:
+    """The cached releases whose files match the diff's pre-image hashes, best first (most
+    files matched, then the newest); empty when the diff has no hashes or none matches."""
+    hashed = [f for f in diff.files if f.old_blob and f.old_path]
+    if not hashed:
+        return []
+    found = []
+    for version, wheel in cached_wheels().items():
+        blobs = _blobs(wheel, [f.old_path for f in hashed])  # type: ignore[misc]
+        matched = 0
+        for f in hashed:
+            blob = blobs.get(f.old_path)  # type: ignore[arg-type]
+            if blob is not None and blob.startswith(f.old_blob):  # type: ignore[arg-type]
+                matched += 1
+        if matched:
+            found.append(Match(version, matched, len(hashed)))
+    best = max((m.matched for m in found), default=0)
+    return sorted((m for m in found if m.matched == best), key=lambda m: Version(m.version), reverse=True)
+
+
+def pre_image(file: FileDiff) -> bytes | None:
+    """The bytes of the file the diff was made against, from a cached release whose file has
+    the index line's pre-image hash; None when no cached release has it."""
+    if not (file.old_blob and file.old_path):
+        return None
+    for wheel in reversed(cached_wheels().values()):
+        blob = _blobs(wheel, [file.old_path]).get(file.old_path)
+        if blob is not None and blob.startswith(file.old_blob):
+            data = _read(wheel, file.old_path)
+            if data is not None and git_blob_sha1(data) == blob:
+                return data
+    return None
+
+
+def made_for_text(matches: list[dict]) -> str:
+    """Where a diff patch was made, in words (list and matrix)."""
+    if not matches:
+        return "made for: no cached release has its pre-image files (index hashes); judged by its context lines"
+    return "made for " + ", ".join(f"{m['version']} ({m['matched']}/{m['total']} files)" for m in matches)

@@ -1,0 +1,36 @@
+"""A release's manifest, made by the patches' own probes on its pristine files (what `patchkit
+manifest update` writes to manifests/<version>.json, and `manifest check` compares)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from patchkit.engine import decide, identity, registry
+from patchkit.releases import manifest as manifest_mod
+from patchkit.base.errors import PlanError
+from patchkit.engine.patch_status import NOT_APPLICABLE, PENDING, STATE_VERDICT
+from patchkit.engine.view import code_view
+
+
+def describe(target: Any) -> manifest_mod.Manifest:
+    """The manifest of a pristine release tree, decided by the patches' probes alone."""
+    view = code_view(target)
+    entries: dict[str, manifest_mod.PatchEntry] = {}
+    files: dict[str, str] = {}
+    for pid in registry.patch_ids():
+        s = decide.evaluate(view, pid)
+        if s.state not in STATE_VERDICT:
+            raise PlanError(f"patch {pid} is {s.state} on SGLang {target.version}: {s.detail or 'not a pristine release'}")
+        present = tuple(rel for rel in view.patches[pid].TARGETS if view.read(rel) is not None)
+        # `applies`: only the files the patch edits there, the ones the fast path plans (a present
+        # target it skips on this release, such as an older home of the code, is left out).
+        recorded = s.files if s.state == PENDING else present
+        # What the verdict was decided from (with the patch set's sources, below): every file the
+        # patch reads. None for "no target file", which `matrix` turns into a search of the package.
+        patch = view.patches[pid]
+        reads = {} if s.state == NOT_APPLICABLE and not s.files else {
+            rel: view.sha(rel) for rel in dict.fromkeys((*patch.TARGETS, *patch.REQUIRES))}
+        entries[pid] = manifest_mod.PatchEntry(verdict=STATE_VERDICT[s.state], files=recorded, reads=reads)
+        files.update({rel: view.sha(rel) for rel in recorded})  # type: ignore[misc]
+    return manifest_mod.Manifest(version=target.version, patches=entries, files=files,
+                                 patch_sha256=identity.digests(registry.patch_ids()))

@@ -1,0 +1,352 @@
+"""The patches patchkit knows: the built-in set (`patches/`), sets shipped by other packages
+(entry point group `patchkit.patches`, each naming a package of patch modules) and folders
+given with `--patches DIR` (or $PATCHKIT_PATCHES). Ids come from module file names (cheap:
+no patch module and no libcst is imported to list them) and must be unique across all sets.
+Beside (or instead of) modules, a set's folder may hold diff patches (`.patch` / `.diff` files,
+`patchkit.diffs.diffpatch`), and `--patches FILE` names one diff file; a diff's id comes from its
+header (`Patchkit-Id:`) or its file name, read without parsing its hunks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import os
+import pkgutil
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from patchkit.base.constants import DIFF_SUFFIXES
+from patchkit.base.errors import EnvironmentFailure, FetchError, PatchkitError, PlanError, UsageError
+from patchkit.base.patch_id import PATCH_ID_RULE, is_patch_id
+from patchkit.base.util import read_regular
+
+if TYPE_CHECKING:
+    from patchkit.authoring.patch import Patch
+    from patchkit.diffs.unidiff import DiffPatchFile
+
+PATCHES_PACKAGE = "patchkit.patches"
+ENTRY_POINT_GROUP = "patchkit.patches"
+ENV_PATCHES = "PATCHKIT_PATCHES"  # folders of patch modules or diff files, separated by os.pathsep
+BUILT_IN = "built-in"
+
+@dataclass(frozen=True)
+class PatchSet:
+    origin: str  # "built-in", "entry point NAME (DIST VERSION)", "folder DIR"
+    package: str  # the package its modules are imported under
+    folder: Path
+    only: str | None = None  # `--patches FILE`: the one diff file of the set
+
+
+_folders: list[str] = []
+_sets: list[PatchSet] | None = None
+_modules: dict[str, tuple[str, PatchSet]] | None = None  # id -> (module name, set)
+# Diff files of a folder that do not load (a damaged diff, a header id that breaks the rule):
+# left out, the rest of the set works, and the command names each with its cause when it ends,
+# its exit code then non-zero (`unloadable`). A diff named alone (`--patches FILE`) is refused.
+_unloadable: list[PatchkitError] = []
+_parsed: dict[Path, DiffPatchFile] = {}  # a diff file -> its parse (made once, for its id)
+
+
+def use_folders(folders: tuple[str, ...] | list[str]) -> None:
+    """Add folders of patch modules (`--patches DIR`); checked when the patches are listed."""
+    global _sets, _modules
+    _folders[:] = list(folders)
+    _sets = _modules = None
+    _unloadable.clear()
+    _parsed.clear()
+
+
+def add_folders(folders: tuple[str, ...] | list[str]) -> None:
+    """More folders after those already given (`patchkit COMMAND --patches DIR`)."""
+    use_folders([*_folders, *folders])
+
+
+def _folder_set(folder: str) -> PatchSet:
+    path = Path(folder).resolve()
+    if path.is_file() and path.name.endswith(DIFF_SUFFIXES):
+        return PatchSet(origin=f"file {path}", package="", folder=path.parent, only=path.name)
+    if not path.is_dir():
+        raise UsageError(f"--patches {folder}: not a folder or a {' / '.join(DIFF_SUFFIXES)} file")
+    # One package per folder, named after its path: each module gets exactly one module name.
+    package = "patchkit_folder_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    if package not in sys.modules:
+        module = types.ModuleType(package, f"patch modules from {path}")
+        module.__path__ = [str(path)]
+        sys.modules[package] = module
+    return PatchSet(origin=f"folder {path}", package=package, folder=path)
+
+
+ENTRY_POINTS_LIMIT = 16 << 20  # bytes: an entry_points.txt is a few lines
+
+
+def _declares_entry_points() -> bool:
+    """Whether any installed distribution declares the group: a plain scan of the
+    entry_points.txt files on sys.path, so that `status` does not pay for importing
+    importlib.metadata when no external patch set is installed (the usual case)."""
+    marker = f"[{ENTRY_POINT_GROUP}]"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            try:  # never blocks: a FIFO there (which importlib.metadata would wait on too) is exit 6 naming it
+                text = read_regular(Path(entry or ".", name, "entry_points.txt"), ENTRY_POINTS_LIMIT).decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if marker in text:
+                return True
+    return False
+
+
+def _entry_point_sets() -> list[PatchSet]:
+    if not _declares_entry_points():
+        return []
+    from importlib.metadata import entry_points
+
+    found = []
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown distribution"
+        origin = f"entry point {ep.name} ({dist})"
+        try:
+            package = importlib.import_module(ep.value.split(":")[0])
+        except Exception as exc:  # a broken plugin is named, not a crash
+            raise PatchkitError(f"patch set {origin}: cannot import {ep.value}: {exc}") from None
+        if not hasattr(package, "__path__"):
+            raise PatchkitError(f"patch set {origin}: {ep.value} must name a package of patch modules")
+        found.append(PatchSet(origin=origin, package=package.__name__, folder=Path(list(package.__path__)[0])))
+    return found
+
+
+def _import_patch_module(module_name: str, path: Path, origin: str) -> types.ModuleType:
+    """Import one patch module; a module that does not compile or raises while it is imported is
+    the author's to fix (exit 2 naming the file and line), not a bug in patchkit (70)."""
+    try:
+        return importlib.import_module(module_name)
+    except SyntaxError as exc:
+        raise UsageError(f"{exc.filename or path}:{exc.lineno}: patch module ({origin}) does not compile: "
+                         f"{exc.msg}") from None
+    except Exception as exc:
+        line, tb = None, exc.__traceback__
+        while tb is not None:  # the last line of that file the import ran (a Snippet(...), an import)
+            if Path(tb.tb_frame.f_code.co_filename) == path:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        where = f"{path}:{line}" if line else str(path)
+        raise UsageError(f"{where}: patch module ({origin}) failed to import: {type(exc).__name__}: {exc}") from None
+
+
+def patch_sets() -> list[PatchSet]:
+    global _sets
+    if _sets is None:
+        builtin = importlib.import_module(PATCHES_PACKAGE)
+        folders = [*_folders, *(f for f in os.environ.get(ENV_PATCHES, "").split(os.pathsep) if f)]
+        _sets = [
+            PatchSet(origin=BUILT_IN, package=PATCHES_PACKAGE, folder=Path(list(builtin.__path__)[0])),
+            *_entry_point_sets(),
+            *(_folder_set(folder) for folder in dict.fromkeys(folders)),
+        ]
+    return _sets
+
+
+def _module_index() -> dict[str, tuple[str, PatchSet]]:
+    global _modules
+    if _modules is None:
+        index: dict[str, tuple[str, PatchSet]] = {}
+        for patch_set in patch_sets():
+            found = [] if patch_set.only else [
+                (info.name.replace("_", "-"), info.name)
+                for info in sorted(pkgutil.iter_modules([str(patch_set.folder)]), key=lambda i: i.name)
+                # A patch is one module; a subpackage (the set's tests/, which `patchkit new` makes) is not one.
+                if not info.name.startswith("_") and not info.ispkg]
+            for pid, name in found:
+                if not is_patch_id(pid):
+                    raise UsageError(
+                        f"{patch_set.folder / name}.py ({patch_set.origin}): {pid!r} is not a valid patch id "
+                        f"({PATCH_ID_RULE}; underscores in the file name stand for dashes); rename the file"
+                    )
+            # A diff's id is checked by its parser (unidiff.load), by the same rule.
+            for name in _diff_files(patch_set):
+                try:
+                    found.append((_diff_id(patch_set.folder / name), name))
+                except (UsageError, PlanError) as exc:
+                    if patch_set.only:
+                        raise
+                    _unloadable.append(exc)
+            for pid, name in found:
+                if pid in index:
+                    other_name, other = index[pid]
+                    raise UsageError(
+                        f"patch id {pid!r} is defined twice: by {other.origin} ({_file(other, other_name)}) "
+                        f"and by {patch_set.origin} ({_file(patch_set, name)}); remove one of them (a diff file: or give it "
+                        "its own id with a `Patchkit-Id:` line)"
+                    )
+                index[pid] = (name, patch_set)
+        _modules = dict(sorted(index.items()))
+    return _modules
+
+
+def _diff_files(patch_set: PatchSet) -> list[str]:
+    if patch_set.only:
+        return [patch_set.only]
+    try:
+        names = os.listdir(patch_set.folder)
+    except OSError:
+        return []
+    # Anything so named but a folder is a diff patch: a FIFO or a dangling link is refused when read
+    # (exit 6), never skipped in silence (the patch would be missing from apply and from images).
+    return sorted(n for n in names if n.endswith(DIFF_SUFFIXES) and not n.startswith(".") and not (patch_set.folder / n).is_dir())
+
+
+def unloadable() -> list[PatchkitError]:
+    """The diff files of the loaded folders that were left out, each error naming its file."""
+    return list(_unloadable)
+
+
+def _diff_id(path: Path) -> str:
+    """A diff file's id, the whole diff parsed (a damaged one is left out of its folder at once,
+    never half-known: listed by id here, failing later)."""
+    from patchkit.diffs.unidiff import load
+
+    try:
+        data = read_regular(path)  # a FIFO named .patch is refused at once, not waited on
+    except FileNotFoundError:
+        raise EnvironmentFailure(f"{path}: a symbolic link to a file that does not exist; patchkit cannot read "
+                                 "that diff patch") from None
+    except OSError as exc:
+        raise EnvironmentFailure(f"cannot read {path}: {exc.strerror}") from None
+    _parsed[path] = load(data, str(path))
+    return _parsed[path].id
+
+
+def _is_diff(name: str) -> bool:
+    return name.endswith(DIFF_SUFFIXES)
+
+
+def _file(patch_set: PatchSet, name: str) -> Path:
+    return patch_set.folder / (name if _is_diff(name) else f"{name}.py")
+
+
+def patch_ids() -> list[str]:
+    """Every patch id, derived from the module file names: cheap, imports no patch (no libcst)."""
+    return list(_module_index())
+
+
+def source_file(pid: str) -> Path:
+    """The module file that defines a patch."""
+    name, patch_set = _module_index()[pid]
+    return _file(patch_set, name)
+
+
+def is_diff(pid: str) -> bool:
+    """Whether a patch comes from a diff file (cheap: no patch is imported)."""
+    return _is_diff(_module_index()[pid][0])
+
+
+def origin(pid: str) -> str:
+    """Where a patch comes from: "built-in", "entry point NAME (DIST VERSION)" or "folder DIR"."""
+    return _module_index()[pid][1].origin
+
+
+def load_all() -> list[type[Patch]]:
+    """Every Patch class, in id order (see `stack` for the order on a shared file)."""
+    from patchkit.authoring.patch import Patch
+
+    found: list[type[Patch]] = []
+    for pid, (name, patch_set) in _module_index().items():
+        if _is_diff(name):
+            from patchkit.diffs.diffpatch import patch_class
+
+            found.append(patch_class(patch_set.folder / name, patch_set.origin, _parsed.get(patch_set.folder / name)))
+            continue
+        where = f"{patch_set.folder / name}.py ({patch_set.origin})"
+        module = _import_patch_module(f"{patch_set.package}.{name}", patch_set.folder / f"{name}.py", patch_set.origin)
+        classes = [
+            obj for obj in vars(module).values()
+            if inspect.isclass(obj) and issubclass(obj, Patch) and obj is not Patch and obj.__module__ == module.__name__
+        ]
+        if len(classes) != 1:
+            raise PatchkitError(f"{where} must define exactly one Patch class, found {len(classes)}")
+        patch_cls = classes[0]
+        if getattr(patch_cls, "ID", None) != pid:
+            raise PatchkitError(f"{where} declares id {getattr(patch_cls, 'ID', None)!r}; the file name says {pid!r}")
+        found.append(patch_cls)
+    return found
+
+
+def select(ids: list[str], only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[str]:
+    """The ids chosen by --only / --skip, in registry order; an unknown id is a usage error."""
+    for wanted in (*only, *skip):
+        if wanted not in ids:
+            raise UsageError(f"unknown patch id {wanted!r}; known: {', '.join(ids)} (see `patchkit list`)")
+    chosen = [pid for pid in ids if not only or pid in only]
+    return [pid for pid in chosen if pid not in skip]
+
+
+def stack(ids: list[str], classes: dict[str, type[Patch]]) -> list[str]:
+    """`ids` (patches applied to one file) in their declared stacking order: a patch comes
+    after every patch it names in `STACK_AFTER`. Patches sharing a file must declare their
+    order (`unordered_pairs` finds those that do not); the id order only keeps the result
+    stable for patches that never share a file."""
+    pending = sorted(ids)
+    ordered: list[str] = []
+    while pending:
+        # A patch the state records that is not loaded here declares nothing (rendering a file
+        # it shares is refused by the engine, naming it).
+        ready = [pid for pid in pending
+                 if not any(dep in pending for dep in getattr(classes.get(pid), "STACK_AFTER", ()))]
+        if not ready:
+            raise PatchkitError(f"patches {', '.join(pending)} declare a cycle in STACK_AFTER")
+        ordered.append(ready[0])
+        pending.remove(ready[0])
+    return ordered
+
+
+def unordered_pairs(classes: list[type[Patch]]) -> list[tuple[str, str, str]]:
+    """(file, id, id) for each pair of patches that target the same file without a declared
+    order between them (directly or through others)."""
+    by_id = {cls.ID: cls for cls in classes}
+
+    def before(a: str, b: str) -> bool:  # is a declared (transitively) before b?
+        seen: set[str] = set()
+        todo = list(by_id[b].STACK_AFTER)
+        while todo:
+            pid = todo.pop()
+            if pid == a:
+                return True
+            if pid in by_id and pid not in seen:
+                seen.add(pid)
+                todo.extend(by_id[pid].STACK_AFTER)
+        return False
+
+    found = []
+    files = sorted({rel for cls in classes for rel in cls.TARGETS})
+    for rel in files:
+        sharing = sorted(cls.ID for cls in classes if rel in cls.TARGETS)
+        for i, a in enumerate(sharing):
+            for b in sharing[i + 1:]:
+                if not before(a, b) and not before(b, a):
+                    found.append((rel, a, b))
+    return found
+
+
+def check_known(version: str) -> None:
+    """Refuse, before any download, a release patchkit knows nothing about: it has no manifest
+    for it and no loaded patch declares a range holding it (FetchError, exit 3)."""
+    from patchkit.releases import manifest, versions
+
+    if manifest.find(version) is not None:
+        return
+    wanted = versions.parse(version, what="--target")
+    if any(cls.specifier().contains(wanted, prereleases=True) for cls in load_all()):
+        return
+    known = manifest.available()
+    raise FetchError(f"patchkit knows nothing about SGLang {version}: no manifest (it has "
+                     f"{', '.join(known) or 'none'}) and no patch declares a range holding it; nothing downloaded")

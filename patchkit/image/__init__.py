@@ -1,0 +1,1 @@
+"""Patched container images: the Dockerfile, its build context, image references, the builders."""
