@@ -163,6 +163,32 @@ def _plain_merge(base: bytes, ours: bytes, theirs: bytes) -> tuple[bytes, bool]:
     return _merge(base, ours, theirs, False)
 
 
+OPEN, SPLIT, CLOSE = b"<<<<<<< release", b"=======", b">>>>>>> patch"
+
+
+def block(where: str, change: list[bytes], todo: str) -> bytes:
+    """A conflict block for a change patchkit found no place for (a unit the release does not
+    have, a hunk whose lines are not there): the release's side says where it was looked for and
+    is empty, the patch's side carries the change as hunk lines (` `, `-`, `+`); the user makes the
+    change where the code is now and deletes the block (the rebased diff does not load until then)."""
+    body = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in change)
+    return b"".join([OPEN + b": " + _one_line(where) + b"\n", SPLIT + b"\n", body,
+                     CLOSE + b": " + _one_line(todo) + b"\n"])
+
+
+def _one_line(text: str) -> bytes:
+    return " ".join(text.split()).encode("utf-8", "surrogateescape")
+
+
+def change_lines(before: bytes, after: bytes) -> list[bytes]:
+    """A unit's change as the lines of a hunk (3 lines of context, `@@` lines counted from the unit's first line)."""
+    import difflib
+
+    lines = list(difflib.diff_bytes(difflib.unified_diff, units_mod.split_lines(before),
+                                    units_mod.split_lines(after), n=3))
+    return lines[2:]  # without the ---/+++ lines
+
+
 def _units(data: bytes, rel: str, what: str) -> list[units_mod.Unit]:
     try:
         return units_mod.units(data)
@@ -223,21 +249,26 @@ def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes 
     package now (`finder`); `follow`: patch it there (rebase), else it is a conflict naming it."""
     rel = file.path
     if file.old_path is None or file.new_path is None:
-        return _whole_file(file, target)
+        return _whole_file(file, target, markers)
     if target is None:
-        return _followed(file, base, elsewhere) if follow and elsewhere is not None and rel.endswith(".py") else \
-            FileResolution(rel, ABSENT, None, None)
+        return _followed(file, base, elsewhere, markers) if follow and elsewhere is not None and rel.endswith(".py") \
+            else FileResolution(rel, ABSENT, None, None)
     exact = apply_hunks(target, file.hunks)
     if exact is not None:
         return FileResolution(rel, EXACT, target, exact, _changed_units(rel, target, exact, TRANSPLANTED) if count else ())
     if apply_hunks(target, file.hunks, reverse=True) is not None:
         return FileResolution(rel, REVERSED, target, target, ())
     if not rel.endswith(".py"):  # no units in a README or a config: git apply's way only
+        if markers:
+            after, _ = _hunk_by_hunk(file, target, markers)
+            return FileResolution(rel, PER_UNIT, target, after, (UnitOutcome(rel, "<file>", CONFLICT,
+                                  "its hunks do not fit as they are, and a file that is not Python has no units"),))
         return FileResolution(rel, PER_UNIT, target, target, (UnitOutcome(rel, "<file>", CONFLICT,
                               "its hunks do not fit as they are, and a file that is not Python has no units"),))
     pre_image = base()
     if pre_image is None:
-        return FileResolution(rel, PER_UNIT, target, target, _unplaced(file, target),
+        after, unplaced = _hunk_by_hunk(file, target, markers)
+        return FileResolution(rel, PER_UNIT, target, after if markers else target, unplaced,
                               (f"{rel}: the diff's pre-image (index {file.old_blob or 'none'}) is not a file of a "
                                "cached release, so its hunks can only be placed by their context lines",))
     patched = apply_hunks(pre_image, file.hunks)
@@ -246,7 +277,7 @@ def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes 
     return _per_unit(rel, pre_image, patched, target, markers, elsewhere, follow)
 
 
-def _whole_file(file: FileDiff, target: bytes | None) -> FileResolution:
+def _whole_file(file: FileDiff, target: bytes | None, markers: bool = False) -> FileResolution:
     """A file the diff creates or deletes, as `git apply` does it: created where absent (the same
     bytes there already: upstream), deleted where it holds exactly the diff's pre-image (absent
     already: upstream); other bytes there are a conflict of the whole file."""
@@ -264,22 +295,40 @@ def _whole_file(file: FileDiff, target: bytes | None) -> FileResolution:
         if apply_hunks(target, file.hunks) == b"":
             return FileResolution(rel, DELETED, target, None)
         why = "the diff deletes it, and its bytes are not the diff's pre-image"
-    return FileResolution(rel, PER_UNIT, target, target, (UnitOutcome(rel, "<file>", CONFLICT, why),))
+    after = target
+    if markers:  # the file as it is, and the diff's whole change to it as a block after it
+        after = (target if target.endswith(b"\n") or not target else target + b"\n") + absent_blocks(file, why)
+    return FileResolution(rel, PER_UNIT, target, after, (UnitOutcome(rel, "<file>", CONFLICT, why),))
 
 
-def _followed(file: FileDiff, base: Callable[[], bytes | None], elsewhere: Elsewhere) -> FileResolution:
+def _followed(file: FileDiff, base: Callable[[], bytes | None], elsewhere: Elsewhere,
+              markers: bool = False) -> FileResolution:
     """A file of the diff the release does not have (a module turned into a package, renamed):
     each unit it changes looked for in the package's other files, as for a unit absent from its
-    file. Units it adds have no file to go to (a conflict). ABSENT, with units when looked for."""
+    file. Units it adds have no file to go to (a conflict). ABSENT, with units when looked for;
+    with `markers`, `after` holds a block (`block`) for each unit that found no place."""
     rel = file.path
     pre_image = base()
     patched = None if pre_image is None else apply_hunks(pre_image, file.hunks)
-    if patched is None:
+    if pre_image is None or patched is None:
         return FileResolution(rel, ABSENT, None, None)
-    found = _per_unit(rel, pre_image, patched, b"", False, elsewhere, True)  # type: ignore[arg-type]
+    found = _per_unit(rel, pre_image, patched, b"", False, elsewhere, True)
     units = tuple(UnitOutcome(rel, u.unit, CONFLICT, "added by the diff to a file that is not in this release")
                   if u.file == rel and u.detail == "added" else u for u in found.units)
-    return FileResolution(rel, ABSENT, None, None, units, found.notes, found.elsewhere, found.moved)
+    after = None
+    if markers:
+        old, new = _texts(pre_image, rel, "the pre-image"), _texts(patched, rel, "the patched pre-image")
+        after = b"".join(block(f"{rel}:{u.unit} {u.detail}; {rel} is not in this release", change_lines(
+            old.get(u.unit, b""), new.get(u.unit, b"")), f"the diff's change to {u.unit}; make it where that code is "
+            "now, or delete the block") for u in units if u.outcome == CONFLICT and u.file == rel) or None
+    return FileResolution(rel, ABSENT, None, after, units, found.notes, found.elsewhere, found.moved)
+
+
+def absent_blocks(file: FileDiff, why: str) -> bytes:
+    """Every hunk of a file the release does not have, each as a block (`block`)."""
+    return b"".join(block(f"{file.path}: hunk at line {hunk.old_start}: {why}", [_hunk_head(hunk), *hunk.lines],
+                          "the diff's hunk; make it where that code is now, or delete the block")
+                    for hunk in file.hunks)
 
 
 def _changed_units(rel: str, before: bytes, after: bytes, outcome: str) -> tuple[UnitOutcome, ...]:
@@ -291,21 +340,45 @@ def _changed_units(rel: str, before: bytes, after: bytes, outcome: str) -> tuple
     return tuple(UnitOutcome(rel, name, outcome) for name in dict.fromkeys([*new, *old]) if old.get(name) != new.get(name))
 
 
-def _unplaced(file: FileDiff, target: bytes) -> tuple[UnitOutcome, ...]:
-    """Conflicts for the hunks whose context is not in the target, named by the unit of the
-    target at the line the hunk names."""
+def _hunk_by_hunk(file: FileDiff, target: bytes, markers: bool) -> tuple[bytes, tuple[UnitOutcome, ...]]:
+    """Each hunk where its context lines are (git apply's way, one hunk at a time), and a conflict
+    for each hunk whose context is not in the target, named by the unit of the target at the line
+    the hunk names; with `markers` such a hunk is written as a block (`block`) there (before that
+    unit in a Python file). (The new bytes, the conflicts.)"""
+    python = file.path.endswith(".py")
     try:
-        found = units_mod.units(target)
+        found = units_mod.units(target) if python else []
     except (SyntaxError, ValueError):
         found = []
+    current = target
     out = []
+    shift = 0  # lines the hunks applied so far added
     for hunk in file.hunks:
-        if apply_hunks(target, (hunk,)) is not None:
+        applied = apply_hunks(current, (hunk,))
+        if applied is not None:
+            shift += len(hunk.after) - len(hunk.before)
+            current = applied
             continue
-        unit = units_mod.containing(found, max(hunk.old_start - 1, 0))
-        out.append(UnitOutcome(file.path, unit.name if unit else f"line {hunk.old_start}", CONFLICT,
-                               f"hunk at line {hunk.old_start}: its context lines are not in the file"))
-    return tuple(out) or (UnitOutcome(file.path, "<file>", CONFLICT, "its hunks do not apply together"),)
+        line = max(hunk.old_start - 1, 0)
+        unit = units_mod.containing(found, line)
+        name = unit.name if unit else f"line {hunk.old_start}" if python else "<file>"
+        out.append(UnitOutcome(file.path, name, CONFLICT, f"hunk at line {hunk.old_start}: its context lines are not in "
+                               "the file"))
+        if markers:
+            lines = units_mod.split_lines(current)
+            at = min((unit.start if unit else line) + shift, len(lines))
+            if lines[:at] and not lines[at - 1].endswith(b"\n"):
+                lines[at - 1] += b"\n"
+            written = block(f"{file.path}: hunk at line {hunk.old_start}: its context lines are not in this release",
+                            [_hunk_head(hunk), *hunk.lines], "the diff's hunk; make it where that code is now, "
+                            "or delete the block")
+            current = b"".join([*lines[:at], written, *lines[at:]])
+            shift += written.count(b"\n")
+    return current, tuple(out) or (UnitOutcome(file.path, "<file>", CONFLICT, "its hunks do not apply together"),)
+
+
+def _hunk_head(hunk: Hunk) -> bytes:
+    return f"@@ -{hunk.old_start},{hunk.old_count} +{hunk.new_start},{hunk.new_count} @@\n".encode()
 
 
 def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: bool,
@@ -339,7 +412,15 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
             else:
                 found = _in_other_file(rel, name, before, after, elsewhere, markers)
                 if found is None:
-                    outcomes.append(UnitOutcome(rel, name, CONFLICT, "not in the file (removed or renamed)"))
+                    looked = "not in the file (removed or renamed)" + (
+                        "; looked for by name in the package's other Python files too" if elsewhere is not None else "")
+                    outcomes.append(UnitOutcome(rel, name, CONFLICT, looked))
+                    if markers:  # its own block, where it was in the pre-image
+                        anchor = next((n for n in reversed(order[:order.index(name)]) if n in ours), None) \
+                            if name in order else None
+                        insert.setdefault(anchor, []).append(block(
+                            f"{rel}:{name} {looked}", change_lines(before, after),
+                            f"the diff's change to {name}; make it where that code is now, or delete the block"))
                     continue
                 other, form, outcome = found
                 notes.append(f"moved: {rel}:{name} -> {other}:{name}")

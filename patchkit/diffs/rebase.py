@@ -76,15 +76,23 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
     notes = list(diff.notes)
     changes: list[format_patch.FileChange] = []
     already: list[str] = []
+    own = {file.path: file for file in diff.files}
     for file in resolution.files:
         notes.extend(file.notes)
-        if file.how == diffpatch.ABSENT:
-            continue  # listed as a conflict below
-        if file.after == file.before and file.elsewhere:
-            continue  # what it changed is in other files of the release now (its notes say which)
-        if file.after == file.before or file.upstream:
+        if file.upstream:  # proved: the hunks apply in reverse, or every unit is in its patched form
             already.append(file.rel)
             continue
+        if file.how == diffpatch.ABSENT:
+            if file.conflicts or not file.units:
+                # Not in this release, and not every change found a place elsewhere: the section
+                # creates it holding a block per change, so that nothing is dropped.
+                after = file.after or diffpatch.absent_blocks(own[file.rel], f"{file.rel} is not in SGLang {to}")
+                changes.append(format_patch.FileChange(file.rel, None, after))
+            continue  # else what it changed is in other files of the release now (its notes say which)
+        if file.after == file.before:
+            if file.conflicts:  # a conflict always gets its block: never left out as if there
+                raise PlanError(f"{file.rel}: a conflict with nothing written for it (a bug in patchkit's rebase)")
+            continue  # its units are upstream or went to other files (written there)
         changes.append(format_patch.FileChange(file.rel, file.before, file.after))
     absent = [f.rel for f in resolution.files if f.how == diffpatch.ABSENT and not f.units]
     if absent:

@@ -60,7 +60,8 @@ def test_rebased_where_every_unit_resolves(home, release, tmp_path):
 
 def test_rebased_with_a_conflicting_unit(home, release, tmp_path):
     """0.5.17 has no create_offloader (0.5.21 changed its signature; 0.5.17 calls it
-    create_offloader_from_server_args): that unit conflicts, the rest is written."""
+    create_offloader_from_server_args): that unit conflicts, written as its own block carrying its
+    change (it was once left out, and the rest loaded `pending`: the change silently dropped)."""
     diff = tmp_path / "offload-tied.diff"
     diff.write_bytes(upstream_diff())
     out = tmp_path / "rebased.diff"
@@ -68,12 +69,15 @@ def test_rebased_with_a_conflicting_unit(home, release, tmp_path):
     assert result.exit_code == 1, result.stderr
     assert "conflict: sglang/srt/utils/offloader.py:create_offloader: not in the file" in result.stderr
     assert "1 unit(s) conflict on SGLang 0.5.17" in result.stderr
+    text = out.read_text()
+    assert "+<<<<<<< release: sglang/srt/utils/offloader.py:create_offloader not in the file" in text
+    assert "+>>>>>>> patch: the diff's change to create_offloader" in text
     site = release("0.5.17")
     repo = checkout(site, tmp_path / "repo")
     checked = git(repo, "apply", "--directory=python", "--check", out, check=False)
     assert checked.returncode == 0, checked.stderr
-    states = {p["id"]: p for p in run("--patches", out, "status", "--site-packages", site, "--json").json()["patches"]}
-    assert fails_only_beside_the_built_in(states["offload-tied"]), states["offload-tied"]
+    refused = run("--patches", out, "status", "--site-packages", site)
+    assert refused.exit_code == 2 and "an unresolved conflict block" in refused.stderr
 
 
 def test_a_format_patch_of_a_checkout_stays_one(home, release, tmp_path):

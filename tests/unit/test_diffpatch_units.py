@@ -80,6 +80,22 @@ def test_a_file_that_is_not_python_has_no_units_a_misfit_is_a_conflict():
     assert diffpatch.resolve(diff, lambda rel: b"# A\n\nline\n").files[0].after == b"# A\n\nline 2\n"
 
 
+def test_a_unit_not_found_is_its_own_block_where_it_was_never_dropped():
+    """A changed unit the release does not have (a class upstream removed) is a conflict, and with
+    markers (rebase) a block carrying its change, after the unit it followed; without markers
+    (status, apply) nothing is written."""
+    target = BASE.replace(b"def g():\n    return 2\n\n\n", b"")
+    assert b"def g" not in target
+    quiet = resolve(target)
+    assert [(u.unit, u.outcome) for u in quiet.conflicts] == [("g", "conflict")]
+    marked = resolve(target, markers=True).after or b""
+    start = marked.index(f"<<<<<<< release: {REL}:g not in the file (removed or renamed)\n=======\n".encode())
+    end = marked.index(b">>>>>>> patch: the diff's change to g; make it where that code is now, or delete the block\n")
+    block = marked[start:end]
+    assert b" def g():\n-    return 2\n+    return 20\n" in block and block.count(b"\n@@ ") == 1
+    assert marked.index(b"def f():") < marked.index(block) < marked.index(b"def h():")
+
+
 def test_a_unit_gone_from_its_file_is_followed_only_to_exactly_one_other_file():
     other, third = "sglang/srt/other.py", "sglang/srt/third.py"
     without_f = BASE.replace(b"def f():\n    return 1\n\n\n", b"")
@@ -102,4 +118,5 @@ def test_a_unit_gone_from_its_file_is_followed_only_to_exactly_one_other_file():
     # Two other files hold an f: which one is meant is not known, a conflict as before.
     two = run({**files, third: moved_f}, follow=False)
     assert isinstance(two, diffpatch.FileResolution)
-    assert [u.detail for u in two.conflicts] == ["not in the file (removed or renamed)"]
+    assert [u.detail for u in two.conflicts] == ["not in the file (removed or renamed); looked for by name in the "
+                                                 "package's other Python files too"]

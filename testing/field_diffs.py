@@ -1,0 +1,129 @@
+"""Diffs as the field makes them, built from real releases (never from committed third-party
+files): an RL framework keeps one `docker/patch/<release>/` diff per SGLang release it pins, made in
+a checkout (`a/python/sglang/...`), named after the release (`v0.5.15.post1-sglang.patch`), often
+against a post release, holding upstream's later changes back-ported onto it, with more diffs
+stacked on top of it.
+
+- `field_diff(post)`: upstream's changes to `count` files re-based onto the post release `post` by
+  a 3-way merge (`git merge-file`: the files where it merges cleanly): first the files the post
+  release changed (their 0.5.X -> next change), then the next release's change to the next one
+  (0.5.16 -> 0.5.17 for 0.5.15.post1). Its pre-image blobs are the post release's files, some of
+  which differ from the final release's: the base is named only when the post release is fetched.
+- `stacked_diff(field)`: a second diff against the first one's post-image (its pre-image blobs are
+  the first one's post-image blobs): the release after that's change to a few of its files.
+- `cuh_diff()`: upstream's 0.5.17 -> 0.5.18 change of a `.cuh` kernel source at its 0.5.16 path
+  (`sglang/jit_kernel/csrc/...`; the folder is `sglang/kernels/jit/csrc/` from 0.5.17).
+
+Built once per process (`functools.cache`); tests share them through module or session fixtures.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import Version
+
+from testing.diffs import git_diff
+from testing.releases import pristine
+
+# The releases after each post release whose changes the field back-ports onto it.
+NEXT = {"0.5.12.post1": ("0.5.12", "0.5.13", "0.5.14", "0.5.15"),
+        "0.5.15.post1": ("0.5.15", "0.5.16", "0.5.17", "0.5.18")}
+SIZE_LIMIT = 80_000  # bytes: the field's diffs touch ordinary modules, not the 300 kB server_args.py
+CUH_OLD = "sglang/jit_kernel/csrc/dsa/fused_store_index_cache.cuh"  # 0.5.16's path
+CUH_NEW = "sglang/kernels/jit/csrc/dsa/fused_store_index_cache.cuh"  # the same bytes in 0.5.17
+
+
+@dataclass(frozen=True)
+class FieldDiff:
+    name: str  # the file name the field gives it
+    base: str  # the release its pre-image is (or, for a stacked diff, the release under the stack)
+    before: dict[str, bytes]  # its files' pre-images
+    after: dict[str, bytes]  # its files' post-images
+    text: bytes  # the diff (`git diff`, checkout paths)
+
+    def write(self, folder: Path) -> Path:
+        path = folder / self.name
+        path.write_bytes(self.text)
+        return path
+
+
+def merge_file(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
+    """`git merge-file -p`: `ours` with the change base -> theirs, None where it conflicts."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+            (Path(tmp) / name).write_bytes(data)
+            paths.append(str(Path(tmp) / name))
+        done = subprocess.run(["git", "merge-file", "-p", *paths], capture_output=True, check=False)
+        return done.stdout if done.returncode == 0 else None
+
+
+def _read(version: str, rel: str) -> bytes | None:
+    path = pristine(version) / rel
+    return path.read_bytes() if path.is_file() and path.stat().st_size < SIZE_LIMIT else None
+
+
+def _back_ported(onto: dict[str, bytes], version: str, first: str, second: str, rels: list[str],
+                 count: int) -> dict[str, bytes]:
+    """{file: `onto`'s bytes with upstream's first -> second change merged in} for the first
+    `count` files of `rels` where that merges cleanly and changes something."""
+    found: dict[str, bytes] = {}
+    for rel in rels:
+        if len(found) == count:
+            break
+        ours = onto.get(rel) or _read(version, rel)
+        old, new = _read(first, rel), _read(second, rel)
+        if ours is None or old is None or new is None or old == new:
+            continue
+        merged = merge_file(old, ours, new)
+        if merged is not None and merged != ours:
+            found[rel] = merged
+    return found
+
+
+def _python_files(version: str, under: str = "sglang/srt") -> list[str]:
+    root = pristine(version)
+    return sorted(p.relative_to(root).as_posix() for p in (root / under).rglob("*.py"))
+
+
+@functools.cache
+def field_diff(post: str = "0.5.15.post1", count: int = 30, own: int = 6) -> FieldDiff:
+    final, first, second, _ = NEXT[post]
+    changed_by_post = [rel for rel in _python_files(post) if _read(final, rel) not in (None, _read(post, rel))]
+    after = _back_ported({}, post, final, first, changed_by_post, own)
+    rest = [rel for rel in _python_files(post) if rel not in after]
+    after.update(_back_ported({}, post, first, second, rest, count - len(after)))
+    before = {rel: _read(post, rel) or b"" for rel in after}
+    text = git_diff(before, after, prefix="python/")
+    return FieldDiff(f"v{post}-sglang.patch", post, before, after, text)
+
+
+@functools.cache
+def stacked_diff(post: str = "0.5.15.post1", count: int = 4) -> FieldDiff:
+    """A diff made on the tree with `field_diff(post)` applied: its pre-image is that diff's post-image."""
+    field = field_diff(post)
+    _, _, second, third = NEXT[post]
+    after = _back_ported(field.after, post, second, third, sorted(field.after), count)
+    before = {rel: field.after[rel] for rel in after}
+    text = git_diff(before, after, prefix="python/")
+    return FieldDiff(f"v{post}-sglang-extra.patch", post, before, after, text)
+
+
+@functools.cache
+def cuh_diff() -> FieldDiff:
+    before = {CUH_OLD: _read("0.5.16", CUH_OLD) or b""}
+    after = {CUH_OLD: _read("0.5.18", CUH_NEW) or b""}
+    assert before[CUH_OLD] == _read("0.5.17", CUH_NEW) != after[CUH_OLD]  # moved as it was, changed after
+    return FieldDiff("jit-kernel-fused-store-index-cache.patch", "0.5.16", before, after,
+                     git_diff(before, after, prefix="python/"))
+
+
+def releases_after(post: str) -> list[str]:
+    """The releases 0.5.10-0.5.23 a field diff is rebased onto, with the post releases the tests fetch."""
+    finals = [f"0.5.{minor}" for minor in range(10, 24)]
+    return sorted([*finals, *NEXT], key=Version)
