@@ -105,11 +105,13 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     if required and not any(read(rel) is not None for rel in required):
         return PatchStatus(pid, NOT_APPLICABLE, (), "no target file: " + ", ".join(required))
     missing = [rel for rel in targets if rel not in present and rel not in whole]
-    if patch.ALL_TARGETS_REQUIRED and missing:
-        return PatchStatus(pid, FAILED, tuple(present), "one change over all its files, and "
-                           f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in this release")
     verdicts: dict[str, str] = {}
     details: list[str] = []
+    if patch.ALL_TARGETS_REQUIRED and missing:
+        # Failed whatever the rest says; its other files are still judged, so that the detail
+        # names each unit that does not apply there too (`file:Class.method` and why).
+        details.append(f"one change over all its files, and {', '.join(missing)} "
+                       f"{'is' if len(missing) == 1 else 'are'} not in this release")
     notes: list[str] = []
     for rel in (rel for rel in targets if rel in whole and rel not in present):
         # Absent: a file it creates is written (its folder must be there), one it deletes is gone already.
@@ -143,6 +145,9 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
             # This patch's outcome is its own: it is `failed`, the others are still judged.
             return PatchStatus(pid, FAILED, tuple(present), str(exc), crashed=True)
     notes = list(dict.fromkeys(notes))  # a moved unit is named by both its files
+    if patch.ALL_TARGETS_REQUIRED and missing:
+        failed = tuple(rel for rel, v in verdicts.items() if v == FAILED)
+        return PatchStatus(pid, FAILED, failed or tuple(present), "; ".join(details))
     for state in (FAILED, PENDING):
         chosen = tuple(rel for rel, v in verdicts.items() if v == state)
         if chosen:
