@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import diffpatch, rebase, releases, unidiff
-from patchkit.errors import PlanError
+from patchkit.diffs import diffpatch, rebase, unidiff
+from patchkit.releases import pristine as releases
+from patchkit.base.errors import PlanError
 from testing.field_diffs import FieldDiff, cuh_diff, field_diff, releases_after, stacked_diff
 from testing.releases import HOME, pristine
 
