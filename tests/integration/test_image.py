@@ -50,7 +50,7 @@ def test_instructions_and_labels():
                               "eagle3-capture-hook", "fp8-kv-triton-sm89", "gdn-cutedsl-decode-sm90",
                               "mamba-slot-graceful", "mtp-draft-kv-budget", "mtp-layer-detection", "symm-mem-kill-switch"]
     assert all(re.fullmatch("[0-9a-f]{64}", digest) for digest in listed.values())
-    assert {pid: labels[f"io.patchkit.authoring.patch.{pid}"] for pid in listed} == {p: f"sha256:{d}" for p, d in listed.items()}
+    assert {pid: labels[f"io.patchkit.patch.{pid}"] for pid in listed} == {p: f"sha256:{d}" for p, d in listed.items()}
     on_0_5_19 = DockerfileParser(fileobj=__import__("io").BytesIO(
         run("image", "dockerfile", "--base", "b", "--target", "0.5.19").stdout.encode())).labels
     assert "mtp-layer-detection" not in on_0_5_19["io.patchkit.patches"]  # upstream-fixed there
@@ -266,13 +266,13 @@ def test_the_context_carries_patchkit_and_every_patch_set(tmp_path):
     wheel = context / "sglang_patchkit-0.1.0-py3-none-any.whl"
     import zipfile
     with zipfile.ZipFile(wheel) as built:  # the running patchkit, built from this checkout
-        assert built.read("patchkit/image_context.py") == (REPO / "patchkit/image_context.py").read_bytes()
+        assert built.read("patchkit/image/context.py") == (REPO / "patchkit/image/context.py").read_bytes()
     steps = [(s["instruction"], s["value"]) for s in parsed(out.read_text()) if s["instruction"] != "COMMENT"]
     assert ("COPY", "patchkit-patches /opt/patchkit/patches") in steps
     assert ("ENV", "PATCHKIT_PATCHES=/opt/patchkit/patches/1") in steps
     labels = DockerfileParser(fileobj=__import__("io").BytesIO(out.read_text().encode())).labels
     registry.use_folders([str(folder)])
     digest = identity.digest("team-flag")
-    assert labels["io.patchkit.authoring.patch.team-flag"] == f"sha256:{digest}"
+    assert labels["io.patchkit.patch.team-flag"] == f"sha256:{digest}"
     assert f"team-flag@sha256:{digest}" in labels["io.patchkit.patches"]
     assert "wrote" in result.stdout and "patchkit-patches/" in result.stdout

@@ -172,7 +172,7 @@ def test_plain_image_is_patched_verified_and_labelled(plain_patched, podman, ref
     spec = dockerfile.ImageSpec(base=f"{PREFIX}/sglang-plain:v{VERSION}", version=VERSION)
     labels = {k: v for k, v in podman.labels(tag).items() if not k.startswith("io.buildah.")}
     assert labels == dockerfile.labels(spec)
-    assert set(k.removeprefix("io.patchkit.authoring.patch.") for k in labels if k.startswith("io.patchkit.authoring.patch.")) == \
+    assert set(k.removeprefix("io.patchkit.patch.") for k in labels if k.startswith("io.patchkit.patch.")) == \
         set(dockerfile.patch_labels(VERSION))
 
 
@@ -329,6 +329,6 @@ def test_an_image_built_with_patches_dir_carries_and_applies_that_patch(podman, 
     assert carried == module.read_text()
     registry.use_folders([str(folder)])
     labels = podman.labels(tag)
-    assert labels["io.patchkit.authoring.patch.team-flag"] == f"sha256:{identity.digest('team-flag')}"
+    assert labels["io.patchkit.patch.team-flag"] == f"sha256:{identity.digest('team-flag')}"
     assert f"team-flag@sha256:{identity.digest('team-flag')}" in labels["io.patchkit.patches"]
     assert VERSION_FILE == "sglang/version.py"
