@@ -19,7 +19,7 @@ patch's edits in one pass over a file and owns the guards every patch needs:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import libcst as cst
 
@@ -35,6 +35,7 @@ from packaging.specifiers import SpecifierSet
 
 from patchkit.authoring.anchor import Anchor, derive
 from patchkit.authoring.edits import Edit, EditError, declared
+from patchkit.authoring.kind import Read
 from patchkit.base.errors import AnchorError, PatchkitError
 from patchkit.authoring.matchers import classes
 from patchkit.authoring.template import Snippet
@@ -187,12 +188,6 @@ class Patch(m.MatcherDecoratableTransformer):
     # Ids of patches that edit the same file and must be applied before this one there (the
     # stacking order is declared, never alphabetical; a test checks every shared file).
     STACK_AFTER: ClassVar[tuple[str, ...]] = ()
-    # True when the patch is one change over all its TARGETS (a diff patch): a target missing
-    # while others are there makes it `failed`, not a patch of the files that are left.
-    ALL_TARGETS_REQUIRED: ClassVar[bool] = False
-    # True for a patch whose probes and transform work on a file's bytes, not on a libcst tree
-    # (a diff patch): the engine hands them the bytes and `transform` returns the new bytes.
-    WORKS_ON_BYTES: ClassVar[bool] = False
     # Classes the patch needs; when its target files are gone, `track` looks for these in
     # other files to report the patch as `moved` (naming the new file). Default: the ANCHORS.
     ANCHOR_SYMBOLS: ClassVar[tuple[str, ...]] = ()
@@ -256,6 +251,46 @@ class Patch(m.MatcherDecoratableTransformer):
     @classmethod
     def specifier(cls) -> SpecifierSet:
         return SpecifierSet(cls.APPLIES_TO)
+
+    # --- what the engine asks of every kind of patch (kind.PatchKind): a module patch's answers ---
+
+    @classmethod
+    def works_on_bytes(cls) -> bool:
+        return False  # its probes and transform get the file's parsed part (a libcst tree)
+
+    @classmethod
+    def all_targets_required(cls) -> bool:
+        return False  # a target missing leaves the patch of the files that are there
+
+    @classmethod
+    def reads_package(cls) -> bool:
+        return False
+
+    @classmethod
+    def verdict_inputs(cls) -> list[str]:
+        return []
+
+    @classmethod
+    def made_for(cls) -> list[Any] | None:
+        return None
+
+    def bind_package(self, python_files: Callable[[], list[str]], read: Read) -> None:
+        pass  # it reads only its own files
+
+    def targets_for(self, read: Read) -> tuple[str, ...]:
+        return self.TARGETS
+
+    def file_change(self, path: str) -> str | None:
+        return None  # it edits files; it never creates or deletes one
+
+    def creatable(self, path: str) -> str | None:
+        return None
+
+    def before_change(self, path: str, data: bytes) -> bytes | None:
+        return None  # a transform cannot be undone from its result
+
+    def upstream_remedy(self, version: str) -> str | None:
+        return None
 
     # --- probes ------------------------------------------------------------------------------
 

@@ -25,9 +25,9 @@ def list_patches(as_json: bool) -> int:
         for p in patches
     ]
     for row, p in zip(rows, patches):
-        made_for = getattr(p, "made_for", None)  # a diff patch: the release(s) its index hashes name
+        made_for = p.made_for()  # a diff patch: the release(s) its index hashes name
         if made_for is not None:
-            row["made_for"] = [match.to_dict() for match in made_for()]
+            row["made_for"] = [match.to_dict() for match in made_for]
             row["notes"] = list(getattr(p, "NOTES", ()))
     if as_json:
         output.as_json({"patches": rows})

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from patchkit.diffs import unit_change
 from patchkit.diffs import units as units_mod
 from patchkit.base.errors import PlanError
+from patchkit.authoring.kind import CREATED, DELETED
 from patchkit.authoring.patch import Patch
 from patchkit.diffs.unidiff import DiffPatchFile, FileDiff, Hunk, git_blob_sha1, load
 
@@ -38,7 +39,6 @@ TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT = "transplanted", "merged", "mov
 OUTCOMES = (TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT)
 # How a file was resolved.
 EXACT, REVERSED, PER_UNIT, ABSENT = "exact", "already-applied", "per-unit", "absent"
-CREATED, DELETED = "created", "deleted"  # a file the diff creates (`new file mode`) or deletes
 
 
 @dataclass(frozen=True)
@@ -564,9 +564,6 @@ class DiffPatch(Patch):
     DIFF: ClassVar[DiffPatchFile]
     SOURCE: ClassVar[Path]
     NOTES: ClassVar[tuple[str, ...]] = ()
-    # Every file of the diff must be there: a diff is one change (see decide.evaluate).
-    ALL_TARGETS_REQUIRED = True
-    WORKS_ON_BYTES = True  # probes and transform get the file's bytes (no libcst parse)
 
     def __init__(self) -> None:
         super().__init__()
@@ -577,6 +574,26 @@ class DiffPatch(Patch):
         self._listing: Callable[[], list[str]] | None = None
         # {another file: [(own file, unit, pre-image form, patched form)]}, from the last targets_for.
         self._moves: dict[str, list[tuple[str, str, bytes, bytes]]] | None = None
+
+    # --- kind.PatchKind: a diff patch's answers --------------------------------------------------
+
+    @classmethod
+    def works_on_bytes(cls) -> bool:
+        return True  # probes and transform get the file's bytes (no libcst parse)
+
+    @classmethod
+    def all_targets_required(cls) -> bool:
+        return True  # every file of the diff must be there: a diff is one change
+
+    @classmethod
+    def reads_package(cls) -> bool:
+        return True  # a changed unit may have moved to another file of the package
+
+    def upstream_remedy(self, version: str) -> str | None:
+        return f"`patchkit rebase {self.SOURCE} --to {version}` re-makes the diff"
+
+    def before_change(self, path: str, data: bytes) -> bytes | None:
+        return apply_hunks(data, self._file(path).hunks, reverse=True) if self._own(path) else None
 
     def bind_package(self, python_files: Callable[[], list[str]], read: Callable[[str], bytes | None]) -> None:
         """The installed package's other files, where a unit absent from its file is looked for
@@ -667,7 +684,7 @@ class DiffPatch(Patch):
     def _moved_notes(self, path: str) -> list[str]:
         return [f"moved: {rel}:{name} -> {path}:{name}" for rel, name, _, _ in self._moves_into(path)]
 
-    def is_applied(self, path: str, tree: Any) -> bool:  # `tree`: the file's bytes (WORKS_ON_BYTES)
+    def is_applied(self, path: str, tree: Any) -> bool:  # `tree`: the file's bytes (works_on_bytes)
         # A file already in the diff's patched form reads as upstream's (is_fixed_upstream):
         # only the state file says patchkit wrote it.
         return False

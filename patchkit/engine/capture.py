@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from patchkit.releases import dist_record
 from patchkit.diffs import format_patch
@@ -49,7 +49,7 @@ class Capture:
     id: str
     version: str
     data: bytes  # the diff patch file
-    files: tuple[dict, ...]  # {file, added, removed, new}
+    files: tuple[dict[str, Any], ...]  # {file, added, removed, new}
     notes: tuple[str, ...]
 
 

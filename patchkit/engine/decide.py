@@ -12,6 +12,7 @@ from patchkit.engine import hand_applied
 from patchkit.releases import manifest as manifest_mod
 from patchkit.engine import registry
 from patchkit.engine import view as view_mod  # render_file through the module: the fault tests replace it
+from patchkit.authoring.kind import CREATED
 from patchkit.base.errors import PlanError
 from patchkit.engine.patch_status import (
     APPLIED, DRIFTED, FAILED, NOT_APPLICABLE, OUTDATED, PENDING, UPSTREAM_FIXED, VERDICT_STATE, PatchCrashed, PatchStatus,
@@ -96,9 +97,8 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     # Files outside `contents` (another file a diff's moved unit went to): the release's bytes.
     read = (lambda rel: contents[rel] if rel in contents else view.pristine(rel)) if contents is not None else view.read
     bind_package(view, patch)
-    targets = targets_on(patch, read)
-    change = getattr(patch, "file_change", None)  # a diff's file it creates or deletes: absent is no gap
-    whole = {rel: kind for rel in targets if (kind := change(rel) if change is not None else None)}
+    targets = patch.targets_for(read)
+    whole = {rel: kind for rel in targets if (kind := patch.file_change(rel))}  # created or deleted: absent is no gap
     present = [rel for rel in targets if read(rel) is not None]
     # (a file it creates is absent before, one it deletes is gone upstream: neither is required)
     required = [rel for rel in (patch.REQUIRES or targets) if rel not in whole]
@@ -107,7 +107,7 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     missing = [rel for rel in targets if rel not in present and rel not in whole]
     verdicts: dict[str, str] = {}
     details: list[str] = []
-    if patch.ALL_TARGETS_REQUIRED and missing:
+    if patch.all_targets_required() and missing:
         # Failed whatever the rest says; its other files are still judged, so that the detail
         # names each unit that does not apply there too (`file:Class.method` and why).
         details.append(f"one change over all its files, and {', '.join(missing)} "
@@ -115,8 +115,8 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     notes: list[str] = []
     for rel in (rel for rel in targets if rel in whole and rel not in present):
         # Absent: a file it creates is written (its folder must be there), one it deletes is gone already.
-        why = patch.creatable(rel) if whole[rel] == "created" else None  # type: ignore[attr-defined]
-        verdicts[rel] = FAILED if why else PENDING if whole[rel] == "created" else UPSTREAM_FIXED
+        why = patch.creatable(rel) if whole[rel] == CREATED else None
+        verdicts[rel] = FAILED if why else PENDING if whole[rel] == CREATED else UPSTREAM_FIXED
         details += [why] if why else []
     for rel in present:
         tree = view.code(patch, rel, read(rel))  # type: ignore[arg-type]
@@ -128,7 +128,7 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
                 verdicts[rel] = UPSTREAM_FIXED
             else:
                 try:
-                    if patch.WORKS_ON_BYTES:
+                    if patch.works_on_bytes():
                         view.render(rel, read(rel), (pid,))  # type: ignore[arg-type]
                     else:
                         view.fold(rel, read(rel), (pid,))  # type: ignore[arg-type]
@@ -145,7 +145,7 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
             # This patch's outcome is its own: it is `failed`, the others are still judged.
             return PatchStatus(pid, FAILED, tuple(present), str(exc), crashed=True)
     notes = list(dict.fromkeys(notes))  # a moved unit is named by both its files
-    if patch.ALL_TARGETS_REQUIRED and missing:
+    if patch.all_targets_required() and missing:
         failed = tuple(rel for rel, v in verdicts.items() if v == FAILED)
         return PatchStatus(pid, FAILED, failed or tuple(present), "; ".join(details))
     for state in (FAILED, PENDING):
@@ -163,20 +163,13 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     return PatchStatus(pid, NOT_APPLICABLE, tuple(present), "; ".join(details))
 
 
-def targets_on(patch: "Patch", read: Any) -> tuple[str, ...]:
-    """The files a patch writes on this tree: its TARGETS, or for a diff patch those computed
-    when it is judged on the tree (`DiffPatch.targets_for`: the files its moved units went to).
-    A hook found by name, not a method of Patch: patch.py is part of every module patch's identity."""
-    per_tree = getattr(patch, "targets_for", None)
-    return patch.TARGETS if per_tree is None else per_tree(read)
-
-
 def bind_package(view: View, patch: "Patch") -> None:
-    """A diff patch looks for a changed unit absent from its file in the package's other files,
-    as the release has them (bound here, not in View: View is part of every module patch's identity)."""
-    bind, listing = getattr(patch, "bind_package", None), getattr(view.target, "python_files", None)
-    if bind is not None and listing is not None:
-        bind(listing, view.pristine)
+    """The package's other files, as the release has them, bound to `patch` (a diff patch looks
+    there for a changed unit absent from its file), where the tree can list them (a Target can;
+    the matrix's wheel sources bind their own)."""
+    listing = getattr(view.target, "python_files", None)
+    if listing is not None:
+        patch.bind_package(listing, view.pristine)
 
 
 def judge(view: View, pid: str) -> PatchStatus:
@@ -204,7 +197,7 @@ def _on_its_stack(view: View, pid: str) -> PatchStatus | None:
     that does not make it pending."""
     patch = view.patches[pid]
     before = [p for p in patch.STACK_AFTER if p in view.patches and not (view.state and p in view.state.patches)]
-    if not patch.WORKS_ON_BYTES or not before:
+    if not patch.works_on_bytes() or not before:
         return None
     classes = {p: type(view.patches[p]) for p in before}
     contents: dict[str, bytes | None] = {}
@@ -223,8 +216,8 @@ def _on_its_stack(view: View, pid: str) -> PatchStatus | None:
 
 def hand_applied_files(view: View, pid: str) -> dict[str, bytes] | None:
     """The release's bytes of a diff patch's files when it was applied by hand (`hand_applied`)."""
-    if not hand_applied.is_diff(pid):
-        return None
+    if not registry.is_diff(pid):
+        return None  # asked before any patch is loaded (a plain status imports no libcst)
     return hand_applied.release_bytes(view.target, view.patches[pid], view.read, view.state)
 
 
@@ -244,7 +237,7 @@ def with_clashes(view: View, statuses: list[PatchStatus]) -> list[PatchStatus]:
     recorded = {rel: tuple(record.patches) for rel, record in view.state.files.items()} if view.state else {}
     # A diff failing on a file another patch already changed here: judged on the release's bytes,
     # stacked as `apply` renders it (from those bytes, in the declared order).
-    alone = {s.id: s for s in statuses if s.state == FAILED and not s.crashed and registry.is_diff(s.id)
+    alone = {s.id: s for s in statuses if s.state == FAILED and not s.crashed and view.patches[s.id].works_on_bytes()
              and any(set(recorded.get(rel, ())) - {s.id} for rel in view.patches[s.id].TARGETS)}
     for pid in alone:
         on_release = evaluate(view, pid, {rel: view.pristine(rel) for rel in view.patches[pid].TARGETS})

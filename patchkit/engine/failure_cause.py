@@ -67,10 +67,8 @@ def explain(view: "View", pid: str, files: tuple[str, ...]) -> str:
             restore = f"`pip install --force-reinstall --no-deps sglang=={version}` restores it"
         return f"cause: a local edit ({shown} is not SGLang {version}'s release file); {restore}, or {skip}"
     if found == UPSTREAM:
-        patch = view.patches[pid]
-        if patch.WORKS_ON_BYTES:
-            following = f"`patchkit rebase {getattr(patch, 'SOURCE', pid)} --to {version}` re-makes the diff"
-        else:
+        following = view.patches[pid].upstream_remedy(version)
+        if following is None:
             last = _last_release_it_applies_to(pid, version)
             following = (f"`patchkit track --from {last} --to {version}` shows what changed" if last
                          else "`patchkit track` shows what changed")

@@ -34,7 +34,7 @@ class PatchStatus:
         state file's order, whatever order the patch declares its TARGETS in."""
         return sorted(self.files)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "state": self.state, "files": self.shown_files, "detail": self.detail}
 
 

@@ -10,6 +10,7 @@ from packaging.version import InvalidVersion, Version
 from patchkit.engine import decide, hand_applied
 from patchkit.engine import registry
 from patchkit.store import state as state_mod
+from patchkit.authoring.kind import CREATED
 from patchkit.base.errors import DriftError, PlanError
 from patchkit.engine.patch_status import APPLIED, DRIFTED, FAILED, OUTDATED, PENDING, PatchStatus
 from patchkit.store.state import FileRecord, State
@@ -93,15 +94,15 @@ def _render_whole(view: View, rel: str, ids: tuple[str, ...]) -> tuple[bytes | N
     """A file a diff patch creates or deletes (`new file mode` / `deleted file mode`), decided
     whole: (its new bytes, None to remove it); None for every other file (`view.render_file`)."""
     kinds = {pid: kind for pid in ids if pid in view.patches
-             for kind in (getattr(view.patches[pid], "file_change", lambda rel: None)(rel),) if kind}
+             if (kind := view.patches[pid].file_change(rel))}
     if not kinds:
         return None
     pid, kind = next(iter(kinds.items()))
     if len(ids) > 1:
         others = ", ".join(p for p in ids if p != pid)
-        raise PlanError(f"patch {pid} {'creates' if kind == 'created' else 'deletes'} {rel}, which {others} also "
+        raise PlanError(f"patch {pid} {'creates' if kind == CREATED else 'deletes'} {rel}, which {others} also "
                         f"change(s); a file a diff creates or deletes carries that diff alone (`--skip {pid}`)")
-    data = view_mod._transform(view.patches[pid], rel, view.pristine(rel))
+    data = view_mod.transformed(view.patches[pid], rel, view.pristine(rel))
     if data is not None and rel.endswith(".py"):
         try:
             compile(data, rel, "exec", dont_inherit=True)
@@ -259,7 +260,7 @@ def _refuse_over_hand_applied(view: View, touched: set[str], assignment: dict[st
     """A file that holds a diff patch applied by hand (captured, git apply) is not patched over:
     its backup would be the hand-edited bytes, so `revert` would leave that diff in place."""
     for pid in registry.patch_ids():
-        if pid in applied_before or not hand_applied.is_diff(pid):
+        if pid in applied_before or not registry.is_diff(pid):
             continue
         shared = sorted(touched & set(decide.hand_applied_files(view, pid) or ()))
         if shared:

@@ -26,8 +26,14 @@ from patchkit.base.patch_id import PATCH_ID_RULE, is_patch_id
 from patchkit.base.util import read_regular
 
 if TYPE_CHECKING:
+    from patchkit.authoring.kind import PatchKind
     from patchkit.authoring.patch import Patch
+    from patchkit.diffs.diffpatch import DiffPatch
     from patchkit.diffs.unidiff import DiffPatchFile
+
+    # The two kinds of patch the registry loads both implement what the engine asks of a patch
+    # (mypy checks this line; nothing imports them here at run time).
+    KINDS: tuple[type[PatchKind], ...] = (Patch, DiffPatch)
 
 PATCHES_PACKAGE = "patchkit.patches"
 ENTRY_POINT_GROUP = "patchkit.patches"
@@ -246,7 +252,9 @@ def source_file(pid: str) -> Path:
 
 
 def is_diff(pid: str) -> bool:
-    """Whether a patch comes from a diff file (cheap: no patch is imported)."""
+    """Whether a patch comes from a diff file, known from its file name: for the checks made
+    before any patch is loaded (a plain status imports no libcst); a loaded patch is asked
+    through `kind.PatchKind` instead."""
     return _is_diff(_module_index()[pid][0])
 
 

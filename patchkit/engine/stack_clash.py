@@ -15,6 +15,8 @@ status stays a matter of hashes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -31,7 +33,7 @@ class Clash:
     under: tuple[str, ...]  # the patches stacked before it there
     detail: str  # the status detail: why, and what applies each alone
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "under": list(self.under), "detail": self.detail}
 
 

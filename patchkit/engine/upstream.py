@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Collection, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Protocol
 
 from packaging.version import InvalidVersion, Version
 
@@ -20,6 +20,10 @@ from patchkit.releases import manifest
 from patchkit.engine import view as view_mod
 from patchkit.base.constants import PACKAGE
 from patchkit.base.errors import TargetError
+
+if TYPE_CHECKING:
+    from patchkit.authoring.patch import Patch
+    from patchkit.engine.verdicts import VerdictCache
 
 APPLIES, UPSTREAM_FIXED, MOVED, BROKEN, NOT_APPLICABLE = "applies", "upstream-fixed", "moved", "broken", "not-applicable"
 FAILED = "failed"  # the patch's own code raised on that source (a bug in the patch, not a change upstream)
@@ -89,11 +93,11 @@ class Verdict:
     file: str | None
     detail: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"state": self.state, "file": self.file, "detail": self.detail}
 
 
-def judge(source: Source, view: view_mod.View | None = None, cache=None,
+def judge(source: Source, view: view_mod.View | None = None, cache: VerdictCache | None = None,
           settled: dict[str, str] | None = None, ids: Collection[str] | None = None) -> dict[str, Verdict]:
     """Each patch's verdict on a source (from `settled`, {id: state} already known without
     parsing, or from `cache`, a VerdictCache, when it has it); only the patches `ids` when given."""
@@ -105,13 +109,13 @@ def judge(source: Source, view: view_mod.View | None = None, cache=None,
             verdicts[patch.ID] = Verdict(settled[patch.ID], None, "")
             continue
         key = cache.key(patch, source) if cache is not None and hasattr(source, "listing_fingerprint") else None
-        hit = cache.get(key) if key else None
+        hit = cache.get(key) if cache is not None and key else None
         if hit is not None:
             verdicts[patch.ID] = Verdict(hit["state"], hit["file"], hit["detail"])
             continue
         view = view or view_mod.code_view(source)  # type: ignore[arg-type]
         verdicts[patch.ID] = _judge(source, view, patch.ID)
-        if key and verdicts[patch.ID].state != FAILED:  # a crash is never remembered as a verdict
+        if cache is not None and key and verdicts[patch.ID].state != FAILED:  # a crash is never remembered as a verdict
             cache.put(key, verdicts[patch.ID].to_dict())
     return verdicts
 
@@ -128,7 +132,7 @@ def _judge(source: Source, view: view_mod.View, pid: str) -> Verdict:
     return Verdict(state, file, detail)
 
 
-def _find_moved(source: Source, patch) -> tuple[str, str] | None:
+def _find_moved(source: Source, patch: Patch) -> tuple[str, str] | None:
     """(file, symbol) when code the patch needs lives in a file it does not declare.
 
     Candidates hold a class the patch names; the nearest to the declared location (sharing
@@ -169,7 +173,7 @@ def _find_moved(source: Source, patch) -> tuple[str, str] | None:
     return None
 
 
-def watched_source(view: view_mod.View, patch, files: list[str]) -> dict[str, str]:
+def watched_source(view: view_mod.View, patch: type[Patch], files: list[str]) -> dict[str, str]:
     """{qualified name: source text} of the functions a patch works on, from `files`."""
     import libcst as cst
     import libcst.matchers as m
@@ -182,7 +186,7 @@ def watched_source(view: view_mod.View, patch, files: list[str]) -> dict[str, st
         if data is None:
             continue
         tree = view.parse(rel, data)  # parsed once, shared with the probes
-        for name in getattr(patch, "WATCH", ()):
+        for name in patch.WATCH:
             owner, _, method = name.rpartition(".")
             nodes: list[cst.CSTNode]
             if owner:
@@ -194,7 +198,7 @@ def watched_source(view: view_mod.View, patch, files: list[str]) -> dict[str, st
     return found
 
 
-def _files_for(source: Source, patch, verdict: Verdict) -> list[str]:
+def _files_for(source: Source, patch: type[Patch], verdict: Verdict) -> list[str]:
     present = [rel for rel in patch.TARGETS if source.read(rel) is not None]
     if verdict.state == MOVED and verdict.file:
         present.append(verdict.file)
@@ -205,9 +209,9 @@ def _files_for(source: Source, patch, verdict: Verdict) -> list[str]:
 class Track:
     source_from: Source
     source_to: Source
-    patches: list[dict]
+    patches: list[dict[str, Any]]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"from": self.source_from.version, "to": self.source_to.version, "patches": self.patches}
 
 
@@ -225,7 +229,7 @@ def track(source_from: Source, source_to: Source) -> Track:
                 old.get(name, "").splitlines(keepends=True), new.get(name, "").splitlines(keepends=True),
                 f"{source_from.version}:{name}", f"{source_to.version}:{name}",
             ))
-            for name in getattr(patch, "WATCH", ())
+            for name in patch.WATCH
         )
         rows.append({
             "id": pid,
@@ -251,7 +255,7 @@ def versions_between(first: str | None, last: str | None) -> list[str]:
     return sorted(chosen, key=key)
 
 
-def _clashes(source: Source, verdicts: dict[str, Verdict], clashes: list[dict]) -> dict[str, Verdict]:
+def _clashes(source: Source, verdicts: dict[str, Verdict], clashes: list[dict[str, Any]]) -> dict[str, Verdict]:
     """The patches that apply alone on a release but not stacked on a file they share with a
     diff patch, as `apply` stacks them (`stack_clash`): broken there, each added to `clashes`."""
     from patchkit.engine import stack_clash
@@ -264,7 +268,7 @@ def _clashes(source: Source, verdicts: dict[str, Verdict], clashes: list[dict]) 
     return {pid: Verdict(BROKEN, clash.file, clash.detail) for pid, clash in found.items()}
 
 
-def matrix(sources: Iterable[Source], cache=None) -> dict:
+def matrix(sources: Iterable[Source], cache: VerdictCache | None = None) -> dict[str, Any]:
     """{"versions": [...], "patches": [{"id", "states": {version: state}, "upstream", "drop_when"}],
     "failed": [...], "clashes": [{"id", "version", "file", "under", "detail"}]}
 
@@ -277,11 +281,11 @@ def matrix(sources: Iterable[Source], cache=None) -> dict:
     patches = registry.load_all()
     verdicts = {}
     judged: list[Source] = []
-    clashes: list[dict] = []  # a patch broken on a release only stacked beside a diff sharing its file
+    clashes: list[dict[str, Any]] = []  # a patch broken on a release only stacked beside a diff sharing its file
     # Diff patches are judged once every release is there: off the release it was made for, a
     # diff needs that release's files (its pre-image, found by hash among the cached wheels),
     # which may come later in the range.
-    diffs = {patch.ID for patch in patches if patch.WORKS_ON_BYTES}
+    diffs = {patch.ID for patch in patches if patch.works_on_bytes()}
     others = {patch.ID for patch in patches} - diffs
     for source in sources:
         settled = verdict_sources.from_manifest(source)
@@ -300,9 +304,9 @@ def matrix(sources: Iterable[Source], cache=None) -> dict:
             "upstream": list(patch.UPSTREAM),
             "drop_when": patch.DROP_WHEN,
         }
-        made_for = getattr(patch, "made_for", None)  # a diff patch: the release(s) its index hashes name
+        made_for = patch.made_for()  # a diff patch: the release(s) its index hashes name
         if made_for is not None:
-            row["made_for"] = [match.to_dict() for match in made_for()]
+            row["made_for"] = [match.to_dict() for match in made_for]
         rows.append(row)
     failed = [{"id": patch.ID, "version": source.version, "detail": verdicts[source.version][patch.ID].detail}
               for patch in patches for source in judged if verdicts[source.version][patch.ID].state == FAILED]

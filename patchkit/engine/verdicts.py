@@ -10,12 +10,17 @@ import functools
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from patchkit import __version__
 from patchkit.engine import identity, registry
 from patchkit.releases import manifest
 from patchkit.base.errors import PatchkitError
 from patchkit.base.util import atomic_write, read_regular, sha256
+
+if TYPE_CHECKING:
+    from patchkit.authoring.patch import Patch
+    from patchkit.engine.upstream import Source
 
 CACHE_FILE = "verdicts.json"
 CACHE_LIMIT = 64 * 1024 * 1024  # a few hundred bytes per verdict: far more than any real cache
@@ -45,7 +50,7 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
-def from_manifest(source) -> dict[str, str]:
+def from_manifest(source: Source) -> dict[str, str]:
     """{patch id: matrix state} for the patches whose verdict on `source` (a release read from
     its wheel) the committed manifest settles by hashes alone.
 
@@ -81,7 +86,7 @@ def from_manifest(source) -> dict[str, str]:
 class VerdictCache:
     def __init__(self, home: Path) -> None:
         self.path = home / CACHE_FILE
-        self._entries: dict[str, dict] = {}
+        self._entries: dict[str, dict[str, Any]] = {}
         try:
             data = json.loads(read_regular(self.path, CACHE_LIMIT))
         except (OSError, ValueError, RecursionError, PatchkitError):
@@ -92,26 +97,24 @@ class VerdictCache:
         self._dirty = isinstance(data, dict) and len(self._entries) != len(data)
 
     @staticmethod
-    def key(patch, source) -> str:
+    def key(patch: type[Patch], source: Any) -> str:  # source: a wheel source (listing_fingerprint)
         parts = [__version__, _code_digest(), patch.ID, identity.digest(patch.ID)]
-        inputs = getattr(patch, "verdict_inputs", None)  # a diff patch: where its pre-image is
-        if inputs is not None:
-            parts += inputs()
+        parts += patch.verdict_inputs()  # a diff patch: where its pre-image is
         present = False
         for rel in (*patch.TARGETS, *patch.REQUIRES):
             data = source.read(rel)
             present = present or data is not None
             parts.append(f"{rel}={'absent' if data is None else sha256(data)}")
-        if not present or hasattr(patch, "bind_package"):
+        if not present or patch.reads_package():
             # No target file: the verdict (not-applicable or moved) depends on the whole package;
             # so does a diff patch's (a changed unit may have moved to another file of it).
             parts.append(source.listing_fingerprint())
         return sha256("\n".join(parts).encode())
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str) -> dict[str, Any] | None:
         return self._entries.get(key)  # every entry was validated on load
 
-    def put(self, key: str, verdict: dict) -> None:
+    def put(self, key: str, verdict: dict[str, Any]) -> None:
         self._entries[key] = verdict
         self._dirty = True
 

@@ -95,7 +95,7 @@ class View:
         file is parsed)."""
         wants: dict[str, frozenset[str] | None] = {}
         for patch in self.patches.values():
-            if rel not in patch.TARGETS or patch.WORKS_ON_BYTES:  # a diff patch reads the bytes, not a tree
+            if rel not in patch.TARGETS or patch.works_on_bytes():  # a diff patch reads the bytes, not a tree
                 continue
             parts = patch.PARTS.get(rel)
             if parts is None:
@@ -167,7 +167,7 @@ class View:
     def code(self, patch: "Patch", rel: str, data: bytes) -> Any:
         """What `patch`'s probes and transform get for a file: its parsed part (`parse_scoped`),
         or the bytes themselves for a patch that works on bytes (a diff patch: no libcst)."""
-        if patch.WORKS_ON_BYTES:
+        if patch.works_on_bytes():
             self._check_decodable(rel, data)
             return data
         return self.parse_scoped(rel, data)
@@ -177,7 +177,7 @@ class View:
         regenerated, the parts left out put back)."""
         from patchkit.engine.skeleton import SkeletonError
 
-        if any(pid in self.patches and self.patches[pid].WORKS_ON_BYTES for pid in ids):
+        if any(pid in self.patches and self.patches[pid].works_on_bytes() for pid in ids):
             return self._render_bytes(rel, base, ids)
 
         # In the file's own encoding (a PEP 263 cookie, a UTF-8 BOM): `.code` is text without the BOM.
@@ -197,10 +197,10 @@ class View:
         if key not in self._byte_folds:
             data = self._render_bytes(rel, base, ids[:-1]) if ids[:-1] else base
             patch = self.patches[ids[-1]]
-            if patch.WORKS_ON_BYTES:
+            if patch.works_on_bytes():
                 self._check_decodable(rel, data)
                 try:
-                    data = _transform(patch, rel, data)
+                    data = transformed(patch, rel, data)
                 except PlanError as exc:
                     if not ids[:-1]:
                         raise
@@ -222,7 +222,7 @@ class View:
                 if ids[-1] not in self.patches:
                     raise PlanError(f"{rel} carries patch {ids[-1]}, which is not loaded here (a patch set from "
                                     "outside patchkit? pass --patches DIR or install its package)")
-                tree = _transform(self.patches[ids[-1]], rel, tree)
+                tree = transformed(self.patches[ids[-1]], rel, tree)
             self._folds[key] = tree
         return self._folds[key]
 
@@ -252,7 +252,9 @@ def _part(part: str) -> tuple[str, str | None]:
     return name, member or None
 
 
-def _transform(patch: "Patch", rel: str, tree: Any) -> Any:
+def transformed(patch: "Patch", rel: str, tree: Any) -> Any:
+    """`patch`'s transform of one file (a tree, or bytes for a patch that works on bytes), its
+    errors as the engine says them: a PlanError names the patch, any other exception is its crash."""
     from patchkit.authoring.patch import SkipPatch
 
     from patchkit.base.errors import PatchkitError

@@ -7,6 +7,8 @@ symlinks, and the state file is validated against its schema before anything tru
 
 from __future__ import annotations
 
+from typing import Any
+
 import errno
 import json
 import os
@@ -56,7 +58,7 @@ class State:
     def files_of(self, patch_id: str) -> list[str]:
         return [rel for rel, record in self.files.items() if patch_id in record.patches]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema": STATE_SCHEMA,
             "patchkit_version": self.patchkit_version,
@@ -106,7 +108,7 @@ def _patch_id(value: object, what: str) -> str:
     return value  # type: ignore[return-value]
 
 
-def keys_of(value: object, what: str, required: set[str], optional: set[str] = frozenset()) -> dict:  # type: ignore[assignment]
+def keys_of(value: object, what: str, required: set[str], optional: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
     if not isinstance(value, dict):
         raise Invalid(f"{what} must be an object")
     keys = set(value)

@@ -10,6 +10,8 @@ imported and keeps `.patchkit/` beside its `sglang/`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import os
 from dataclasses import dataclass
@@ -186,8 +188,9 @@ def _version_from_source(site: Path) -> str | None:
             project = tomllib.loads(read_regular(pyproject).decode("utf-8")).get("project", {})
         except (OSError, ValueError) as exc:
             raise TargetError(f"cannot read {pyproject}: {exc}") from None
-        if isinstance(project.get("version"), str):
-            return project["version"]
+        version = project.get("version")
+        if isinstance(version, str):
+            return version
     generated = site / PACKAGE / "_version.py"  # written by setuptools-scm when the tree was built
     if generated.is_file():
         import ast
@@ -329,7 +332,7 @@ def where():
 """
 
 
-def _from_where(found: dict, who: str) -> Target:
+def _from_where(found: dict[str, Any], who: str) -> Target:
     if not found.get("package"):
         if found.get("metadata"):
             raise TargetError(f"{who} has SGLang's metadata ({found['metadata']}) but imports no {PACKAGE} "
@@ -354,7 +357,7 @@ def _from_where(found: dict, who: str) -> Target:
 
 def find_installed() -> Target:
     """The SGLang that this interpreter imports."""
-    namespace: dict = {}
+    namespace: dict[str, Any] = {}
     exec(_WHERE, namespace)  # noqa: S102 - our own constant, shared with find_for_python
     return _from_where(namespace["where"](), "this Python")
 

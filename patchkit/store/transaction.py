@@ -14,6 +14,8 @@ checks every file's current bytes against the journal and writes nothing when on
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import os
 import shutil
@@ -121,7 +123,7 @@ def commit(target: Target, writes: list[FileWrite], old: State | None, new: Stat
     return tuple(f"{STATE_DIR}/{to}" for to in kept.values())
 
 
-def _complete(target: Target, journal: dict, force: bool, done: str) -> list[str]:
+def _complete(target: Target, journal: dict[str, Any], force: bool, done: str) -> list[str]:
     """Roll the journal forward; past the commit point a run is finished, never undone. A
     failure is retried once here; if it repeats, the journal stays for the next run."""
     try:
@@ -154,11 +156,11 @@ def _pending(exc: BaseException, site: Path) -> BaseException:
 # --- finishing a run from its journal ----------------------------------------------------------
 
 
-def _parse_journal(raw: bytes, where: Path) -> dict:
+def _parse_journal(raw: bytes, where: Path) -> dict[str, Any]:
     inv = state_mod.Invalid
     try:
         try:
-            data = json.loads(raw)
+            data: dict[str, Any] = json.loads(raw)
         except (ValueError, RecursionError):
             raise inv("not JSON") from None
         state_mod.keys_of(data, "the journal", {"schema", "sglang_version", "state", "files", "kept"})
@@ -185,13 +187,13 @@ def _parse_journal(raw: bytes, where: Path) -> dict:
     return data
 
 
-def _roll_forward(target: Target, journal: dict, force: bool = False) -> list[str]:
+def _roll_forward(target: Target, journal: dict[str, Any], force: bool = False) -> list[str]:
     """Bring every file of the journal to its `after` bytes and record the new state. Checks
     everything first: a file that is neither `before` nor `after` stops it (exit 4) unless
     `force`, which keeps that file's bytes under `.patchkit/overwritten/`. Returns those copies."""
     site = target.site
     staged = state_mod.pending_dir(site)
-    todo: list[dict] = []
+    todo: list[dict[str, Any]] = []
     drifted: dict[str, bytes] = {}
     for entry in journal["files"]:
         current = target.read(entry["rel"])
@@ -356,7 +358,7 @@ def _discard(target: Target, old: State | None, check: bool = False) -> None:
         _remove_empty(overwritten)
 
 
-def stale_journal(target: Target) -> dict | None:
+def stale_journal(target: Target) -> dict[str, Any] | None:
     """The journal of an unfinished run for another release than the one installed, if any."""
     raw = state_mod.read_private(state_mod.journal_path(target.site))
     if raw is None:
@@ -365,7 +367,7 @@ def stale_journal(target: Target) -> dict | None:
     return journal if journal["sglang_version"] != target.version else None
 
 
-def patched_in_place(target: Target, journal: dict, old: State | None) -> list[str]:
+def patched_in_place(target: Target, journal: dict[str, Any], old: State | None) -> list[str]:
     """Files an unfinished run (or the record before it) names that still hold bytes patchkit
     wrote: any of its before/after bytes or a recorded patched hash, but not the pristine ones."""
     pristine: dict[str, set[str | None]] = {}
@@ -385,7 +387,7 @@ def patched_in_place(target: Target, journal: dict, old: State | None) -> list[s
     return found
 
 
-def discard_stale_journal(target: Target, journal: dict) -> str:
+def discard_stale_journal(target: Target, journal: dict[str, Any]) -> str:
     """Drop an unfinished run for another release (SGLang was reinstalled under it) with its
     staging, record and backups, writing nothing into the package; refused (exit 4, nothing
     removed) while a file it names still holds patchkit's bytes, whose pristine copy is a backup

@@ -1,0 +1,67 @@
+"""What the engine asks of every kind of patch (issue 34): a module patch (`Patch`, which holds the
+no-op defaults) and a diff patch (`DiffPatch`) both implement `PatchKind`, and the engine calls it,
+never asking a patch what kind it is. A third kind implements these and nothing in the engine
+changes; mypy checks both kinds against it (`engine/registry.py`, `KINDS`).
+
+Facts of the class (asked of a loaded class too, by `list` and `track`) are classmethods; what
+depends on the tree being patched is asked of the instance a View holds."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+Read = Callable[[str], "bytes | None"]  # a file's bytes on a tree, None when absent
+CREATED, DELETED = "created", "deleted"  # what `file_change` says of a file written or removed whole
+
+
+class PatchKind(Protocol):
+    # --- the class ---
+    def works_on_bytes(self) -> bool:
+        """Whether the probes and transform get a file's bytes and return the new bytes (no libcst
+        tree): the engine hands them the bytes, renders a stack holding one byte by byte."""
+        ...
+
+    def all_targets_required(self) -> bool:
+        """Whether the patch is one change over all its targets: one missing while others are
+        there makes it `failed`, not a patch of the files that are left."""
+        ...
+
+    def reads_package(self) -> bool:
+        """Whether its verdict on a release may depend on files beyond its TARGETS and REQUIRES
+        (a diff: a changed unit moved to another file): a cached verdict is keyed on the listing."""
+        ...
+
+    def verdict_inputs(self) -> list[str]:
+        """What a cached verdict depends on beyond the files it reads."""
+        ...
+
+    def made_for(self) -> list[Any] | None:
+        """The releases the patch was made for where it can tell (a diff's blob hashes), else None."""
+        ...
+
+    # --- the patch on one tree ---
+    def bind_package(self, python_files: Callable[[], list[str]], read: Read) -> None:
+        """The package's other files (as the release has them), bound once per tree."""
+        ...
+
+    def targets_for(self, read: Read) -> tuple[str, ...]:
+        """The files it writes on the tree `read` gives."""
+        ...
+
+    def file_change(self, path: str) -> str | None:
+        """CREATED or DELETED for a file it writes or removes whole, None for a file it edits."""
+        ...
+
+    def creatable(self, path: str) -> str | None:
+        """Why a file it creates cannot be created on this tree, else None."""
+        ...
+
+    def before_change(self, path: str, data: bytes) -> bytes | None:
+        """`data` as it was before this patch's change, where the change can be undone exactly
+        (a diff's hunks in reverse), else None: how a diff applied by hand is recognised."""
+        ...
+
+    def upstream_remedy(self, version: str) -> str | None:
+        """The command that re-makes the patch for SGLang `version` after an upstream change,
+        where there is one (a diff: `rebase`), else None (`track` shows what changed)."""
+        ...
