@@ -204,7 +204,7 @@ class Patch(m.MatcherDecoratableTransformer):
     # Why a patch has no RUNTIME_SWITCH (one phrase, shown by `list`).
     NO_RUNTIME_SWITCH: ClassVar[str] = ""
     # Which launches depend on the patch (flags, model features, hardware): what `patchkit doctor`
-    # asks for (patchkit/launch_trigger.py).
+    # asks for (patchkit/authoring/launch_trigger.py).
     LAUNCH: ClassVar[Trigger | None] = None
 
     # The edits the class declares (`@edit` methods), collected when the class is defined.

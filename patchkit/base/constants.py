@@ -18,7 +18,7 @@ STATE_SCHEMA = 3
 STATE_SCHEMAS_READ = (1, 2, 3)
 JOURNAL_SCHEMA = 2
 
-# The runtime report (patchkit/runtime.py): a module and the dist-info declaring it as an SGLang
+# The runtime report (patchkit/store/runtime_plugin.py): a module and the dist-info declaring it as an SGLang
 # plugin, written beside the imported `sglang/` (an editable install: beside its metadata), so
 # that every SGLang process that loads plugins says which patches it really runs.
 RUNTIME_MODULE = "sglang_patchkit_runtime"

@@ -68,7 +68,7 @@ def _add_runtime_report(plan: planning.Plan) -> planning.Plan:
 
 
 def _runtime_notes(plan: planning.Plan) -> None:
-    """Where the runtime report (patchkit/runtime.py) will not speak: say so, and how to fix it."""
+    """Where the runtime report (patchkit/store/runtime_plugin.py) will not speak: say so, and how to fix it."""
     if plan.new_state is None:
         return
     if not runtime.has_plugin_system(plan.target):

@@ -1,5 +1,5 @@
 """Which loaded patches a launch depends on: every patch's `LAUNCH` declaration
-(patchkit/launch_trigger.py) checked against the launch's flags, model and hardware."""
+(patchkit/authoring/launch_trigger.py) checked against the launch's flags, model and hardware."""
 
 from __future__ import annotations
 

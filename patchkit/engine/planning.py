@@ -227,7 +227,7 @@ def _runtime_intact(view: View) -> bool:
 
 
 def _runtime_writes(view: View, state: State | None, force: bool) -> tuple[list[FileWrite], State | None]:
-    """The writes that bring the runtime report's files (patchkit/runtime.py) to what a tree
+    """The writes that bring the runtime report's files (patchkit/store/runtime_plugin.py) to what a tree
     patched as `state` needs: written with its first patch, removed with its last, none on a
     release without SGLang's plugin system. A file there that patchkit did not write (neither
     absent nor its recorded bytes) is exit 4 unless `force` (it is patchkit's name)."""

@@ -1,5 +1,5 @@
 """`verify --url`: what a running SGLang server says it runs (the runtime report of each DP rank in
-its `/server_info`, see patchkit/runtime.py), compared with what should be there.
+its `/server_info`, see patchkit/store/runtime_plugin.py), compared with what should be there.
 
 Only reads: one HTTP GET with a timeout. What should be there is, by default, the patch set and
 digests patchkit would apply to the release the server reports (its manifest, today's patch

@@ -120,7 +120,7 @@ def verify(target: Target, python: str) -> Report:
             report.checks.append(Check(rel, FAILED, f"does not compile: {exc.msg} (line {exc.lineno})"))
 
     if recorded is not None:
-        # The runtime report (patchkit/runtime.py): what makes the serving processes say what they run.
+        # The runtime report (patchkit/store/runtime_plugin.py): what makes the serving processes say what they run.
         root = Path(recorded.runtime_dir) if recorded.runtime_dir else target.site
         for rel, digest in sorted(recorded.runtime.items()):
             data = (root / rel).read_bytes() if (root / rel).is_file() else None

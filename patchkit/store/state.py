@@ -51,7 +51,7 @@ class State:
     files: dict[str, FileRecord] = field(default_factory=dict)
     patchkit_version: str = __version__
     # The runtime report's files patchkit added outside `sglang/` ({rel: sha256}, see
-    # patchkit/runtime.py), and their folder when it is not the site folder (an editable install).
+    # patchkit/store/runtime_plugin.py), and their folder when it is not the site folder (an editable install).
     runtime: dict[str, str] = field(default_factory=dict)
     runtime_dir: str | None = None
 

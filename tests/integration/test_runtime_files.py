@@ -1,4 +1,4 @@
-"""The runtime report's files (patchkit/runtime.py) on real release files: written with the first
+"""The runtime report's files (patchkit/store/runtime_plugin.py) on real release files: written with the first
 patch, recorded, removed byte-exactly with the last; a foreign file under their names is exit 4;
 none on 0.5.10 (no plugin system); the SGLANG_PLUGINS and SGLANG_PATCHKIT_DISABLE notes."""
 

@@ -1,5 +1,5 @@
 """A SIGKILL at every os.replace of an apply that writes the runtime report (the plugin package and
-its dist-info, patchkit/runtime.py) on real 0.5.17, whose sglang/srt/plugins/ is copied so that the
+its dist-info, patchkit/store/runtime_plugin.py) on real 0.5.17, whose sglang/srt/plugins/ is copied so that the
 report is written (the minimal copies of the other kill tests and the fault sweep have no plugin
 system, so none of them ever wrote these files). After each kill: `status` says a run is pending;
 the next `apply` finishes it and says so (it said 'nothing to do: no file changed' while it moved

@@ -1,5 +1,5 @@
 """`patchkit --help` lists every exit code; each command's --help only the codes it can return,
-one line each, from the one table in patchkit/exit_codes.py."""
+one line each, from the one table in patchkit/cli/exit_codes.py."""
 
 from __future__ import annotations
 

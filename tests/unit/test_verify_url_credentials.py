@@ -1,5 +1,5 @@
 """`verify --url` never echoes credentials: a URL's userinfo and secret query values are masked
-(patchkit/redact.py) in its error lines, its --json, its output and the crash log's argv; and a
+(patchkit/base/redact.py) in its error lines, its --json, its output and the crash log's argv; and a
 URL that cannot name a server (another scheme, no host, a port out of range) is exit 2, one line."""
 
 from __future__ import annotations
