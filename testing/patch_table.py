@@ -1,7 +1,7 @@
 """The README's patch table and the matrix in docs/patches.md, generated from the patches (id,
 title, declared range) and the committed manifests (each release's verdict). `python -m
 testing.patch_table` prints both; `--write` puts them between their markers in README.md and
-docs/patches.md. tests/unit/test_patch_table.py checks that the committed text equals them."""
+docs/patches.md. tests/unit/repository/test_patch_table.py checks that the committed text equals them."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ RENDERING: dict[str, tuple[str, ...]] = {
 }
 # The folders of the package (issue 34): where a module sits is not what it does, so a module's
 # digest names it by its file name, and an import of `patchkit.<folder>.<module>` is normalised to
-# `patchkit.<module>` (the module names are unique across these folders: tests/unit/test_identity_normalised.py).
+# `patchkit.<module>` (the module names are unique across these folders: tests/unit/engine/test_identity_normalised.py).
 FOLDERS = ("authoring", "base", "cli", "diffs", "engine", "image", "releases", "runtime", "store")
 _IN_FOLDER = re.compile(rf"^patchkit\.(?:{'|'.join(FOLDERS)})(?=\.|$)")
 # Bumped when the normalisation changes (every digest changes with it).

@@ -18,7 +18,7 @@ from patchkit.runtime import server_report
 from testing.cli import run
 from testing.server_info import answering
 
-RECORDED = json.loads((Path(__file__).parents[1] / "fixtures" / "server_info_0.5.23.json").read_text())
+RECORDED = json.loads((Path(__file__).parents[2] / "fixtures" / "server_info_0.5.23.json").read_text())
 
 
 @pytest.fixture(autouse=True)

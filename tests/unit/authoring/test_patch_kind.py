@@ -11,7 +11,7 @@ from patchkit.authoring.kind import CREATED, DELETED, PatchKind
 from patchkit.authoring.patch import Patch
 from patchkit.diffs import diffpatch, unidiff
 
-ENGINE = Path(__file__).resolve().parents[2] / "patchkit" / "engine"
+ENGINE = Path(__file__).resolve().parents[3] / "patchkit" / "engine"
 MEMBERS = sorted(name for name in vars(PatchKind) if not name.startswith("_"))
 
 DIFF = b"""\

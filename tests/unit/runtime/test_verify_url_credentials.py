@@ -18,7 +18,7 @@ from patchkit.base.redact import redacted
 from testing.cli import run
 from testing.server_info import serving
 
-RECORDED = json.loads((Path(__file__).parents[1] / "fixtures" / "server_info_0.5.23.json").read_text())
+RECORDED = json.loads((Path(__file__).parents[2] / "fixtures" / "server_info_0.5.23.json").read_text())
 SECRETS = ("secret", "tok123", "k3y")
 
 

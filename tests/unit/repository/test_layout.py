@@ -12,7 +12,7 @@ from patchkit.releases import manifest
 from patchkit.engine import registry
 from testing.cli import run
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # A child interpreter that finds patchkit only as the checkout's folder (no install at all).
 _FROM_CHECKOUT = """

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TABLE = REPO / "docs" / "modules.md"
 PACKAGE = REPO / "patchkit"
 ROW = re.compile(r"^\| `([^`]+)` \| (.+?) \|$")

@@ -37,7 +37,7 @@ def tree(scratch, tmp_path) -> Synthetic:
 @pytest.fixture
 def child_holder(tree):
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tree.site)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+                            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[3])
     assert proc.stdout.readline().strip() == "held"
     yield proc
     proc.stdin.close()

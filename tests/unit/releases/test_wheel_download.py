@@ -21,7 +21,7 @@ from patchkit.releases import pristine as releases
 VERSION = "0.9.1"
 NAME = f"sglang-{VERSION}-py3-none-any.whl"
 BIG = 48 * 1024 * 1024  # copying it takes long enough for a reader to see a partial copy
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DOWNLOAD = "import sys; from patchkit.releases import pristine; print(pristine.download(sys.argv[1]))"
 
 

@@ -59,7 +59,7 @@ def test_a_conflict_names_the_unit_and_markers_only_when_asked():
 
 
 def test_the_status_detail_names_units_already_in_their_patched_form(tmp_path, patchkit_home):
-    from tests.unit.test_release_blobs import wheel
+    from tests.unit.diffs.test_release_blobs import wheel
 
     wheel(patchkit_home, "0.5.98", {REL: BASE})  # the diff's pre-image, found by its blob hash
     path = tmp_path / "d.patch"

@@ -50,7 +50,7 @@ def test_imports_cycles_and_upward_imports_at_a_revision(tmp_path):
 
 
 def test_the_tree_has_no_import_cycle_and_no_upward_import():
-    modules = module_map.read(Path(__file__).resolve().parents[2])
+    modules = module_map.read(Path(__file__).resolve().parents[3])
     assert "patchkit.engine.planning" in modules and "patchkit.planning" not in modules
     assert module_map.cycles(modules) == []
     assert module_map.upward(modules) == []

@@ -1,0 +1,1 @@
+"""Unit tests of patchkit/authoring/: Patch, anchors, edits, snippets, the patch kind, libcst's names."""

@@ -1,0 +1,1 @@
+"""Unit tests of patchkit/base/: errors, util, the crash log."""

@@ -1,0 +1,1 @@
+"""Unit tests of patchkit/commands/: subcommands' own rules."""

@@ -1,0 +1,1 @@
+"""Unit tests of patchkit/runtime/: verify and verify --url."""
