@@ -15,6 +15,12 @@ the first N files under sglang/srt/ that changed, as bench/diffs.py makes it), m
   - git apply --3way on a repository made from the base release's files (so git has the
     pre-image blobs) with the target release's files committed on top: files applied cleanly,
     with conflicts, or refused.
+With `--field POST` (0.5.15.post1, 0.5.12.post1) the diff is the field's (testing.field_diffs:
+30 files of upstream's changes re-based onto that post release, named `vPOST-sglang.patch`;
+`--stacked`: the diff stacked on it, `--cuh`: the .cuh of sglang/jit_kernel/), the post releases
+are rows too, and per file patchkit and `git apply --3way` are compared: files each leaves clean
+(patchkit: written or already there, no conflict; git: "Applied patch ... cleanly"), files clean in
+both with identical bytes, and files git merges cleanly that patchkit calls a conflict.
 Prints one table; the numbers are reproducible from the releases alone.
 """
 
@@ -32,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.diffs import changed_files  # noqa: E402
 from patchkit.diffs import diffpatch, release_blobs, unidiff  # noqa: E402
 from patchkit.engine import upstream  # noqa: E402
-from testing.diffs import git, git_diff, repo_of, write_files  # noqa: E402
+from testing.diffs import git, git_3way_files, git_diff, repo_of, write_files  # noqa: E402
 from testing.releases import HOME, pristine  # noqa: E402
 
 OFFLOADER = "sglang/srt/utils/offloader.py"
@@ -76,7 +82,13 @@ def main() -> None:
     parser.add_argument("--to", dest="last", default="0.5.23")
     parser.add_argument("--offloader", action="store_true")
     parser.add_argument("--paths", help="comma-separated files of the package to take instead of the first --files")
+    parser.add_argument("--field", metavar="POST", help="the field's diff re-based onto this post release")
+    parser.add_argument("--stacked", action="store_true", help="with --field: the diff stacked on it")
+    parser.add_argument("--cuh", action="store_true", help="the .cuh kernel source of sglang/jit_kernel/ (0.5.16)")
     args = parser.parse_args()
+    if args.field or args.cuh:
+        os.environ["PATCHKIT_HOME"] = str(HOME)
+        return field_table(args)
     os.environ["PATCHKIT_HOME"] = str(HOME)  # the pre-images are looked up among the test cache's wheels
     base, head = ("0.5.20", "0.5.21") if args.offloader else (args.base, args.head)
     files = [OFFLOADER] if args.offloader else args.paths.split(",") if args.paths else changed_files(base, head, args.files)
@@ -116,6 +128,35 @@ def main() -> None:
               f"{hows.count(diffpatch.PER_UNIT):>5} {absent:>4} | {counts['transplanted']:>6} {counts['merged']:>6} "
               f"{counts['moved']:>5} {counts['upstream']:>5} {counts['conflict']:>5} {ok:>4}/{len(files):<3} | "
               f"{refused:>8}/{len(files):<6} | {clean:>12}/{conflicted}/{refused3}", flush=True)
+
+
+def field_table(args: argparse.Namespace) -> None:
+    from testing.field_diffs import cuh_diff, field_diff, releases_after, stacked_diff
+    from patchkit.releases.pristine import WheelSource
+
+    field = cuh_diff() if args.cuh else stacked_diff(args.field) if args.stacked else field_diff(args.field)
+    diff = unidiff.parse(field.text, field.name)
+    files = [f.path for f in diff.files]
+    print(f"{field.name}: {len(files)} file(s), {field.text.count(b'@@ -')} hunks, made for "
+          f"{', '.join(str(m) for m in release_blobs.made_for(diff)) or 'no release (stacked)'}")
+    head_line = (f"{'release':<13} {'pk clean':>8} {'git clean':>9} {'both, same bytes':>16} {'git clean, pk confl.':>20} | "
+                 f"{'transp':>6} {'merged':>6} {'moved':>5} {'upstr':>5} {'confl':>5}")
+    print(head_line)
+    print("-" * len(head_line))
+    for version in releases_after(args.field or "0.5.15.post1"):
+        source = WheelSource(version)
+        target = {rel: source.read(rel) for rel in files}
+        resolution = diffpatch.resolve(diff, source.read, python_files=source.python_files)
+        mine = {f.rel: f.after for f in resolution.files if f.rel in target and f.how != diffpatch.ABSENT
+                and not f.conflicts}
+        theirs = git_3way_files(field.before, target, field.text, "python/")
+        same = sum(1 for rel, data in theirs.items() if rel in mine and mine[rel] == data)
+        worse = sorted(rel for rel in theirs if rel not in mine)
+        counts = resolution.counts()
+        print(f"{version:<13} {len(mine):>4}/{len(files):<3} {len(theirs):>5}/{len(files):<3} {same:>16} "
+              f"{len(worse):>20} | {counts['transplanted']:>6} {counts['merged']:>6} {counts['moved']:>5} "
+              f"{counts['upstream']:>5} {counts['conflict']:>5}" + (f"  ({', '.join(worse)})" if worse else ""),
+              flush=True)
 
 
 if __name__ == "__main__":

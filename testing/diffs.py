@@ -3,6 +3,7 @@ and what real `git apply` does with them: the reference a diff patch is held to.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -60,6 +61,28 @@ def git_apply(files: dict[str, bytes | None], diff: bytes, *args: str) -> tuple[
         out = {rel: (repo / rel).read_bytes() if (repo / rel).exists() else None for rel in files}
         return done.returncode, out, done.stderr.decode("utf-8", "replace")
 
+
+
+def git_3way_files(base: dict[str, bytes | None], files: dict[str, bytes | None], diff: bytes,
+                   prefix: str = "") -> dict[str, bytes]:
+    """{file: its bytes} of the files `git apply --3way` applies cleanly on the target files, in a
+    repository made from the base's files (the pre-image blobs) with the target's committed on top.
+    Each file on its own (`--include`): git applies a diff all or nothing, so one file missing from
+    the release (an error) leaves every file as it was while it still says "Applied patch ...
+    cleanly" for the others."""
+    found = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = repo_of(Path(tmp), {prefix + rel: data for rel, data in base.items() if data is not None})
+        write_files(repo, {prefix + rel: data for rel, data in files.items()})
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "--allow-empty", "-m", "target")
+        for rel in files:
+            done = git(repo, "apply", "--3way", f"--include={prefix}{rel}", "-", input=diff, check=False)
+            err = done.stderr.decode("utf-8", "replace")
+            if done.returncode == 0 and re.search(r"^Applied patch to '.*' cleanly\.$", err, re.M):
+                found[rel] = (repo / prefix / rel).read_bytes()
+            git(repo, "reset", "-q", "--hard")
+    return found
 
 
 # A diff of offloader.py's tied-parameters code beside the built-in patch that fixes the same

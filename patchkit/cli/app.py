@@ -272,11 +272,13 @@ def track(first, last, git_path, as_json) -> None:
 @click.option("--to", "last", metavar="B", help="Last release (default: the newest patchkit knows).")
 @click.option("--json", "fmt", flag_value="json", help="JSON output.")
 @click.option("--markdown", "fmt", flag_value="markdown", help="A Markdown table (for a README).")
-def matrix(first, last, fmt) -> None:
+@click.option("--with-post", is_flag=True, help="Also the post releases the package index has in the range "
+              "(0.5.12.post1, ...); those a loaded diff was made for are shown without it.")
+def matrix(first, last, fmt, with_post) -> None:
     """Every patch against every release in a range, as a table."""
     from patchkit.commands.track import matrix as run
 
-    _exit(lambda: run(first, last, fmt or "text"))
+    _exit(lambda: run(first, last, fmt or "text", with_post))
 
 
 @main.command()

@@ -13,7 +13,7 @@ from patchkit.base.util import atomic_write
 
 
 def rebase(patch: str, to: str, first: str | None, out: str | None, as_json: bool) -> int:
-    from patchkit.diffs import rebase as rebasing
+    from patchkit.diffs import rebase as rebasing, release_blobs
 
     to = versions.normalise(to, "--to")
     first = versions.normalise(first, "--from") if first else None
@@ -22,6 +22,8 @@ def rebase(patch: str, to: str, first: str | None, out: str | None, as_json: boo
     diff = rebasing.load(data, Path(patch).name)
     target = releases.WheelSource(to, output.progress)
     base = None
+    if not first:
+        release_blobs.find_base(diff, to, output.progress)  # fetched as needed, before the pre-images are read
     if first:
         source = releases.WheelSource(first, output.progress)
         base = lambda file: source.read(file.old_path or file.path)  # noqa: E731

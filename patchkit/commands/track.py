@@ -44,7 +44,7 @@ def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
     return code
 
 
-def matrix(first: str | None, last: str | None, fmt: str) -> int:
+def matrix(first: str | None, last: str | None, fmt: str, with_post: bool = False) -> int:
     first = version_strings.normalise(first, "--from") if first else None
     last = version_strings.normalise(last, "--to") if last else None
     if first and last and version_strings.parse(first) > version_strings.parse(last):
@@ -55,7 +55,8 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
     from patchkit.engine.verdicts import VerdictCache
 
     with _prefetched(versions) as sources:
-        table = upstream.matrix(sources, VerdictCache(releases.home()))
+        table = upstream.matrix(_and_post_releases(sources, versions, with_post), VerdictCache(releases.home()))
+    table["versions"].sort(key=version_strings.parse)
     code = EXIT_PLAN if table["failed"] else EXIT_OK
     if fmt == "json":
         output.as_json(table)
@@ -82,6 +83,30 @@ def matrix(first: str | None, last: str | None, fmt: str) -> int:
         output.line(f"{pid}: broken on {', '.join(where)} only on top of {', '.join(under)} ({rel}; "
                     "`patchkit status` says why)")
     return code
+
+
+def _and_post_releases(sources: Iterator[releases.WheelSource], versions: list[str],
+                       with_post: bool) -> Iterator[releases.WheelSource]:
+    """The releases of the range, then (every final release cached by then) the post releases the
+    index has in the range (`--with-post`) and those a loaded diff was made for (its base, named
+    from its index hashes: `release_blobs.find_base` fetches the post releases near it)."""
+    from packaging.version import Version
+
+    from patchkit.diffs import release_blobs
+    from patchkit.engine import registry
+    from patchkit.releases import index
+
+    yield from sources
+    extra: set[str] = set()
+    if with_post:
+        extra.update(v for v in index.in_range(versions[0], versions[-1]) if Version(v).is_postrelease)
+    for patch in registry.load_all():
+        if registry.is_diff(patch.ID):
+            extra.update(m.version for m in release_blobs.find_base(patch.DIFF, versions[-1], output.progress, versions[0])  # type: ignore[attr-defined]
+                         if Version(m.version).is_postrelease and Version(versions[0]) <= Version(m.version)
+                         and Version(Version(m.version).base_version) <= Version(versions[-1]))
+    for version in sorted(extra - set(versions), key=Version):
+        yield release_source(version)
 
 
 @contextlib.contextmanager

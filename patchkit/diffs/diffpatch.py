@@ -274,7 +274,33 @@ def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes 
     patched = apply_hunks(pre_image, file.hunks)
     if patched is None:
         raise PlanError(f"{rel}: the diff does not apply to its own pre-image (index {file.old_blob}): a damaged diff")
-    return _per_unit(rel, pre_image, patched, target, markers, elsewhere, follow)
+    found = _per_unit(rel, pre_image, patched, target, markers, elsewhere, follow)
+    return _file_merge(found, pre_image, patched, target) if found.conflicts else found
+
+
+def _file_merge(found: FileResolution, base: bytes, patched: bytes, target: bytes) -> FileResolution:
+    """Never worse than `git apply --3way`: where units conflict, a 3-way merge of the whole file
+    (the diff's pre-image, the target, the patched pre-image), as git merges a file whose pre-image
+    blob it has. Taken when it is clean, every unit of the diff reads back as holding its change
+    (`unit_change.holds`) and no unit went to another file; the conflicting units are then merged.
+    A unit's code upstream moved to a helper beside it (0.5.16's `DSATokenToKVPool.__init__`) merges
+    there, where the unit-level merge saw both sides change the unit."""
+    if found.elsewhere or found.moved:
+        return found
+    merged, clean = _merge(base, target, patched, False)
+    if not clean:
+        return found
+    try:
+        old, new, now = (units_mod.texts(data) for data in (base, patched, merged))
+    except (SyntaxError, ValueError):
+        return found
+    for name in dict.fromkeys([*old, *new]):
+        before, after = old.get(name, b""), new.get(name, b"")
+        if before != after and not unit_change.holds(before, now.get(name, b""), after, _plain_merge):
+            return found
+    units = tuple(UnitOutcome(u.file, u.unit, MERGED, "merged with the whole file (git's 3-way way)")
+                  if u.outcome == CONFLICT else u for u in found.units)
+    return FileResolution(found.rel, PER_UNIT, target, merged, units, found.notes)
 
 
 def _whole_file(file: FileDiff, target: bytes | None, markers: bool = False) -> FileResolution:

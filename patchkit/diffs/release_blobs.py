@@ -10,6 +10,7 @@ import json
 import os
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchkit.releases import pristine as releases
 from patchkit.base.constants import PACKAGE
-from patchkit.base.errors import EnvironmentFailure
+from patchkit.base.errors import EnvironmentFailure, PatchkitError
 from patchkit.diffs.unidiff import DiffPatchFile, FileDiff, git_blob_sha1
 from patchkit.base.util import read_regular
 
@@ -132,6 +133,54 @@ def made_for(diff: DiffPatchFile) -> list[Match]:
             found.append(Match(version, matched, len(hashed)))
     best = max((m.matched for m in found), default=0)
     return sorted((m for m in found if m.matched == best), key=lambda m: Version(m.version), reverse=True)
+
+
+def name_base(diff: DiffPatchFile, candidates: list[str], fetch: Callable[[str], object]) -> list[Match]:
+    """`made_for`, fetching (`fetch(version)`: download its wheel into the cache) releases of
+    `candidates` (the index's, post releases included, oldest first) that are not cached, until one
+    holds every file's pre-image: nearest the best partial match first (a diff made for
+    0.5.15.post1 matches most of 0.5.15's and 0.5.16's files), post releases before finals at the
+    same distance. A release that cannot be fetched is passed over."""
+    found = made_for(diff)
+    if not any(f.old_blob and f.old_path for f in diff.files):
+        return found
+    cached = set(cached_wheels())
+    order = sorted(candidates, key=Version)
+    if found:
+        near = Version(found[-1].version)  # the oldest of the best
+    else:
+        near = max((Version(v) for v in cached), default=Version(order[-1]) if order else Version("0"))
+    position = {v: i for i, v in enumerate(order)}
+    anchor = _index(order, near)
+    waiting = sorted((v for v in order if v not in cached),
+                     key=lambda v: (abs(position[v] - anchor), not Version(v).is_postrelease, Version(v)))
+    for version in waiting:
+        if found and found[0].matched == found[0].total:
+            break
+        try:
+            fetch(version)
+        except PatchkitError:
+            continue
+        found = made_for(diff)
+    return found
+
+
+def find_base(diff: DiffPatchFile, to: str, progress: Callable[[str], None], first: str | None = None) -> list[Match]:
+    """The release the diff was made for, from its index hashes, on any machine: the releases the
+    package index has from `first` (default: the oldest patchkit knows) to `to` or the newest it
+    knows (post releases included) are fetched into the wheel cache as needed (`name_base`), so
+    that the pre-images can be read afterwards."""
+    from patchkit.releases import index, manifest
+
+    known = manifest.available()
+    newest = max([*known, to], key=Version)
+    candidates = index.in_range(first or (known[0] if known else to), newest if first is None else to)
+    return name_base(diff, candidates, lambda version: releases.download(version, progress))
+
+
+def _index(order: list[str], near: Version) -> int:
+    """The position in `order` of `near`, or of the release just after it."""
+    return next((i for i, v in enumerate(order) if Version(v) >= near), len(order) - 1)
 
 
 def pre_image(file: FileDiff) -> bytes | None:

@@ -39,3 +39,46 @@ def test_a_diff_that_does_not_apply_names_its_units_in_status_and_apply(home, re
     assert unit in text.stdout and gone in text.stdout
     applied = run("--patches", path, "apply", "--only", FIELD_ID, "--site-packages", site)
     assert applied.exit_code == 1 and unit in applied.stderr + applied.stdout
+
+
+@pytest.mark.slow
+def test_on_a_fresh_home_the_post_release_base_is_named_fetched_and_shown(tmp_path, monkeypatch):
+    """issue 29: with an empty PATCHKIT_HOME the diff made for 0.5.15.post1 was said to be made for
+    "0.5.15 (21/27 files)": post releases were never fetched to name the base, nor shown by matrix."""
+    monkeypatch.setenv("PATCHKIT_HOME", str(tmp_path / "home"))
+    path = field_diff("0.5.15.post1").write(tmp_path)
+    rebased = run("rebase", path, "--to", "0.5.16", "-o", tmp_path / "out.patch", "--json")
+    assert rebased.exit_code == 0, rebased.stderr
+    assert rebased.json()["from"] == ["0.5.15.post1 (30/30 files)"]
+    table = run("--patches", path, "matrix", "--from", "0.5.15", "--to", "0.5.16", "--json").json()
+    assert table["versions"] == ["0.5.15", "0.5.15.post1", "0.5.16"]
+    row = next(r for r in table["patches"] if r["id"] == FIELD_ID)
+    assert row["made_for"] == [{"version": "0.5.15.post1", "matched": 30, "total": 30}]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["0.5.16", "0.5.20"])
+def test_never_worse_than_git_apply_3way(version):
+    """Per file, on a repository made from the diff's base (its pre-image blobs) with the release's
+    files committed on top: every file `git apply --3way` applies cleanly is clean for patchkit too,
+    with the same bytes. On 0.5.20 the unit-level merge conflicted in xgrammar_backend.py and
+    communication_op.py, which git merges: the whole-file 3-way merge takes them (red without it)."""
+    from patchkit.diffs import diffpatch, unidiff
+    from patchkit.releases.pristine import WheelSource
+    from testing.diffs import git_3way_files
+    from testing.releases import HOME
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATCHKIT_HOME", str(HOME))
+        field = field_diff("0.5.15.post1")
+        source = WheelSource(version)
+        resolution = diffpatch.resolve(unidiff.parse(field.text, field.name), source.read,
+                                       python_files=source.python_files)
+        mine = {f.rel: f.after for f in resolution.files if f.how != diffpatch.ABSENT and not f.conflicts}
+        theirs = git_3way_files(field.before, {rel: source.read(rel) for rel in field.after}, field.text, "python/")
+    assert theirs and not [rel for rel in theirs if rel not in mine]
+    assert {rel: mine[rel] for rel in theirs} == theirs
+    if version == "0.5.20":
+        whole = {f.rel for f in resolution.files for u in f.units if u.detail.startswith("merged with the whole file")}
+        assert whole == {"sglang/srt/constrained/xgrammar_backend.py", "sglang/srt/distributed/communication_op.py"}
+        assert whole <= set(mine) and not whole & set(theirs)

@@ -44,3 +44,33 @@ def test_no_hashes_no_release(patchkit_home):
     text = b"".join(line for line in git_diff({REL: OLD}, {REL: NEW}).splitlines(keepends=True)
                     if not line.startswith(b"index "))
     assert release_blobs.made_for(unidiff.parse(text, "d.patch")) == []
+
+
+def test_the_base_is_named_on_any_machine_post_releases_fetched_nearest_first(patchkit_home, tmp_path):
+    """A diff made for a post release (one of its files differs from the final's) on a home that
+    holds only the final release: the index's releases are fetched nearest the partial match first,
+    the post release before the final at the same distance, until one holds every pre-image."""
+    other = "sglang/srt/z.py"
+    post_z = b"z = 2  # the post release's fix\n"
+    wheel(patchkit_home, "0.5.96", {REL: OLD, other: b"z = 1\n"})  # the final release: 1 of 2 files
+    diff = unidiff.parse(git_diff({REL: OLD, other: post_z}, {REL: NEW, other: b"z = 3\n"}), "v0.5.96.post1-sglang.patch")
+    assert [str(m) for m in release_blobs.made_for(diff)] == ["0.5.96 (1/2 files)"]
+    shelf = tmp_path / "index"  # what the package index would serve
+    shelf.mkdir()
+    wheel(shelf, "0.5.96.post1", {REL: OLD, other: post_z})
+    wheel(shelf, "0.5.97", {REL: NEW, other: b"z = 3\n"})
+    wheel(shelf, "0.5.95", {REL: OLD, other: b"z = 0\n"})
+    fetched: list[str] = []
+
+    def fetch(version: str) -> None:
+        fetched.append(version)
+        if version == "0.5.90":
+            raise release_blobs.PatchkitError("no such wheel")  # passed over
+        name = f"sglang-{version}-py3-none-any.whl"
+        os.link(shelf / "wheels" / name, patchkit_home / "wheels" / name)
+
+    candidates = ["0.5.90", "0.5.95", "0.5.96", "0.5.96.post1", "0.5.97"]
+    found = release_blobs.name_base(diff, candidates, fetch)
+    assert [str(m) for m in found] == ["0.5.96.post1 (2/2 files)"]
+    assert fetched == ["0.5.96.post1"]  # nothing further once every file is matched
+    assert release_blobs.pre_image(diff.files[1]) == post_z
