@@ -303,18 +303,22 @@ def verify(site_packages, source, python, strict, allow_skipped, url, expect_fro
 
 
 @main.command()
-@click.argument("patch", metavar="PATCH")
-@click.option("--to", "to", required=True, metavar="V", help="The release to re-make the diff against.")
+@click.argument("patch", metavar="PATCH", required=False)
+@click.option("--to", "to", metavar="V", help="The release to re-make the diff against.")
 @click.option("--from", "first", metavar="V", help="The release the diff was made against, where its index lines "
               "do not tell (default: the cached release whose files have its pre-image blob hashes).")
 @click.option("-o", "--output", "out", metavar="FILE", help="Write here instead of stdout.")
+@click.option("--tree", metavar="DIR", help="Write V's files of the rebased diff, conflict blocks and all, into "
+              "this new folder to resolve them there; then `rebase --continue DIR`.")
+@click.option("--continue", "resume", metavar="DIR", help="The finished diff from a folder `--tree` wrote, once its "
+              "conflict blocks are resolved.")
 @json_option
-def rebase(patch, to, first, out, as_json) -> None:
+def rebase(patch, to, first, out, tree, resume, as_json) -> None:
     """A diff patch re-made against release V per unit of code: same header and path prefix,
     V's blob hashes, conflicting units written with conflict markers and listed."""
     from patchkit.commands.rebase import rebase as run
 
-    _exit(lambda: run(patch, to, first, out, as_json))
+    _exit(lambda: run(patch, to, first, out, as_json, tree=tree, resume=resume))
 
 
 @main.command()

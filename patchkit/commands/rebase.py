@@ -9,12 +9,20 @@ from patchkit.releases import pristine as releases, versions
 from patchkit.commands.destination import output_file
 from patchkit.commands.patch_file import read_patch_file
 from patchkit.base.constants import EXIT_OK, EXIT_PLAN
+from patchkit.base.errors import UsageError
 from patchkit.base.util import atomic_write
 
 
-def rebase(patch: str, to: str, first: str | None, out: str | None, as_json: bool) -> int:
+def rebase(patch: str | None, to: str | None, first: str | None, out: str | None, as_json: bool,
+           tree: str | None = None, resume: str | None = None) -> int:
     from patchkit.diffs import rebase as rebasing, release_blobs
 
+    if resume is not None:
+        if patch or to or first or tree:
+            raise UsageError("--continue DIR takes no PATCH, --to, --from or --tree: the tree's record names them")
+        return _finish(Path(resume), out, as_json)
+    if not patch or not to:
+        raise UsageError("rebase needs PATCH and --to V (or --continue DIR)")
     to = versions.normalise(to, "--to")
     first = versions.normalise(first, "--from") if first else None
     path = output_file("-o", out) if out else None
@@ -28,6 +36,8 @@ def rebase(patch: str, to: str, first: str | None, out: str | None, as_json: boo
         source = releases.WheelSource(first, output.progress)
         base = lambda file: source.read(file.old_path or file.path)  # noqa: E731
     made = rebasing.rebase(diff, data, to, target.read, base, first, target.python_files)
+    if tree is not None:
+        return _tree(made, data, Path(tree), as_json)
     if path is not None:
         atomic_write(path, made.data, 0o644)
     conflicts = made.conflicts
@@ -57,4 +67,47 @@ def rebase(patch: str, to: str, first: str | None, out: str | None, as_json: boo
         output.error(f"{len(conflicts)} unit(s) conflict on SGLang {to}; resolve the <<<<<<< / >>>>>>> blocks in "
                      f"{path or 'the diff'} before applying it")
         return EXIT_PLAN
+    return EXIT_OK
+
+
+def _tree(made, data: bytes, folder: Path, as_json: bool) -> int:
+    """`--tree DIR`: V's files with the conflict blocks, to resolve there (docs/diffs.md)."""
+    from patchkit.diffs import rebase_tree
+
+    written = rebase_tree.write_tree(made, data, folder)
+    conflicts = made.conflicts
+    if as_json:
+        output.as_json({"id": made.diff.id, "to": made.to, "tree": str(folder), "files": written,
+                        "conflicts": [u.to_dict() for u in conflicts], "notes": list(made.notes)})
+        return EXIT_PLAN if conflicts else EXIT_OK
+    for note in made.notes:
+        output.note(note)
+    for unit in conflicts:
+        output.warn(f"conflict: {unit.file}:{unit.unit}: {unit.detail} (a block in {folder / unit.file})")
+    output.line(f"wrote {len(written)} file(s) of SGLang {made.to} into {folder}")
+    output.line(f"next: resolve the <<<<<<< / >>>>>>> blocks there ({len(conflicts)}), then "
+                f"`patchkit rebase --continue {folder} -o {made.diff.name}`")
+    return EXIT_PLAN if conflicts else EXIT_OK
+
+
+def _finish(folder: Path, out: str | None, as_json: bool) -> int:
+    """`--continue DIR`: the finished diff from the resolved tree."""
+    from patchkit.diffs import rebase_tree
+
+    path = output_file("-o", out) if out else None
+    record = rebase_tree.read_record(folder)
+    target = releases.WheelSource(versions.normalise(str(record["to"]), "the record's release"), output.progress)
+    done = rebase_tree.finish(folder, target.read)
+    if path is not None:
+        atomic_write(path, done.data, 0o644)
+    if as_json:
+        output.as_json({"id": done.id, "to": done.to, "path": None if path is None else str(path),
+                        "files": list(done.files), "dropped": list(done.dropped),
+                        "diff": None if path is not None else done.data.decode("utf-8", "replace")})
+        return EXIT_OK
+    if path is None:
+        output.data(done.data)
+    else:
+        output.line(f"wrote {path}: patch {done.id} for SGLang {done.to}, {len(done.files)} file(s)"
+                    + (f"; left with {done.to}'s bytes: {', '.join(done.dropped)}" if done.dropped else ""))
     return EXIT_OK

@@ -28,6 +28,7 @@ class Rebased:
     resolution: diffpatch.Resolution
     notes: tuple[str, ...] = ()
     already: tuple[str, ...] = field(default_factory=tuple)  # files that already have the change on `to`
+    changes: tuple[format_patch.FileChange, ...] = ()  # each section's file on `to` and its new bytes
 
     @property
     def conflicts(self) -> tuple[diffpatch.UnitOutcome, ...]:
@@ -68,8 +69,6 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
     """`diff` (parsed from `data`) re-made against release `to`, whose files `read` gives. `base`
     gives a file's pre-image (default: the cached release with its blob hash); `python_files`
     lists the release's Python files, where a unit that moved to another file is followed."""
-    from patchkit import __version__
-
     name = diff.name
     found_base = (base_label,) if base_label else tuple(str(m) for m in release_blobs.made_for(diff))
     resolution = diffpatch.resolve(diff, read, markers=True, pre_image=base, python_files=python_files)
@@ -108,13 +107,20 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
     if already:
         notes.append(f"{len(already)} file(s) already have the change on SGLang {to} and are left out: "
                      f"{', '.join(already)}")
-    prefix, sides = _sides(diff.prefix)
-    header, mailed = _header(data)
-    body = format_patch.git_diff(changes, prefix, sides)
-    if mailed:  # a format-patch file stays one: separator, a new diffstat, signature
-        out = header + b"---\n" + format_patch.diffstat(changes, prefix).encode() + b"\n" + body
-        out += f"-- \npatchkit {__version__}\n\n".encode()
-    else:
-        out = header + (b"\n" if header and not header.endswith(b"\n\n") else b"") + body
+    out = write_diff(data, diff.prefix, changes)
     return Rebased(diff=diff, to=to, base=found_base, data=out, resolution=resolution, notes=tuple(notes),
-                   already=tuple(already))
+                   already=tuple(already), changes=tuple(changes))
+
+
+def write_diff(data: bytes, prefix: str, changes: list[format_patch.FileChange]) -> bytes:
+    """The diff file for `changes`: the header of the input `data` kept (a format-patch file
+    stays one: separator, a new diffstat, signature), its path prefix, V's blob hashes."""
+    from patchkit import __version__
+
+    path_prefix, sides = _sides(prefix)
+    header, mailed = _header(data)
+    body = format_patch.git_diff(changes, path_prefix, sides)
+    if mailed:
+        out = header + b"---\n" + format_patch.diffstat(changes, path_prefix).encode() + b"\n" + body
+        return out + f"-- \npatchkit {__version__}\n\n".encode()
+    return header + (b"\n" if header and not header.endswith(b"\n\n") else b"") + body

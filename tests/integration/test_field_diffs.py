@@ -82,3 +82,47 @@ def test_never_worse_than_git_apply_3way(version):
         whole = {f.rel for f in resolution.files for u in f.units if u.detail.startswith("merged with the whole file")}
         assert whole == {"sglang/srt/constrained/xgrammar_backend.py", "sglang/srt/distributed/communication_op.py"}
         assert whole <= set(mine) and not whole & set(theirs)
+
+
+def _take_the_patch_side(text: bytes) -> bytes:
+    """A user's resolution of every block: a unit's merge conflict takes the patch's side; a block
+    for a change that found no place (its release side names where it was looked for) goes."""
+    import re
+
+    text = re.sub(rb"<<<<<<< release: [^\n]*\n=======\n.*?>>>>>>> patch[^\n]*\n", b"", text, flags=re.S)
+    return re.sub(rb"<<<<<<< release\n.*?=======\n(.*?)>>>>>>> patch\n", rb"\1", text, flags=re.S)
+
+
+@pytest.mark.slow
+def test_conflicts_are_resolved_in_a_tree_and_continue_writes_the_diff(tmp_path, monkeypatch, release):
+    """issue 29: the blocks in a .patch span the release's lines as `+` lines and cannot be resolved
+    by editing the diff; `rebase --tree DIR` writes V's files to resolve them as code, and
+    `rebase --continue DIR` writes the finished diff (the input's prefix, V's index lines)."""
+    from testing.checkout import checkout, git
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.17"))))
+    path = field_diff("0.5.15.post1").write(tmp_path)
+    tree = tmp_path / "tree"
+    (tmp_path / "done").mkdir()
+    out = tmp_path / "done" / path.name  # the id comes from the name
+    made = run("rebase", path, "--to", "0.5.17", "--tree", tree, "--json")
+    assert made.exit_code == 1, made.stderr
+    report = made.json()
+    assert report["conflicts"] and {c["file"] for c in report["conflicts"]} <= set(report["files"])
+    refused = run("rebase", "--continue", tree, "-o", out)
+    assert refused.exit_code == 1 and ": a conflict block is still there (<<<<<<< release)" in refused.stderr
+    assert not (out).exists()
+    for rel in report["files"]:
+        (tree / rel).write_bytes(_take_the_patch_side((tree / rel).read_bytes()))
+    done = run("rebase", "--continue", tree, "-o", out)
+    assert done.exit_code == 0, done.stderr
+    text = (out).read_text()
+    assert "\ndiff --git a/python/sglang/" in "\n" + text and "<<<<<<<" not in text
+    site = release("0.5.17", extra=tuple(report["files"]))
+    assert git(checkout(site, tmp_path / "repo"), "apply", "--check", out, check=False).returncode == 0
+    found = {p["id"]: p for p in run("--patches", out, "status", "--site-packages", site,
+                                     "--json").json()["patches"]}
+    assert found[FIELD_ID]["state"] == "pending", found[FIELD_ID]
+    # Usage: a used tree is not overwritten; --continue takes the tree alone.
+    assert run("rebase", path, "--to", "0.5.17", "--tree", tree).exit_code == 2
+    assert run("rebase", path, "--continue", tree).exit_code == 2

@@ -1,0 +1,113 @@
+"""The working-tree route for a rebase's conflicts: `rebase --tree DIR` writes release V's files of
+the rebased diff (each section's file, with its conflict blocks) into DIR, under their package
+paths, and a record of the rebase (`.patchkit-rebase.json`); the user resolves the blocks there
+with any editor; `rebase --continue DIR` turns the files back into the finished diff: the input's
+header and path prefix, V's blob hashes, a section per file that differs from V's.
+
+A conflict block in a .patch file spans the release's lines as `+` lines and cannot be resolved
+by editing the diff; in the tree it is plain code. `finish` is what `bump --continue` reuses per patch.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchkit.base.errors import PlanError, UsageError
+from patchkit.base.util import atomic_write
+from patchkit.diffs import format_patch
+from patchkit.diffs.rebase import Rebased, write_diff
+
+RECORD = ".patchkit-rebase.json"
+SCHEMA = 1
+_LIMIT = 64 << 20  # bytes: the record holds the input's header, not its hunks
+_MARKER = re.compile(rb"^(<<<<<<< release|=======$|>>>>>>> patch)", re.M)
+
+
+@dataclass(frozen=True)
+class Finished:
+    id: str
+    to: str
+    name: str  # the input diff's file name
+    data: bytes  # the finished diff
+    files: tuple[str, ...]  # the sections written
+    dropped: tuple[str, ...]  # files of the tree left with V's bytes (no section)
+
+
+def write_tree(made: Rebased, data: bytes, folder: Path) -> list[str]:
+    """V's files of the rebased diff with their conflict blocks, and the record; the files written.
+    `folder` must be empty or not exist (nothing of the user's is overwritten)."""
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UsageError(f"--tree {folder}: not an empty folder; name a new one (nothing of yours is overwritten)")
+    written = []
+    for change in made.changes:
+        if change.after is None:
+            continue  # a file the diff deletes: nothing to edit
+        path = folder / change.rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, change.after, 0o644)
+        written.append(change.rel)
+    record = {"schema": SCHEMA, "id": made.diff.id, "name": made.diff.name, "to": made.to,
+              "prefix": made.diff.prefix, "header": base64.b64encode(data[:_header_end(data)]).decode(),
+              "files": {c.rel: c.before is not None for c in made.changes}}
+    atomic_write(folder / RECORD, json.dumps(record, indent=1).encode(), 0o644)
+    return written
+
+
+def _header_end(data: bytes) -> int:
+    from patchkit.diffs import unidiff
+    from patchkit.diffs.units import split_lines
+
+    lines = split_lines(data)
+    end = next((i for i in range(len(lines)) if unidiff._is_file_start(lines, i)), len(lines))
+    return sum(len(line) for line in lines[:end])
+
+
+def read_record(folder: Path) -> dict:
+    from patchkit.base.util import read_regular
+
+    path = folder / RECORD
+    try:
+        record = json.loads(read_regular(path, _LIMIT))
+    except FileNotFoundError:
+        raise UsageError(f"--continue {folder}: no {RECORD} there (write the tree with `patchkit rebase PATCH "
+                         "--to V --tree DIR`)") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--continue {folder}: {RECORD} cannot be read ({exc})") from None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA or not isinstance(record.get("files"), dict):
+        raise UsageError(f"--continue {folder}: {RECORD} is not a rebase record patchkit wrote")
+    return record
+
+
+def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
+    """The finished diff from a resolved tree (`read`: release V's pristine files). A file still
+    holding a conflict marker line is refused, naming the file and line."""
+    record = read_record(folder)
+    changes: list[format_patch.FileChange] = []
+    dropped: list[str] = []
+    for rel, existed in record["files"].items():
+        path = folder / rel
+        if not path.is_file():
+            dropped.append(rel)  # deleted from the tree: the user dropped that change
+            continue
+        now = path.read_bytes()
+        marker = _MARKER.search(now)
+        if marker:
+            line = now.count(b"\n", 0, marker.start()) + 1
+            raise PlanError(f"{path}:{line}: a conflict block is still there ({marker.group().decode()}); resolve "
+                            "it (make the change where the code is, delete the marker lines), then run "
+                            f"`patchkit rebase --continue {folder}` again")
+        before = read(rel) if existed else None
+        if now == before:
+            dropped.append(rel)
+            continue
+        changes.append(format_patch.FileChange(rel, before, now))
+    if not changes:
+        raise PlanError(f"--continue {folder}: every file has SGLang {record['to']}'s bytes; nothing to write")
+    header = base64.b64decode(record["header"])
+    return Finished(record["id"], record["to"], record["name"], write_diff(header, record["prefix"], changes),
+                    tuple(c.rel for c in changes), tuple(dropped))
