@@ -65,8 +65,18 @@ def server_info_url(url: str) -> str:
     """The URL to GET (credentials and all: echo it only through `redacted`)."""
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"--url {redacted(url)!r}: give an http:// or https:// URL of the server (e.g. http://127.0.0.1:30000)")
-    base = url.rstrip("/")
-    return base if base.endswith("/server_info") else base + "/server_info"
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an unclosed [IPv6 bracket
+        raise UsageError(f"--url {redacted(url)!r}: {exc}") from None
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):  # the OpenAI-compatible base URL users paste: /server_info is beside /v1
+        path = path[: -len("/v1")]
+    if not path.endswith("/server_info"):
+        path += "/server_info"
+    return urlunsplit(parts._replace(path=path))  # the query stays a query (?token=...)
 
 
 def fetch(url: str, timeout: float | None = None) -> dict:

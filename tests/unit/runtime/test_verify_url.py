@@ -18,7 +18,7 @@ import pytest
 
 from patchkit.image import dockerfile
 from testing.cli import run
-from testing.server_info import serving
+from testing.server_info import answering, serving
 
 RECORDED = json.loads((Path(__file__).parents[2] / "fixtures" / "server_info_0.5.23.json").read_text())
 
@@ -160,3 +160,41 @@ def test_an_unreachable_server_is_exit_3():
 def test_bad_input_is_exit_2(args, words):
     result = run("verify", *args)
     assert result.exit_code == 2 and words in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("given,asked", [
+    ("{base}", "/server_info"),
+    ("{base}/server_info", "/server_info"),
+    ("{base}/v1", "/server_info"),  # the OpenAI-style base URL users paste: /server_info is at the root
+    ("{base}/v1/", "/server_info"),
+    ("{base}/?token=x", "/server_info?token=x"),  # the query stays a query
+    ("{base}/v1?token=x", "/server_info?token=x"),
+    ("{base}/sglang/", "/sglang/server_info"),  # a server behind a path prefix
+    ("{base}/sglang/v1", "/sglang/server_info"),
+])
+def test_the_request_goes_to_server_info_of_the_url_given(given, asked):
+    paths: list[str] = []
+
+    def record(handler):
+        paths.append(handler.path)
+        handler.send_response(404)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    with answering(record) as (url, _):
+        result = run("verify", "--url", given.format(base=url), "--json")
+    assert paths == [asked], result.stderr
+    assert result.exit_code == 3 and result.json()["error"]["message"].startswith(f"{url}{asked.split('?')[0]}")
+
+
+def test_an_openai_base_url_verifies_the_server(tmp_path):
+    labels = labels_file(tmp_path, served_digests(RECORDED))
+    with serving(RECORDED) as url:
+        result = run("verify", "--url", url + "/v1", "--expect-from", labels, "--json")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert result.json()["url"] == f"{url}/server_info"
+
+
+def test_a_url_that_does_not_parse_is_exit_2_before_anything_is_asked():
+    result = run("verify", "--url", "http://[::1/v1", "--json")
+    assert result.exit_code == 2 and "--url 'http://[::1/v1'" in result.stderr, result.stderr
