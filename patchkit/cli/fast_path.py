@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import cast
 
 _VALUED = {"--site-packages": "site_packages", "--target": "version"}
 
@@ -53,19 +54,21 @@ def main() -> None:
     from patchkit.engine import registry
 
     registry.use_folders(())  # as the click group does without --patches ($PATCHKIT_PATCHES still counts)
-    site_packages, version, as_json = values["site_packages"], values["version"], bool(values["as_json"])
+    site_packages, version = cast("str | None", values["site_packages"]), cast("str | None", values["version"])
+    as_json = bool(values["as_json"])
+    # Only what was parsed; every other parameter keeps the command function's default, which is
+    # click's (tests/unit/cli/test_fast_path_agrees.py compares the two calls for every plain line).
     if command == "status":
         from patchkit.commands.status import status
 
         def run() -> int:
-            return status(site_packages, version, as_json, source=None, python=None)  # type: ignore[arg-type]
+            return status(site_packages=site_packages, version=version, as_json=as_json)
     else:
         from patchkit.commands.apply import apply
-        from patchkit.base.constants import DEFAULT_LOCK_TIMEOUT
 
         def run() -> int:
-            return apply(site_packages, None, version, (), (), False, False, as_json, source=None, python=None,  # type: ignore[arg-type]
-                         lock_timeout=DEFAULT_LOCK_TIMEOUT)
+            return apply(site_packages=site_packages, version=version, as_json=as_json)
+
     # As patchkit.cli.app._exit: `patchkit ... | head` ends quietly.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(error_handler.flush(error_handler.run(run, as_json)))

@@ -15,14 +15,14 @@ from patchkit.base.errors import is_environment_failure
 
 
 def apply(
-    site_packages: str | None,
-    fetch: str | None,
-    version: str | None,
-    only: tuple[str, ...],
-    skip: tuple[str, ...],
-    dry_run: bool,
-    force: bool,
-    as_json: bool,
+    site_packages: str | None = None,
+    fetch: str | None = None,
+    version: str | None = None,
+    only: tuple[str, ...] = (),
+    skip: tuple[str, ...] = (),
+    dry_run: bool = False,
+    force: bool = False,
+    as_json: bool = False,
     source: str | None = None,
     python: str | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,

@@ -9,7 +9,7 @@ from patchkit.commands.locate import locate
 from patchkit.base.constants import EXIT_OK, EXIT_PLAN
 
 
-def status(site_packages: str | None, version: str | None, as_json: bool,
+def status(site_packages: str | None = None, version: str | None = None, as_json: bool = False,
            source: str | None = None, python: str | None = None) -> int:
     target = locate(site_packages, None, version, source=source, python=python)
     statuses, warnings = decide.status(target)
