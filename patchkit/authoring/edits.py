@@ -109,11 +109,27 @@ def declared(cls: type) -> tuple[Edit, ...]:
 
 
 def prepend_to_block(node: N, new: list[cst.BaseStatement]) -> N:
-    """A compound statement (if/for/def/class) with `new` first in its body."""
+    """A compound statement (if/for/def/class) with `new` first in its body; after the docstring
+    of a def or class (before it, the docstring would be a dead string)."""
     body = getattr(node, "body", None)
     if not isinstance(body, cst.IndentedBlock):
         raise AnchorError(f"{type(node).__name__} has no indented block")
-    return node.with_changes(body=body.with_changes(body=[*new, *body.body]))
+    keep = 1 if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and body.body and _is_docstring(body.body[0]) else 0
+    return node.with_changes(body=body.with_changes(body=[*body.body[:keep], *new, *body.body[keep:]]))
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    """A first statement Python keeps as the docstring: one plain string (no f-, no b-prefix)."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)):
+        return False
+    return _plain_string(statement.body[0].value)
+
+
+def _plain_string(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.ConcatenatedString):
+        return _plain_string(value.left) and _plain_string(value.right)
+    return isinstance(value, cst.SimpleString) and not set(value.prefix.lower()) & {"b", "f"}
 
 
 def append_to_block(node: N, new: list[cst.BaseStatement]) -> N:

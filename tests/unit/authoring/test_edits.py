@@ -9,7 +9,7 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from patchkit.authoring.edits import EditError, edit
+from patchkit.authoring.edits import EditError, edit, prepend_to_block
 from patchkit.base.errors import AnchorError
 from patchkit.authoring.patch import Patch, SkipPatch
 from patchkit.authoring.template import Snippet
@@ -175,3 +175,23 @@ class WrongAnnotation(_Base):
 def test_libcst_checks_the_annotations_against_the_matcher():
     with pytest.raises(m.MatchDecoratorMismatch, match="ClassDef"):
         WrongAnnotation()
+
+
+def test_prepend_to_block_keeps_a_docstring_first():
+    # Before the docstring the inserted code would turn it into a dead string (issue 34).
+    new = [cst.parse_statement("x = 1\n")]
+
+    def prepended(source: str) -> str:
+        module = cst.parse_module(source)
+        return module.with_changes(body=[prepend_to_block(module.body[0], new)]).code
+
+    assert prepended('def f():\n    """Doc."""\n    return 1\n') == 'def f():\n    """Doc."""\n    x = 1\n    return 1\n'
+    assert prepended("class C:\n    'Doc.'\n    y = 2\n") == "class C:\n    'Doc.'\n    x = 1\n    y = 2\n"
+    assert prepended('def f():\n    """Only a docstring."""\n') == 'def f():\n    """Only a docstring."""\n    x = 1\n'
+    assert prepended('def f():\n    "a" "b" r"c"\n') == 'def f():\n    "a" "b" r"c"\n    x = 1\n'
+    # Not a docstring: no string first, an f-string or bytes (Python keeps no docstring of them),
+    # the first statement of an `if` block.
+    assert prepended("def f():\n    return 1\n") == "def f():\n    x = 1\n    return 1\n"
+    assert prepended('def f():\n    f"{y}"\n') == 'def f():\n    x = 1\n    f"{y}"\n'
+    assert prepended('def f():\n    b"raw"\n') == 'def f():\n    x = 1\n    b"raw"\n'
+    assert prepended('if y:\n    "text"\n') == 'if y:\n    x = 1\n    "text"\n'

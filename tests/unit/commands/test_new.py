@@ -71,3 +71,26 @@ def test_new_out_whose_parent_is_missing_says_so(tmp_path):
     result = run("new", "x-y", "--target", "sglang/a.py", "--out", tmp_path / "afile")
     assert result.exit_code == 2 and "afile is not a folder" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_the_new_patch_puts_its_fix_after_the_methods_docstring(tmp_path, monkeypatch):
+    # The template's fix goes first in the method's body, and a docstring stays the docstring.
+    import importlib
+    import textwrap
+
+    import libcst as cst
+
+    folder = tmp_path / "acme_doc"
+    assert run("new", "doc-kept", "--target", "sglang/srt/x.py", "--class", "Server", "--method", "run",
+               "--out", folder).exit_code == 0
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("acme_doc.doc_kept")
+    before = textwrap.dedent('''\
+        class Server:
+            def run(self):
+                """Serve."""
+                return 1
+        ''')
+    after = module.DocKept().transform(module.TARGET, cst.parse_module(before)).code
+    body = after.split("def run(self):\n", 1)[1].splitlines()
+    assert body[0].strip() == '"""Serve."""' and body[1].strip().startswith("self._patchkit_doc_kept = True"), after
