@@ -303,7 +303,7 @@ def verify(site_packages, source, python, strict, allow_skipped, url, expect_fro
 
 
 @main.command()
-@click.argument("patch", metavar="PATCH", required=False)
+@click.argument("patch", metavar="PATCH...", nargs=-1)
 @click.option("--to", "to", metavar="V", help="The release to re-make the diff against.")
 @click.option("--from", "first", metavar="V", help="The release the diff was made against, where its index lines "
               "do not tell (default: the cached release whose files have its pre-image blob hashes).")

@@ -29,6 +29,7 @@ def list_patches(as_json: bool) -> int:
         if made_for is not None:
             row["made_for"] = [match.to_dict() for match in made_for]
             row["notes"] = list(getattr(p, "NOTES", ()))
+            row["stacked_on"] = {pid: files for pid, files in getattr(p, "STACKED_ON", {}).items()}
     if as_json:
         output.as_json({"patches": rows})
         return EXIT_OK
@@ -41,6 +42,9 @@ def list_patches(as_json: bool) -> int:
             output.line(f"    {row['drop_when']}")
         if "made_for" in row:
             output.line(f"    {release_blobs.made_for_text(row['made_for'])}")
+            for pid, files in row["stacked_on"].items():
+                output.line(f"    stacked on {pid}: its pre-image is {pid}'s post-image ({len(files)} file(s)); "
+                            f"applied after it")
             for note in row["notes"]:
                 output.line(f"    note: {note}")
         if row["runtime_switch"]:

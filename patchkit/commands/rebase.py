@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from patchkit.commands import output
 from patchkit.releases import pristine as releases, versions
@@ -13,16 +14,22 @@ from patchkit.base.errors import UsageError
 from patchkit.base.util import atomic_write
 
 
-def rebase(patch: str | None, to: str | None, first: str | None, out: str | None, as_json: bool,
+def rebase(patches: tuple[str, ...], to: str | None, first: str | None, out: str | None, as_json: bool,
            tree: str | None = None, resume: str | None = None) -> int:
     from patchkit.diffs import rebase as rebasing, release_blobs
 
     if resume is not None:
-        if patch or to or first or tree:
+        if patches or to or first or tree:
             raise UsageError("--continue DIR takes no PATCH, --to, --from or --tree: the tree's record names them")
         return _finish(Path(resume), out, as_json)
-    if not patch or not to:
+    if not patches or not to:
         raise UsageError("rebase needs PATCH and --to V (or --continue DIR)")
+    if len(patches) > 1:
+        if first or tree or not out:
+            raise UsageError("several PATCHes (a stack) take -o DIR, a folder each rebased diff is written into "
+                             "under its own name; --from and --tree take one PATCH")
+        return _stack(list(patches), versions.normalise(to, "--to"), Path(out), as_json)
+    patch = patches[0]
     to = versions.normalise(to, "--to")
     first = versions.normalise(first, "--from") if first else None
     path = output_file("-o", out) if out else None
@@ -110,4 +117,49 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
     else:
         output.line(f"wrote {path}: patch {done.id} for SGLang {done.to}, {len(done.files)} file(s)"
                     + (f"; left with {done.to}'s bytes: {', '.join(done.dropped)}" if done.dropped else ""))
+    return EXIT_OK
+
+
+def _stack(patches: list[str], to: str, folder: Path, as_json: bool) -> int:
+    """Several diffs (a stack): each re-made against V, one stacked on another onto the other's
+    rebased files (`rebase.rebase_stack`), written into DIR under its own file name."""
+    from patchkit.diffs import rebase as rebasing, release_blobs
+
+    if not folder.is_dir():
+        raise UsageError(f"-o {folder}: not a folder (several PATCHes are written into a folder)")
+    items = []
+    for patch in patches:
+        data = read_patch_file(patch)
+        items.append((rebasing.load(data, Path(patch).name), data))
+    target = releases.WheelSource(to, output.progress)
+    from patchkit.diffs import stacks
+
+    for diff, _ in items:  # the base of each diff not made on top of another one of them
+        if not any(stacks.shared_files(diff, other) for other, _ in items if other is not diff):
+            release_blobs.find_base(diff, to, output.progress)
+    rows: list[dict[str, Any]] = []
+    conflicts = 0
+    for pid, made in rebasing.rebase_stack(items, to, target.read, target.python_files):
+        if isinstance(made, str):
+            rows.append({"id": pid, "path": None, "conflicts": [], "notes": [made]})
+            continue
+        path = folder / made.diff.name
+        atomic_write(path, made.data, 0o644)
+        conflicts += len(made.conflicts)
+        rows.append({"id": pid, "path": str(path), "from": list(made.base), "counts": made.resolution.counts(),
+                     "conflicts": [u.to_dict() for u in made.conflicts], "notes": list(made.notes)})
+    if as_json:
+        output.as_json({"to": to, "patches": rows})
+        return EXIT_PLAN if conflicts else EXIT_OK
+    for row in rows:
+        for note in row["notes"]:
+            output.note(note)
+        for unit in row["conflicts"]:
+            output.warn(f"conflict: {row['id']}: {unit['file']}:{unit['unit']}: {unit['detail']}")
+        if row["path"]:
+            output.line(f"wrote {row['path']}: patch {row['id']} re-made against SGLang {to} "
+                        f"(from {', '.join(row['from']) or 'an unknown base'})")
+    if conflicts:
+        output.error(f"{conflicts} unit(s) conflict on SGLang {to}; resolve the blocks before applying")
+        return EXIT_PLAN
     return EXIT_OK

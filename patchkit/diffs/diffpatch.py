@@ -590,6 +590,8 @@ class DiffPatch(Patch):
     DIFF: ClassVar[DiffPatchFile]
     SOURCE: ClassVar[Path]
     NOTES: ClassVar[tuple[str, ...]] = ()
+    # {id of a loaded diff it is stacked on: the files} (told from the index hashes, `stacks`).
+    STACKED_ON: ClassVar[dict[str, list[str]]] = {}
 
     def __init__(self) -> None:
         super().__init__()
@@ -765,6 +767,22 @@ class DiffPatch(Patch):
         if found.how in (CREATED, DELETED):
             return found.after
         return tree if found.after is None else found.after
+
+
+def order_stacks(classes: list[type[DiffPatch]]) -> None:
+    """A diff stacked on another loaded diff (its pre-image blobs are the other's post-image
+    blobs, `stacks`) comes after it on their shared files, as `Patchkit-After:` would say."""
+    from patchkit.diffs import release_blobs, stacks
+
+    def made_for_a_release(diff: DiffPatchFile) -> bool:
+        best = release_blobs.made_for(diff)
+        return bool(best) and best[0].matched == best[0].total
+
+    found = stacks.stacked_on({cls.ID: cls.DIFF for cls in classes}, made_for_a_release)
+    for cls in classes:
+        under = found.get(cls.ID, {})
+        cls.STACKED_ON = under
+        cls.STACK_AFTER = tuple(dict.fromkeys([*cls.DIFF.after, *under]))
 
 
 def patch_class(path: Path, origin: str, diff: DiffPatchFile | None = None) -> type[DiffPatch]:

@@ -10,7 +10,7 @@ against a tree that was not a release).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from patchkit.diffs import diffpatch, format_patch, release_blobs, unidiff
@@ -124,3 +124,58 @@ def write_diff(data: bytes, prefix: str, changes: list[format_patch.FileChange])
         out = header + b"---\n" + format_patch.diffstat(changes, path_prefix).encode() + b"\n" + body
         return out + f"-- \npatchkit {__version__}\n\n".encode()
     return header + (b"\n" if header and not header.endswith(b"\n\n") else b"") + body
+
+
+def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callable[[str], bytes | None],
+                 python_files: Callable[[], list[str]] | None = None) -> list[tuple[str, Rebased | str]]:
+    """Diffs re-made against `to` in stack order (`stacks`): one stacked on another is rebased
+    onto the other's rebased files (its pre-image: the other's post-image), so the rebased diffs
+    stack again (the upper's index lines are the lower's new post-image blobs). Where the lower
+    one conflicts in a shared file, the upper is rebased on `to`'s file there (and says so)."""
+    from patchkit.diffs import stacks
+
+    diffs = {diff.id: diff for diff, _ in items}
+    raw = {diff.id: data for diff, data in items}
+
+    def made_for_a_release(diff: DiffPatchFile) -> bool:
+        best = release_blobs.made_for(diff)
+        return bool(best) and best[0].matched == best[0].total
+
+    under = stacks.stacked_on(diffs, made_for_a_release)
+    done: dict[str, Rebased] = {}
+    upstream: dict[str, str] = {}
+    for pid in stacks.ordered(diffs):
+        written: dict[str, bytes] = {}  # the rebased lower diffs' files, clean ones only
+        post: dict[str, bytes] = {}  # the lower diffs' own post-images
+        notes: list[str] = []
+        for lower in under.get(pid, {}):
+            if lower not in done:
+                continue
+            conflicted = {u.file for u in done[lower].conflicts}
+            for change in done[lower].changes:
+                if change.after is not None and change.rel not in conflicted:
+                    written[change.rel] = change.after
+                elif change.rel in conflicted:
+                    notes.append(f"{change.rel}: {lower} conflicts there on SGLang {to}; {pid} is rebased on the "
+                                 f"release's file (rebase it again once {lower} is resolved)")
+            for file in diffs[lower].files:
+                pre = release_blobs.pre_image(file)
+                patched = None if pre is None else diffpatch.apply_hunks(pre, file.hunks)
+                if patched is not None:
+                    post[file.path] = patched
+        def read_on(rel: str, written: dict[str, bytes] = written) -> bytes | None:
+            return written[rel] if rel in written else read(rel)
+
+        def base_of(file: FileDiff, post: dict[str, bytes] = post) -> bytes | None:
+            return post.get(file.path) or release_blobs.pre_image(file)
+
+        label = ", ".join(f"{lower}'s post-image" for lower in under.get(pid, {})) or None
+        try:
+            made = rebase(diffs[pid], raw[pid], to, read_on, base_of, label, python_files)
+        except PlanError as exc:
+            if "already has the change" not in str(exc):
+                raise
+            upstream[pid] = str(exc)
+            continue
+        done[pid] = replace(made, notes=(*made.notes, *notes))
+    return [(pid, done.get(pid) or upstream[pid]) for pid in stacks.ordered(diffs)]

@@ -286,6 +286,10 @@ def load_all() -> list[type[Patch]]:
         if getattr(patch_cls, "ID", None) != pid:
             raise PatchkitError(f"{where} declares id {getattr(patch_cls, 'ID', None)!r}; the file name says {pid!r}")
         found.append(patch_cls)
+    if any(is_diff(cls.ID) for cls in found):
+        from patchkit.diffs.diffpatch import order_stacks
+
+        order_stacks([cls for cls in found if is_diff(cls.ID)])  # type: ignore[misc]
     return found
 
 

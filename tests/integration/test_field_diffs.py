@@ -126,3 +126,30 @@ def test_conflicts_are_resolved_in_a_tree_and_continue_writes_the_diff(tmp_path,
     # Usage: a used tree is not overwritten; --continue takes the tree alone.
     assert run("rebase", path, "--to", "0.5.17", "--tree", tree).exit_code == 2
     assert run("rebase", path, "--continue", tree).exit_code == 2
+
+
+@pytest.mark.slow
+def test_a_stack_is_seen_ordered_and_rebased_together(tmp_path, monkeypatch, release):
+    """issue 29: two of the field's patches are stacked on a third (their pre-image blobs are its
+    post-image blobs): they were ordered by id and nothing said so. `list` says it, and `rebase`
+    of the set rebases the upper diff onto the rebased lower one: on 0.5.16 both apply, in order."""
+    from testing.checkout import checkout, git
+    from testing.field_diffs import stacked_diff
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.16"))))
+    folder = tmp_path / "set"
+    folder.mkdir()
+    lower, upper = field_diff("0.5.15.post1").write(folder), stacked_diff("0.5.15.post1").write(folder)
+    listed = {p["id"]: p for p in run("--patches", folder, "list", "--json").json()["patches"]}
+    assert set(listed[FIELD_ID + "-extra"]["stacked_on"]) == {FIELD_ID}
+    assert "stacked on " + FIELD_ID in run("--patches", folder, "list").stdout
+    out = tmp_path / "out"
+    out.mkdir()
+    made = run("rebase", upper, lower, "--to", "0.5.16", "-o", out, "--json")
+    assert made.exit_code == 0, made.stderr
+    assert [row["id"] for row in made.json()["patches"]] == [FIELD_ID, FIELD_ID + "-extra"]  # the stack's order
+    site = release("0.5.16", extra=tuple(field_diff("0.5.15.post1").after))
+    repo = checkout(site, tmp_path / "repo")
+    for name in (lower.name, upper.name):  # the rebased upper applies on top of the rebased lower
+        applied = git(repo, "apply", out / name, check=False)
+        assert applied.returncode == 0, (name, applied.stderr)
