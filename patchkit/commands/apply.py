@@ -138,5 +138,5 @@ def _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress: 
     elif not acted:
         output.line(f"nothing to apply; added the runtime report ({len(plan.writes)} file(s) in {plan.target.runtime_dir})")
     else:
-        output.line(f"patched {len(plan.writes)} file(s)")
+        output.line(f"patched {len(plan.sglang_writes)} file(s)")
     return EXIT_OK

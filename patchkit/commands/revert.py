@@ -86,5 +86,5 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
         output.line(f"  reverted        {pid}")
     report.kept(target.site, plan.lost, kept)
     if plan.writes:
-        output.line(f"restored {len(plan.writes)} file(s)")
+        output.line(f"restored {len(plan.sglang_writes)} file(s)")
     return EXIT_OK

@@ -37,6 +37,13 @@ class Plan:
     def changes_files(self) -> bool:
         return bool(self.writes)
 
+    @property
+    def sglang_writes(self) -> tuple[FileWrite, ...]:
+        """The writes of SGLang's files, not of the runtime report's beside them (what `apply`
+        and `revert` count)."""
+        report = {*(self.old_state.runtime if self.old_state else ()), *(self.new_state.runtime if self.new_state else ())}
+        return tuple(w for w in self.writes if w.rel not in report)
+
     def diff(self) -> str:
         return "".join(unified_diff(w.rel, w.before, w.after) for w in self.writes)
 
