@@ -287,8 +287,10 @@ def load(site: Path) -> State | None:
         raise StateError(f"{path} is corrupt (not JSON); nothing was written (restore it, or reinstall SGLang "
                          f"and remove {state_dir(site)})") from None
     state = State.from_dict(data, str(path))
-    for rel, record in state.files.items():
-        if record.pristine is None and rel in _release_files(site):
+    added = [rel for rel, record in state.files.items() if record.pristine is None]
+    release = _release_files(site) if added else set()  # read once, only when a record claims an added file
+    for rel in added:
+        if rel in release:
             raise StateError(f"{path} is not a valid patchkit state file: it records {rel}, a file of the SGLang "
                              f"release, as added by patchkit; nothing was written")
     return state

@@ -189,6 +189,26 @@ def test_a_release_file_recorded_as_added_is_refused(tree):
         state_mod.load(tree.site)
 
 
+def test_the_release_record_is_read_once_however_many_files_patchkit_added(tree, monkeypatch):
+    # Each file recorded as added is checked against the release's RECORD: read once per load,
+    # not once per added file (a diff creating many files made `status` re-read it for each).
+    state = sample()
+    state.files.update({f"sglang/added_{n}.py": FileRecord(pristine=None, patched=H2, patches=[FIX], digests={FIX: H3})
+                        for n in range(20)})
+    state_mod.save(tree.site, state)
+    reads: list[str] = []
+    real = Path.read_text
+
+    def counted(path: Path, *args, **kwargs) -> str:
+        if path.name == "RECORD":
+            reads.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    assert state_mod.load(tree.site) == state
+    assert len(reads) == 1, len(reads)
+
+
 def test_each_refusal_is_a_real_one():
     """The valid sample passes the very checks the refusals fail (so each refusal tests one thing)."""
     state_mod.State.from_dict(copy.deepcopy(sample().to_dict()), "sample")
