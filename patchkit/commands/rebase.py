@@ -42,7 +42,7 @@ def rebase(patches: tuple[str, ...], to: str | None, first: str | None, out: str
     if first:
         source = releases.WheelSource(first, output.progress)
         base = lambda file: source.read(file.old_path or file.path)  # noqa: E731
-    made = rebasing.rebase(diff, data, to, target.read, base, first, target.python_files)
+    made = rebasing.rebase(diff, data, to, target.read, base, first, target.python_files, target.package_files)
     if tree is not None:
         return _tree(made, data, Path(tree), as_json)
     if path is not None:
@@ -139,7 +139,7 @@ def _stack(patches: list[str], to: str, folder: Path, as_json: bool) -> int:
             release_blobs.find_base(diff, to, output.progress)
     rows: list[dict[str, Any]] = []
     conflicts = 0
-    for pid, made in rebasing.rebase_stack(items, to, target.read, target.python_files):
+    for pid, made in rebasing.rebase_stack(items, to, target.read, target.python_files, target.package_files):
         if isinstance(made, str):
             rows.append({"id": pid, "path": None, "conflicts": [], "notes": [made]})
             continue

@@ -23,6 +23,7 @@ A diff is one change: one conflicting unit and the patch is `failed`, naming eac
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -539,12 +540,15 @@ def _moved(name: str, ours: dict[str, bytes]) -> str | None:
 
 def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: bool = False,
             pre_image: Callable[[FileDiff], bytes | None] | None = None,
-            python_files: Callable[[], list[str]] | None = None) -> Resolution:
+            python_files: Callable[[], list[str]] | None = None,
+            package_files: Callable[[], list[str]] | None = None) -> Resolution:
     """The diff on the files `read` gives (rel -> bytes, None when absent): per file the new
     bytes (with conflict markers for conflicting units when `markers`) and per unit its outcome.
     `pre_image` gives a file's pre-image (default: the cached release with its blob hash).
     `python_files` lists the package's Python files: a changed unit that moved to one of them
-    (not a file of the diff) is patched there, a file of its own in the resolution."""
+    (not a file of the diff) is patched there, a file of its own in the resolution.
+    `package_files` lists all its files: a file of the diff the release does not have whose folder
+    moved (`relocated`: the same name, near-identical bytes) is resolved where it is now."""
     from patchkit.diffs import release_blobs
 
     find_base = pre_image or release_blobs.pre_image
@@ -553,8 +557,20 @@ def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: b
     if python_files is not None:
         listing = python_files
         elsewhere = finder(lambda: [rel for rel in listing() if rel not in diff_files], read)
-    files = [resolve_file(file, target, _base(file, target, find_base), markers, elsewhere=elsewhere, follow=True)
-             for file in diff.files for target in (read(file.path),)]
+    files = []
+    for file in diff.files:
+        target = read(file.path)
+        moved_to, own = None, file.path
+        if target is None and package_files is not None and file.old_path and file.new_path:
+            moved_to = relocated(file, package_files, read, find_base, diff_files)
+        if moved_to is not None:
+            file = dataclasses.replace(file, old_path=moved_to, new_path=moved_to)
+            target = read(moved_to)
+        found = resolve_file(file, target, _base(file, target, find_base), markers, elsewhere=elsewhere, follow=True)
+        if moved_to is not None:
+            found = dataclasses.replace(found, notes=(*found.notes, f"moved: {moved_to} is where this release has "
+                                        f"{own} (its folder moved)"))
+        files.append(found)
     edits: dict[str, dict[str, bytes]] = {}
     for found in files:
         for other, name, form in found.elsewhere:
@@ -564,6 +580,36 @@ def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: b
         moved = tuple(u for f in files for u in f.units if u.file == other)
         files.append(FileResolution(other, PER_UNIT, data, _with_units(data, replace), moved))
     return Resolution(tuple(files), diff.notes)
+
+
+SIMILAR = 0.8  # how much of a file's pre-image must be in its namesake for the folder to have moved
+
+
+def relocated(file: FileDiff, package_files: Callable[[], list[str]], read: Callable[[str], bytes | None],
+              find: Callable[[FileDiff], bytes | None], taken: set[str]) -> str | None:
+    """Where a file of the diff is in a release that moved its folder (0.5.17's `sglang/jit_kernel/`
+    -> `sglang/kernels/jit/`): the one file of the same name elsewhere in the package (not a file of
+    the diff) that holds its pre-image (blob hash), or whose lines are at least SIMILAR the
+    pre-image's, or, without a pre-image, on which its hunks apply; any file kind."""
+    import difflib
+
+    name = file.path.rsplit("/", 1)[-1]
+    namesakes = [rel for rel in package_files() if rel.rsplit("/", 1)[-1] == name and rel not in taken]
+    if not namesakes:
+        return None
+    pre = find(file)
+    found = []
+    for rel in namesakes:
+        data = read(rel)
+        if data is None:
+            continue
+        if pre is not None and (data == pre or difflib.SequenceMatcher(
+                None, units_mod.split_lines(pre), units_mod.split_lines(data), autojunk=False).ratio() >= SIMILAR):
+            found.append(rel)
+        elif pre is None and (apply_hunks(data, file.hunks) is not None or
+                              apply_hunks(data, file.hunks, reverse=True) is not None):
+            found.append(rel)
+    return found[0] if len(found) == 1 else None
 
 
 def _base(file: FileDiff, target: bytes | None, find: Callable[[FileDiff], bytes | None]) -> Callable[[], bytes | None]:

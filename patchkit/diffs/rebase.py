@@ -65,13 +65,15 @@ def load(data: bytes, name: str) -> DiffPatchFile:
 
 def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], bytes | None],
            base: Callable[[FileDiff], bytes | None] | None = None, base_label: str | None = None,
-           python_files: Callable[[], list[str]] | None = None) -> Rebased:
+           python_files: Callable[[], list[str]] | None = None,
+           package_files: Callable[[], list[str]] | None = None) -> Rebased:
     """`diff` (parsed from `data`) re-made against release `to`, whose files `read` gives. `base`
     gives a file's pre-image (default: the cached release with its blob hash); `python_files`
     lists the release's Python files, where a unit that moved to another file is followed."""
     name = diff.name
     found_base = (base_label,) if base_label else tuple(str(m) for m in release_blobs.made_for(diff))
-    resolution = diffpatch.resolve(diff, read, markers=True, pre_image=base, python_files=python_files)
+    resolution = diffpatch.resolve(diff, read, markers=True, pre_image=base, python_files=python_files,
+                                   package_files=package_files)
     notes = list(diff.notes)
     changes: list[format_patch.FileChange] = []
     already: list[str] = []
@@ -127,7 +129,8 @@ def write_diff(data: bytes, prefix: str, changes: list[format_patch.FileChange])
 
 
 def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callable[[str], bytes | None],
-                 python_files: Callable[[], list[str]] | None = None) -> list[tuple[str, Rebased | str]]:
+                 python_files: Callable[[], list[str]] | None = None,
+                 package_files: Callable[[], list[str]] | None = None) -> list[tuple[str, Rebased | str]]:
     """Diffs re-made against `to` in stack order (`stacks`): one stacked on another is rebased
     onto the other's rebased files (its pre-image: the other's post-image), so the rebased diffs
     stack again (the upper's index lines are the lower's new post-image blobs). Where the lower
@@ -171,7 +174,7 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
 
         label = ", ".join(f"{lower}'s post-image" for lower in under.get(pid, {})) or None
         try:
-            made = rebase(diffs[pid], raw[pid], to, read_on, base_of, label, python_files)
+            made = rebase(diffs[pid], raw[pid], to, read_on, base_of, label, python_files, package_files)
         except PlanError as exc:
             if "already has the change" not in str(exc):
                 raise

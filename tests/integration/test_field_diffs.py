@@ -153,3 +153,27 @@ def test_a_stack_is_seen_ordered_and_rebased_together(tmp_path, monkeypatch, rel
     for name in (lower.name, upper.name):  # the rebased upper applies on top of the rebased lower
         applied = git(repo, "apply", out / name, check=False)
         assert applied.returncode == 0, (name, applied.stderr)
+
+
+@pytest.mark.slow
+def test_a_cuh_whose_folder_moved_is_rebased_where_it_is_now(tmp_path, monkeypatch):
+    """issue 29: a `.cuh` of sglang/jit_kernel/ edited on 0.5.16 was a whole-file conflict with no
+    hint on 0.5.17, where the folder is sglang/kernels/jit/: it is followed by name and content."""
+    from testing.checkout import checkout, git
+    from testing.field_diffs import CUH_NEW, cuh_diff
+    from testing.releases import pristine
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.16", "0.5.17"))))
+    path = cuh_diff().write(tmp_path)
+    out = tmp_path / "out.patch"
+    made = run("rebase", path, "--to", "0.5.17", "-o", out)
+    assert made.exit_code == 0, made.stderr
+    assert f"moved: {CUH_NEW} is where this release has" in made.stderr
+    assert f"diff --git a/python/{CUH_NEW} b/python/{CUH_NEW}\n" in out.read_text()
+    site = tmp_path / "site"
+    (site / CUH_NEW).parent.mkdir(parents=True)
+    (site / CUH_NEW).write_bytes((pristine("0.5.17") / CUH_NEW).read_bytes())
+    repo = checkout(site, tmp_path / "repo")
+    applied = git(repo, "apply", out, check=False)
+    assert applied.returncode == 0, applied.stderr
+    assert (repo / "python" / CUH_NEW).read_bytes() == (pristine("0.5.18") / CUH_NEW).read_bytes()

@@ -60,10 +60,12 @@ def _check(field: FieldDiff, version: str) -> None:
     diff = unidiff.parse(field.text, field.name)
     source = releases.WheelSource(version)
     try:
-        made = rebase.rebase(diff, field.text, version, source.read, python_files=source.python_files)
+        made = rebase.rebase(diff, field.text, version, source.read, python_files=source.python_files,
+                             package_files=source.package_files)
     except PlanError as exc:  # the release already has the whole change: proved per file
         assert "already has the change" in str(exc)
-        resolution = diffpatch.resolve(diff, source.read, python_files=source.python_files)
+        resolution = diffpatch.resolve(diff, source.read, python_files=source.python_files,
+                                       package_files=source.package_files)
         assert all(f.upstream for f in resolution.files), [f.rel for f in resolution.files if not f.upstream]
         return
     sections = {line.split(b" b/python/", 1)[1].decode() for line in made.data.splitlines()
@@ -71,10 +73,11 @@ def _check(field: FieldDiff, version: str) -> None:
     written = _rebased_lines(made.data)
     missing: list[str] = []
     for file in diff.files:
-        resolved = next(f for f in made.resolution.files if f.rel == file.path)
+        resolved = next((f for f in made.resolution.files if f.rel == file.path), None) or next(
+            f for f in made.resolution.files if any(f"has {file.path} (its folder moved)" in n for n in f.notes))
         if not resolved.upstream and not resolved.elsewhere:
-            assert file.path in sections, f"{file.path} ({resolved.how}) has no section on {version}"
-        target = source.read(file.path) or b""
+            assert resolved.rel in sections, f"{file.path} ({resolved.how}) has no section on {version}"
+        target = source.read(resolved.rel) or b""
         here = set(target.splitlines())
         for hunk in file.hunks:
             for line in hunk.lines:
