@@ -820,11 +820,7 @@ def order_stacks(classes: list[type[DiffPatch]]) -> None:
     blobs, `stacks`) comes after it on their shared files, as `Patchkit-After:` would say."""
     from patchkit.diffs import release_blobs, stacks
 
-    def made_for_a_release(diff: DiffPatchFile) -> bool:
-        best = release_blobs.made_for(diff)
-        return bool(best) and best[0].matched == best[0].total
-
-    found = stacks.stacked_on({cls.ID: cls.DIFF for cls in classes}, made_for_a_release)
+    found = stacks.stacked_on({cls.ID: cls.DIFF for cls in classes}, release_blobs.made_for_a_release)
     for cls in classes:
         under = found.get(cls.ID, {})
         cls.STACKED_ON = under

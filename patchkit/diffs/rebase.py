@@ -140,11 +140,7 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
     diffs = {diff.id: diff for diff, _ in items}
     raw = {diff.id: data for diff, data in items}
 
-    def made_for_a_release(diff: DiffPatchFile) -> bool:
-        best = release_blobs.made_for(diff)
-        return bool(best) and best[0].matched == best[0].total
-
-    under = stacks.stacked_on(diffs, made_for_a_release)
+    under = stacks.stacked_on(diffs, release_blobs.made_for_a_release)
     done: dict[str, Rebased] = {}
     upstream: dict[str, str] = {}
     for pid in stacks.ordered(diffs):

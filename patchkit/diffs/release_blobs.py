@@ -135,6 +135,12 @@ def made_for(diff: DiffPatchFile) -> list[Match]:
     return sorted((m for m in found if m.matched == best), key=lambda m: Version(m.version), reverse=True)
 
 
+def made_for_a_release(diff: DiffPatchFile) -> bool:
+    """Whether one cached release holds every file's pre-image (the diff was made on it)."""
+    best = made_for(diff)
+    return bool(best) and best[0].matched == best[0].total
+
+
 def name_base(diff: DiffPatchFile, candidates: list[str], fetch: Callable[[str], object]) -> list[Match]:
     """`made_for`, fetching (`fetch(version)`: download its wheel into the cache) releases of
     `candidates` (the index's, post releases included, oldest first) that are not cached, until one
