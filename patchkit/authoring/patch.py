@@ -23,14 +23,10 @@ from typing import Any, Callable, ClassVar
 
 import libcst as cst
 
-from patchkit.authoring import matcher_import  # noqa: F401  (first: libcst.matchers at a lower cost)
+from patchkit.authoring import libcst_private  # first: libcst.matchers at a lower cost (see there)
 from patchkit.authoring.launch_trigger import Trigger  # noqa: E402
 
 import libcst.matchers as m  # noqa: E402
-from libcst.matchers._decorators import (
-    CONSTRUCTED_LEAVE_MATCHER_ATTR, CONSTRUCTED_VISIT_MATCHER_ATTR, VISIT_NEGATIVE_MATCHER_ATTR, VISIT_POSITIVE_MATCHER_ATTR,
-)
-from libcst.matchers._visitors import _check_types
 from packaging.specifiers import SpecifierSet
 
 from patchkit.authoring.anchor import Anchor, derive
@@ -102,12 +98,13 @@ class _Hooks:
         self.requires: dict[str, tuple[int, ...]] = {}  # per method: gates that must hold
         self.forbids: dict[str, tuple[int, ...]] = {}  # and gates that must not
         for name, value in sorted(members.items()):
-            for matcher in getattr(value, CONSTRUCTED_VISIT_MATCHER_ATTR, ()):
+            visits, leaves, inside, not_inside = libcst_private.decorations(value)
+            for matcher in visits:
                 self.visit[matcher] = (*self.visit.get(matcher, ()), name)
-            for matcher in getattr(value, CONSTRUCTED_LEAVE_MATCHER_ATTR, ()):
+            for matcher in leaves:
                 self.leave[matcher] = (*self.leave.get(matcher, ()), name)
-            self.requires[name] = tuple(gates.setdefault(g, len(gates)) for g in getattr(value, VISIT_POSITIVE_MATCHER_ATTR, ()))
-            self.forbids[name] = tuple(gates.setdefault(g, len(gates)) for g in getattr(value, VISIT_NEGATIVE_MATCHER_ATTR, ()))
+            self.requires[name] = tuple(gates.setdefault(g, len(gates)) for g in inside)
+            self.forbids[name] = tuple(gates.setdefault(g, len(gates)) for g in not_inside)
         self.gates = tuple(gates)
         types = {matcher: _node_types(matcher) for matcher in (*self.visit, *self.leave, *self.gates)}
         # Every matcher names a statement: the pass never needs to look inside an expression.
@@ -228,13 +225,12 @@ class Patch(m.MatcherDecoratableTransformer):
         # What MatcherDecoratableTransformer.__init__ sets up, from the class's hooks.
         cst.CSTTransformer.__init__(self)
         hooks = self._HOOKS
-        self._extra_visit_funcs = {matcher: tuple(getattr(self, name) for name in names) for matcher, names in hooks.visit.items()}
-        self._extra_leave_funcs = {matcher: tuple(getattr(self, name) for name in names) for matcher, names in hooks.leave.items()}
-        self._matchers = dict.fromkeys(hooks.gates)
-        if not hooks.checked:  # the decorated methods' annotations fit their matchers (libcst's check)
-            _check_types(self._extra_visit_funcs, "visit", expected_param_count=1, expected_none_return=True)
-            _check_types(self._extra_leave_funcs, "leave", expected_param_count=2, expected_none_return=False)
-            hooks.checked = True
+        libcst_private.set_up(
+            self,
+            {matcher: [getattr(self, name) for name in names] for matcher, names in hooks.visit.items()},
+            {matcher: [getattr(self, name) for name in names] for matcher, names in hooks.leave.items()},
+            hooks.gates, check=not hooks.checked)  # the decorated methods' annotations, once per class
+        hooks.checked = True
         self._statements_only = hooks.statements_only
         self._rebuilt: list[cst.CSTNode] = []
         self._inside: list[cst.CSTNode | None] = [None] * len(hooks.gates)
@@ -403,7 +399,7 @@ class Patch(m.MatcherDecoratableTransformer):
         if self.is_applied(path, tree):
             return tree
         self.path, self.fired = path, {}
-        self._matchers = dict.fromkeys(self._matchers)  # not inside anything yet
+        libcst_private.leave_every_gate(self)  # not inside anything yet
         self._inside = [None] * len(self._HOOKS.gates)
         self._rebuilt = []
         try:

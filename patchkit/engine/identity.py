@@ -31,6 +31,7 @@ from patchkit.base.util import atomic_write, read_regular, sha256
 #   patch.py    the transform pass, its gating and the applied / skip decisions;
 #   anchor.py   the classes a patch works in, and the SCOPE / PARTS / MARKS derived from them;
 #   edits.py    the @edit callbacks and the block helpers that build the new nodes;
+#   libcst_private.py the libcst names the pass reads its edits' matchers and gates through;
 #   template.py snippets: the code a patch inserts, as filled in;
 #   runtime_switch.py the SGLANG_PATCHKIT_DISABLE test a switchable patch's snippets hold;
 #   matchers.py the shared matchers that decide where an edit lands;
@@ -44,6 +45,7 @@ from patchkit.base.util import atomic_write, read_regular, sha256
 RENDERING: dict[str, tuple[str, ...]] = {
     "authoring/anchor.py": (),
     "authoring/edits.py": (),
+    "authoring/libcst_private.py": (),
     "authoring/matchers.py": (),
     "authoring/patch.py": (),
     "authoring/runtime_switch.py": (),

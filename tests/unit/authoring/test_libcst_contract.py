@@ -1,19 +1,24 @@
-"""The private libcst names patchkit.authoring.patch builds on still mean what it takes them to mean
-(issue 22.5): the decorator attributes `@m.leave` / `@m.visit` / `@m.call_if_inside` /
-`@m.call_if_not_inside` write, `_check_types`, and the parent transformer's `_extra_visit_funcs`,
+"""The private names patchkit/authoring/libcst_private.py builds on still mean what it takes them to
+mean (issues 22.5, 34): the decorator attributes `@m.leave` / `@m.visit` / `@m.call_if_inside` /
+`@m.call_if_not_inside` write, `_check_types`, the parent transformer's `_extra_visit_funcs`,
 `_extra_leave_funcs` and `_matchers` (the expression pass, where libcst's own `on_visit` gates the
-edits). On a tiny synthetic patch, in both passes: a renamed or re-meant name fails here, loudly,
-instead of mis-gating the built-in patches' edits."""
+edits), and `dataclasses.inspect` during the first import of libcst.matchers. On a tiny synthetic
+patch, in both passes: a renamed or re-meant name fails here, loudly, instead of mis-gating the
+built-in patches' edits. tests/integration/test_libcst_releases.py runs this module on every libcst
+release pyproject.toml allows."""
 
 from __future__ import annotations
 
 import textwrap
 
+import subprocess
+import sys
+
 import libcst as cst
 import libcst.matchers as m
 import pytest
-from libcst.matchers import _decorators
 
+from patchkit.authoring import libcst_private
 from patchkit.authoring.edits import edit
 from patchkit.authoring.patch import Patch
 
@@ -78,15 +83,9 @@ class ExpressionPass(_Base):
 
 
 def test_the_decorator_attributes_hold_the_matchers_the_hooks_gather():
-    method = vars(StatementPass)["to_two"]
-
-    def held(value: object, attr: str) -> list[object]:
-        return list(getattr(value, attr))
-
-    assert held(method, _decorators.CONSTRUCTED_LEAVE_MATCHER_ATTR) == [ASSIGN_X]
-    assert held(method, _decorators.VISIT_POSITIVE_MATCHER_ATTR) == [IN_A]
-    assert held(method, _decorators.VISIT_NEGATIVE_MATCHER_ATTR) == [IN_SKIP]
-    assert held(vars(StatementPass)["seen"], _decorators.CONSTRUCTED_VISIT_MATCHER_ATTR) == [ANY_DEF]
+    assert libcst_private.decorations(vars(StatementPass)["to_two"]) == ((), (ASSIGN_X,), (IN_A,), (IN_SKIP,))
+    assert libcst_private.decorations(vars(StatementPass)["seen"]) == ((ANY_DEF,), (), (), ())
+    assert libcst_private.decorations(vars(_Base)["is_fixed_upstream"]) == ((), (), (), ())
     hooks = StatementPass._HOOKS
     assert hooks.leave == {ASSIGN_X: ("to_two",)} and hooks.visit == {ANY_DEF: ("seen",)}
     assert set(hooks.gates) == {IN_A, IN_SKIP} and hooks.statements_only
@@ -128,3 +127,16 @@ def test_check_types_still_refuses_a_callback_whose_annotation_cannot_match():
 
     with pytest.raises(Exception, match="wrong"):
         Mismatched()
+
+
+def test_matchers_are_imported_with_short_docstrings_and_dataclasses_is_left_as_it_was():
+    # In a fresh interpreter, as a command imports it: the swap lasts for the import only.
+    probe = ("import dataclasses, inspect\n"
+             "import patchkit.authoring.libcst_private\n"
+             "import libcst as cst, libcst.matchers as m\n"
+             "print(dataclasses.inspect is inspect, m.matches(cst.Name('x'), m.Name('x')), m.Name.__doc__)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    restored, matches, doc = proc.stdout.strip().split(" ", 2)
+    assert restored == "True" and matches == "True"
+    if sys.version_info < (3, 13):  # from 3.13 dataclasses writes the docstring lazily: nothing to swap
+        assert doc == "Name(...)", doc
