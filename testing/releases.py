@@ -30,8 +30,9 @@ def pristine(version: str) -> Path:
             os.environ[ENV_HOME] = saved
 
 
-def copy_release(version: str, dest: Path) -> Path:
-    """A private copy of a release for one test.
+def copy_release(version: str, dest: Path, into_existing: bool = False) -> Path:
+    """A private copy of a release for one test (`into_existing`: into a folder that is there
+    already, a venv's site-packages).
 
     Files are hard links (patchkit only ever replaces files, never writes into them), except
     Python files under sglang/srt/, which are real copies so a test may edit them in place.
@@ -45,7 +46,7 @@ def copy_release(version: str, dest: Path) -> Path:
         else:
             os.link(s, d)
 
-    shutil.copytree(src, dest, copy_function=link_or_copy)
+    shutil.copytree(src, dest, copy_function=link_or_copy, dirs_exist_ok=into_existing)
     return dest
 
 

@@ -11,7 +11,7 @@ from testing.releases import CACHE, copy_minimal, copy_release
 
 # Tests on real releases, the behaviour venv or a GPU are `slow`: `pytest -m "not slow"` is the
 # inner loop (the unit tests of the core and the before/after tests of every patch).
-_SLOW_MARKS = ("integration", "behaviour", "gpu", "faults")
+_SLOW_MARKS = ("integration", "behaviour", "gpu", "faults", "server")
 
 
 # What the tests and every child they start (pip, SGLang, torch, git) would otherwise write under

@@ -1,0 +1,291 @@
+"""A real SGLang server on this machine's CPU, for tests/server and bench/server.py.
+
+- `python_for(version, folder)`: a throwaway venv holding the pristine release (copied from the
+  tests' cache, as `pip install --no-deps` of its wheel lays it out) whose other packages come
+  from the cached server venv (`layer()`): the behaviour venv's packages (torch, transformers,
+  fastapi, uvicorn, zmq, prometheus_client...; tests/behaviour/requirements.txt) and the few more
+  the server needs (tests/server/requirements.txt), both through a `.pth` line, so nothing of the
+  6 GB behaviour venv is installed twice.
+- `make_model(python, dest)`: the tiny random-weight Llama of testing/tiny_model.py.
+- `start(...)`: `python -m sglang.launch_server` on 127.0.0.1 on a free port, with the CPU engine,
+  the torch-native attention backend, no CUDA graphs, no warm-up, a small KV pool and metrics;
+  returns once `/health` answers. The only stand-in is testing/sgl_kernel_standin (first on
+  PYTHONPATH): the index's compiled `sgl_kernel` is a CUDA build.
+- `Server.stop()`: stops every process of the server by PID (each carries a marker in its
+  environment, so children that outlive the launcher are found too) and raises if one is left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+import venv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from testing import behaviour
+from testing.releases import CACHE, REPO, copy_release
+
+REQUIREMENTS = REPO / "tests" / "server" / "requirements.txt"
+STANDIN = REPO / "testing" / "sgl_kernel_standin"
+KERNEL_LOG = "PATCHKIT_SGL_KERNEL_LOG"  # read by the stand-in (testing/sgl_kernel_standin)
+MARKER = "PATCHKIT_TEST_SERVER"  # in the environment of every process of a server started here
+START_TIMEOUT = 900.0  # seconds to healthy: 20-45 s on a quiet 2-core machine, minutes under load
+# Set by whoever starts the server, never inherited from the tests' own environment.
+_NOT_INHERITED = ("PYTHONPATH", "SGLANG_PLUGINS", "SGLANG_PATCHKIT_DISABLE", "PATCHKIT_API_KEY", "PYTHONHOME")
+
+
+class Unavailable(Exception):
+    """The server's Python cannot be made here; the message says why (the tier skips with it)."""
+
+
+def site_packages(root: Path) -> Path:
+    """A venv's site-packages (venvs here are made by this interpreter, as the behaviour venv is)."""
+    return root / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+
+
+def layer() -> Path:
+    """The cached server venv (built once, keyed by both requirements files): its site-packages
+    holds the server's extra packages and a `.pth` line to the behaviour venv's site-packages."""
+    try:
+        base = behaviour.python().parents[1]
+    except (subprocess.CalledProcessError, OSError) as exc:
+        raise Unavailable(f"the behaviour venv cannot be built here: {exc}") from None
+    key = hashlib.sha256(behaviour.REQUIREMENTS.read_bytes() + REQUIREMENTS.read_bytes()).hexdigest()[:12]
+    root = CACHE / f"server-venv-{key}"
+    if (root / ".complete").exists():
+        return root
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"server-venv-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another test session may be building it
+        if not (root / ".complete").exists():
+            _build(root, base)
+    return root
+
+
+def _build(root: Path, base: Path) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    started = time.monotonic()
+    venv.EnvBuilder(with_pip=True, symlinks=True).create(root)
+    (site_packages(root) / "behaviour-venv.pth").write_text(f"{site_packages(base)}\n")
+    python = root / "bin" / "python"
+    # Every package pinned in the file, dependencies too: nothing resolved, nothing upgraded.
+    install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
+                              "-r", str(REQUIREMENTS)], capture_output=True, text=True)
+    if install.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        said = (install.stderr.strip().splitlines() or ["no message"])[-1]
+        raise Unavailable(f"pip cannot install tests/server/requirements.txt here: {said}")
+    check = subprocess.run([str(python), "-c", "import uvloop, jsonschema, soundfile, multipart, torch, fastapi"],
+                           capture_output=True, text=True)
+    if check.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        raise Unavailable(f"the server venv does not import its packages: {check.stderr.strip()[-500:]}")
+    size = sum(path.stat().st_size for path in root.rglob("*") if path.is_file() and not path.is_symlink())
+    (root / ".complete").write_text(json.dumps({"seconds": round(time.monotonic() - started, 1), "bytes": size}))
+
+
+def python_for(version: str, folder: Path) -> Path:
+    """A new venv in `folder` with the pristine `version` installed in its own site-packages
+    (hard links, except sglang/srt/*.py: copies a test may edit in place) and the cached layer's
+    packages after it on sys.path. Returns its python."""
+    packages = site_packages(layer())
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
+    site = site_packages(folder)
+    (site / "server-venv.pth").write_text(f"{packages}\n" + (packages / "behaviour-venv.pth").read_text())
+    copy_release(version, site, into_existing=True)
+    return folder / "bin" / "python"
+
+
+def make_model(python: Path, dest: Path) -> Path:
+    subprocess.run([str(python), str(REPO / "testing" / "tiny_model.py"), str(dest)], check=True,
+                   capture_output=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}, timeout=600)
+    return dest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Answer:
+    status: int
+    body: bytes
+
+    def json(self) -> dict:
+        return json.loads(self.body)
+
+
+@dataclass
+class Server:
+    version: str
+    proc: subprocess.Popen
+    port: int
+    log_path: Path
+    kernel_log: Path
+    token: str
+    api_key: str | None = None
+    healthy_after: float = 0.0  # seconds from launch to the first /health answer
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def patchkit_lines(self) -> list[str]:
+        return [line for line in self.log().splitlines() if line.startswith("patchkit: ")]
+
+    def processes(self) -> dict[int, str]:
+        """{pid: command line} of every live process of this server (zombies are gone)."""
+        wanted = f"{MARKER}={self.token}".encode()
+        found = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if wanted in (entry / "environ").read_bytes().split(b"\0"):
+                    found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+        return found
+
+    def kernel_events(self) -> tuple[set[int], list[str]]:
+        """(pids that imported the stand-in sgl_kernel, the calls made to it)."""
+        lines = self.kernel_log.read_text().splitlines() if self.kernel_log.exists() else []
+        imports = {int(line.split()[1]) for line in lines if line.startswith("import ")}
+        return imports, [line for line in lines if not line.startswith("import ")]
+
+    def request(self, method: str, path: str, body: object = None, key: str | None = "server's",
+                timeout: float = 120.0) -> Answer:
+        """One request; `key`: the server's --api-key (default), another, or None for none."""
+        headers = {"Content-Type": "application/json"}
+        key = self.api_key if key == "server's" else key
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+            response = connection.getresponse()
+            return Answer(response.status, response.read())
+        finally:
+            connection.close()
+
+    def stop(self, grace: float = 30.0) -> list[str]:
+        """SIGTERM to the launcher; what is still running after `grace` seconds gets SIGTERM by
+        PID, then SIGKILL. Returns notes on what needed more than the launcher's SIGTERM; raises
+        AssertionError when a process of the server is left even then."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        left = self._wait_gone(grace)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not left:
+                break
+            self.notes.append(f"{sig.name} by PID to {sorted(left)}: still running after the launcher's SIGTERM")
+            for pid in left:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            left = self._wait_gone(10.0)
+        self.proc.poll()  # reap the launcher
+        _RUNNING.discard(self)
+        assert not left, f"processes of the SGLang {self.version} server are still running after SIGKILL: {left}"
+        return self.notes
+
+    def _wait_gone(self, seconds: float) -> dict[int, str]:
+        deadline = time.monotonic() + seconds
+        while True:
+            self.proc.poll()
+            left = self.processes()
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.2)
+
+    def __hash__(self) -> int:
+        return hash(self.token)
+
+
+_RUNNING: set[Server] = set()
+_STARTED: list[Server] = []
+
+
+def started() -> list[Server]:
+    """Every server started in this process (stopped ones too)."""
+    return list(_STARTED)
+
+
+@atexit.register
+def _stop_left_running() -> None:
+    """A session ended without a fixture's teardown (an interrupt): no server outlives it."""
+    for server in list(_RUNNING):
+        for pid in server.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def start(python: Path, model: Path, version: str, folder: Path, *, env: dict[str, str] | None = None,
+          args: tuple[str, ...] = (), overlay: Path | None = None, api_key: str | None = None) -> Server:
+    """Launch `python -m sglang.launch_server` and wait until it is healthy. `overlay`: a patched
+    folder put on PYTHONPATH after the stand-in (the read-only overlay way). The launcher's
+    stdout and stderr, which every process of the server inherits, go to `folder`/server.log."""
+    folder.mkdir(parents=True, exist_ok=True)
+    token = uuid.uuid4().hex
+    log_path, kernel_log = folder / "server.log", folder / "sgl_kernel.log"
+    path = [str(STANDIN)] + ([str(overlay)] if overlay else [])
+    child_env = {key: value for key, value in os.environ.items() if key not in _NOT_INHERITED}
+    child_env.update({"SGLANG_USE_CPU_ENGINE": "1", "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1",
+                      "PYTHONPATH": os.pathsep.join(path), MARKER: token, KERNEL_LOG: str(kernel_log)})
+    child_env.update(env or {})
+    port = free_port()
+    argv = [str(python), "-m", "sglang.launch_server", "--model-path", str(model), "--host", "127.0.0.1",
+            "--port", str(port), "--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
+            "--skip-server-warmup", "--max-total-tokens", "2048", "--enable-metrics", *args]
+    if api_key:
+        argv += ["--api-key", api_key]
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env,
+                                cwd=folder, start_new_session=True)
+    server = Server(version, proc, port, log_path, kernel_log, token, api_key)
+    _RUNNING.add(server)
+    _STARTED.append(server)
+    try:
+        _wait_healthy(server, started)
+    except BaseException:
+        server.stop()
+        raise
+    server.healthy_after = time.monotonic() - started
+    return server
+
+
+def _wait_healthy(server: Server, started: float) -> None:
+    while time.monotonic() - started < START_TIMEOUT:
+        if server.proc.poll() is not None:
+            raise AssertionError(f"the SGLang {server.version} server exited ({server.proc.returncode}) before it "
+                                 f"was healthy:\n{server.log()[-6000:]}")
+        try:
+            if server.request("GET", "/health", timeout=5).status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"the SGLang {server.version} server was not healthy after {START_TIMEOUT:g} s:\n"
+                         f"{server.log()[-6000:]}")

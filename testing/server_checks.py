@@ -1,0 +1,120 @@
+"""What tests/server asserts of a real SGLang server (testing/server.py) and patchkit's runtime
+report in it, in the three places the report shows (docs/runtime.md): each plugin-loading
+process's log line, `/server_info`'s `patchkit` field, the `sglang:patchkit_patch_active` gauge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from packaging.version import Version
+
+from testing.server import Server
+
+GAUGE = "sglang:patchkit_patch_active"
+ACTIVE, DRIFTED, DISABLED = "active", "drifted", "disabled"
+
+
+def recorded(site: Path) -> dict[str, str]:
+    """{patch id: sha256 of its source} of every patch the record beside `site`'s sglang holds."""
+    state = json.loads((site / ".patchkit" / "state.json").read_text())
+    digests = {pid: d for record in state["files"].values() for pid, d in record["patch_sha256"].items()}
+    assert set(digests) == set(state["patches"]), state["patches"]
+    return digests
+
+
+def files_of(site: Path, patch: str) -> list[str]:
+    state = json.loads((site / ".patchkit" / "state.json").read_text())
+    return sorted(rel for rel, record in state["files"].items() if patch in record["patches"])
+
+
+def roles(server: Server) -> dict[int, str]:
+    """{pid: role} of the server's live processes: `launcher`, `scheduler`, `detokenizer` (SGLang
+    sets the last two as process titles), else the command line."""
+    found = {}
+    for pid, command in server.processes().items():
+        if pid == server.proc.pid:
+            found[pid] = "launcher"
+        elif command.startswith("sglang::"):
+            found[pid] = command.removeprefix("sglang::").split()[0]
+        else:
+            found[pid] = command
+    return found
+
+
+def plugin_loaders(version: str) -> set[str]:
+    """The roles whose process calls SGLang's load_plugins(): the detokenizer only from 0.5.22."""
+    return {"launcher", "scheduler"} | ({"detokenizer"} if Version(version) >= Version("0.5.22") else set())
+
+
+def parse_line(line: str) -> dict[str, str]:
+    """`patchkit: pid=1 rank=- sglang=0.5.23 active=a@x,b@y drifted=- [disabled=c]` -> its fields."""
+    assert line.startswith("patchkit: ") and " error=" not in line, line
+    return dict(token.split("=", 1) for token in line.removeprefix("patchkit: ").split(" "))
+
+
+def items(field: str) -> set[str]:
+    return set() if field == "-" else set(field.split(","))
+
+
+def check_lines(server: Server, digests: dict[str, str], states: dict[str, str], drifted: list[str]) -> None:
+    """One line from each process that loads plugins, none from any other, each saying `states`."""
+    by_role = roles(server)
+    lines = {int(parse_line(line)["pid"]): parse_line(line) for line in server.patchkit_lines()}
+    assert len(lines) == len(server.patchkit_lines()), "a process wrote its line twice"
+    assert {by_role.get(pid, f"gone {pid}") for pid in lines} == plugin_loaders(server.version), (lines, by_role)
+    imported, _ = server.kernel_events()
+    assert set(lines) <= imported, "a plugin-loading process did not import the stand-in sgl_kernel"
+    for pid, fields in lines.items():
+        assert fields["sglang"] == server.version
+        assert items(fields["active"]) == {f"{p}@{digests[p][:12]}" for p, s in states.items() if s == ACTIVE}, fields
+        assert items(fields["drifted"]) == set(drifted), fields
+        assert items(fields.get("disabled", "-")) == {p for p, s in states.items() if s == DISABLED}, fields
+        assert (fields["rank"] != "-") == (by_role[pid] == "scheduler"), fields
+
+
+def server_info(server: Server) -> dict:
+    answer = server.request("GET", "/server_info")
+    assert answer.status == 200, answer.body[:500]
+    return answer.json()
+
+
+def check_server_info(server: Server, site: Path, digests: dict[str, str], states: dict[str, str],
+                      drifted: list[str]) -> None:
+    """The one DP rank's `patchkit` field: computed in the scheduler, from the files it imported."""
+    info = server_info(server)
+    assert info["version"] == server.version
+    [rank] = info["internal_states"]
+    report = rank["patchkit"]
+    [scheduler] = [pid for pid, role in roles(server).items() if role == "scheduler"]
+    assert report["pid"] == scheduler and report["sglang"] == server.version
+    assert report["path"] == str(site / "sglang") and report["error"] is None
+    assert {p["id"]: (p["state"], p["sha256"]) for p in report["patches"]} == {
+        pid: (states[pid], digest) for pid, digest in digests.items()}
+    assert report["drifted"] == drifted
+    assert report["disabled"] == [p["id"] for p in report["patches"] if p["state"] == DISABLED]
+
+
+def gauge(server: Server) -> dict[str, tuple[str, float]]:
+    """{patch: (sha256 label, value)} of the gauge on /metrics."""
+    answer = server.request("GET", "/metrics")
+    assert answer.status == 200
+    found = {}
+    for line in answer.body.decode().splitlines():
+        if line.startswith(GAUGE + "{"):
+            labels, value = line[len(GAUGE) + 1:].rsplit("} ", 1)
+            fields = dict(part.split("=", 1) for part in labels.split(","))
+            found[fields["patch"].strip('"')] = (fields["sha256"].strip('"'), float(value))
+    return found
+
+
+def check_gauge(server: Server, digests: dict[str, str], states: dict[str, str]) -> None:
+    assert gauge(server) == {pid: (digest, 1.0 if states[pid] == ACTIVE else 0.0) for pid, digest in digests.items()}
+
+
+def generate(server: Server, key: str | None = "server's") -> dict:
+    """Eight greedy tokens from /generate."""
+    answer = server.request("POST", "/generate", {"text": "The quick brown fox",
+                                                  "sampling_params": {"max_new_tokens": 8, "temperature": 0}}, key=key)
+    assert answer.status == 200, answer.body[:500]
+    return answer.json()
