@@ -11,8 +11,11 @@
   the torch-native attention backend, no CUDA graphs, no warm-up, a small KV pool and metrics;
   returns once `/health` answers. The only stand-in is testing/sgl_kernel_standin (first on
   PYTHONPATH): the index's compiled `sgl_kernel` is a CUDA build.
-- `Server.stop()`: stops every process of the server by PID (each carries a marker in its
-  environment, so children that outlive the launcher are found too) and raises if one is left.
+- `Server.stop()`: stops every process of the server by PID and raises if one is left. A process
+  of the server is one working in the server's own folder or writing to its log (what each
+  inherits from the launcher), so children that outlive the launcher are found too; not by a
+  marker in the environment, which SGLang's process titles overwrite (setproctitle reuses that
+  memory: /proc/PID/environ of the scheduler then no longer holds it).
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 import venv
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +42,6 @@ from testing.releases import CACHE, REPO, copy_release
 REQUIREMENTS = REPO / "tests" / "server" / "requirements.txt"
 STANDIN = REPO / "testing" / "sgl_kernel_standin"
 KERNEL_LOG = "PATCHKIT_SGL_KERNEL_LOG"  # read by the stand-in (testing/sgl_kernel_standin)
-MARKER = "PATCHKIT_TEST_SERVER"  # in the environment of every process of a server started here
 START_TIMEOUT = 900.0  # seconds to healthy: 20-45 s on a quiet 2-core machine, minutes under load
 # Set by whoever starts the server, never inherited from the tests' own environment.
 _NOT_INHERITED = ("PYTHONPATH", "SGLANG_PLUGINS", "SGLANG_PATCHKIT_DISABLE", "PATCHKIT_API_KEY", "PYTHONHOME")
@@ -134,9 +135,9 @@ class Server:
     version: str
     proc: subprocess.Popen
     port: int
+    folder: Path
     log_path: Path
     kernel_log: Path
-    token: str
     api_key: str | None = None
     healthy_after: float = 0.0  # seconds from launch to the first /health answer
     notes: list[str] = field(default_factory=list)
@@ -153,17 +154,23 @@ class Server:
 
     def processes(self) -> dict[int, str]:
         """{pid: command line} of every live process of this server (zombies are gone)."""
-        wanted = f"{MARKER}={self.token}".encode()
         found = {}
         for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                if wanted in (entry / "environ").read_bytes().split(b"\0"):
+            if entry.name.isdigit() and self._ours(entry):
+                try:
                     found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-            except OSError:  # gone meanwhile, or not ours to read
-                continue
+                except OSError:  # gone meanwhile
+                    continue
         return found
+
+    def _ours(self, entry: Path) -> bool:
+        for link, ours in (("cwd", self.folder), ("fd/1", self.log_path), ("fd/2", self.log_path)):
+            try:
+                if os.readlink(entry / link) == str(ours):
+                    return True
+            except OSError:  # gone, a zombie, or not ours to read
+                continue
+        return False
 
     def kernel_events(self) -> tuple[set[int], list[str]]:
         """(pids that imported the stand-in sgl_kernel, the calls made to it)."""
@@ -218,7 +225,7 @@ class Server:
             time.sleep(0.2)
 
     def __hash__(self) -> int:
-        return hash(self.token)
+        return hash(self.log_path)
 
 
 _RUNNING: set[Server] = set()
@@ -242,17 +249,18 @@ def _stop_left_running() -> None:
 
 
 def start(python: Path, model: Path, version: str, folder: Path, *, env: dict[str, str] | None = None,
-          args: tuple[str, ...] = (), overlay: Path | None = None, api_key: str | None = None) -> Server:
-    """Launch `python -m sglang.launch_server` and wait until it is healthy. `overlay`: a patched
-    folder put on PYTHONPATH after the stand-in (the read-only overlay way). The launcher's
-    stdout and stderr, which every process of the server inherits, go to `folder`/server.log."""
+          args: tuple[str, ...] = (), pythonpath: tuple[Path, ...] = (), api_key: str | None = None) -> Server:
+    """Launch `python -m sglang.launch_server` and wait until it is healthy. `pythonpath`: folders
+    put on PYTHONPATH after the stand-in (a patched overlay, the read-only overlay way). The
+    launcher's stdout and stderr, which every process of the server inherits, go to
+    `folder`/server.log."""
     folder.mkdir(parents=True, exist_ok=True)
-    token = uuid.uuid4().hex
+    folder = folder.resolve()  # as /proc/PID/cwd says it
     log_path, kernel_log = folder / "server.log", folder / "sgl_kernel.log"
-    path = [str(STANDIN)] + ([str(overlay)] if overlay else [])
+    path = [str(STANDIN), *map(str, pythonpath)]
     child_env = {key: value for key, value in os.environ.items() if key not in _NOT_INHERITED}
     child_env.update({"SGLANG_USE_CPU_ENGINE": "1", "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1",
-                      "PYTHONPATH": os.pathsep.join(path), MARKER: token, KERNEL_LOG: str(kernel_log)})
+                      "PYTHONPATH": os.pathsep.join(path), KERNEL_LOG: str(kernel_log)})
     child_env.update(env or {})
     port = free_port()
     argv = [str(python), "-m", "sglang.launch_server", "--model-path", str(model), "--host", "127.0.0.1",
@@ -264,7 +272,7 @@ def start(python: Path, model: Path, version: str, folder: Path, *, env: dict[st
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env,
                                 cwd=folder, start_new_session=True)
-    server = Server(version, proc, port, log_path, kernel_log, token, api_key)
+    server = Server(version, proc, port, folder, log_path, kernel_log, api_key)
     _RUNNING.add(server)
     _STARTED.append(server)
     try:
