@@ -88,6 +88,8 @@ def check_server_info(server: Server, site: Path, digests: dict[str, str], state
     report = rank["patchkit"]
     [scheduler] = [pid for pid, role in roles(server).items() if role == "scheduler"]
     assert report["pid"] == scheduler and report["sglang"] == server.version
+    # The ranks of the scheduler process (run_scheduler_process's arguments; no DP: dp_rank None).
+    assert (report["dp_rank"], report["tp_rank"], report["pp_rank"]) == (None, 0, 0), report
     assert report["path"] == str(site / "sglang") and report["error"] is None
     assert {p["id"]: (p["state"], p["sha256"]) for p in report["patches"]} == {
         pid: (states[pid], digest) for pid, digest in digests.items()}

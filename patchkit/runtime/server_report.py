@@ -282,7 +282,8 @@ def compare(states: list[dict], expected: Expected) -> list[Rank]:
     ranks = []
     for index, state in enumerate(states):
         report = state.get(FIELD)
-        dp = state.get("dp_rank", index) if not isinstance(report, dict) else report.get("dp_rank", index)
+        dp = (report if isinstance(report, dict) else state).get("dp_rank")
+        dp = dp if isinstance(dp, int) else index  # no DP: the scheduler's dp_rank is None; its place in the list
         if not isinstance(report, dict):
             ranks.append(Rank(dp, None, None, None, [Finding(None, NO_REPORT, "this rank carries no patchkit report")]))
             continue

@@ -67,6 +67,9 @@ def test_verify_url_passes_with_the_key(patched, monkeypatch):
     [rank] = result.json()["ranks"]
     assert rank["ok"] and rank["findings"] == [] and rank["active"] == sorted(patched.digests), rank
     assert result.json()["expected"] == patched.digests
+    said = run("verify", "--url", patched.server.url).stdout
+    assert f"  dp0 tp0 pid {rank['pid']} (SGLang {patched.server.version}): ok, {len(patched.digests)} patch(es) active" \
+        in said, said
 
 
 def test_verify_url_needs_the_key(patched, monkeypatch):

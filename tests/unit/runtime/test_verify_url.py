@@ -198,3 +198,14 @@ def test_an_openai_base_url_verifies_the_server(tmp_path):
 def test_a_url_that_does_not_parse_is_exit_2_before_anything_is_asked():
     result = run("verify", "--url", "http://[::1/v1", "--json")
     assert result.exit_code == 2 and "--url 'http://[::1/v1'" in result.stderr, result.stderr
+
+
+def test_a_server_without_dp_is_rank_dp0(tmp_path):
+    # A real server without data parallelism gives its scheduler dp_rank None (tests/server): the
+    # rank is named by its place in internal_states (was "dpNone").
+    info = copy.deepcopy(RECORDED)
+    info["internal_states"] = info["internal_states"][1:]
+    info["internal_states"][0]["patchkit"].update(dp_rank=None, tp_rank=0)
+    with serving(info) as url:
+        text = run("verify", "--url", url, "--expect-from", labels_file(tmp_path, served_digests(info)))
+    assert "  dp0 tp0 pid " in text.stdout and "dpNone" not in text.stdout, text.stdout
