@@ -1,8 +1,13 @@
 """The server tier: a real SGLang server per release and test module, on this machine's CPU
-(testing/server.py). Skipped, with the reason, where its Python cannot be made."""
+(testing/server.py). Skipped, with the reason, where its Python cannot be made.
+
+The releases: 0.5.23 by default (what `pytest` and so `.ci/run` run: four server starts, about
+3.5 min on a quiet 2-core machine); PATCHKIT_SERVER_RELEASES=0.5.23,0.5.19,0.5.17 runs each of
+those (each release served here; docs/runtime.md)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -11,7 +16,7 @@ import pytest
 from testing import server
 from testing.server import Server
 
-RELEASES = ("0.5.23", "0.5.17")
+RELEASES = [v.strip() for v in os.environ.get("PATCHKIT_SERVER_RELEASES", "0.5.23").split(",") if v.strip()]
 
 
 @pytest.fixture(scope="session")
