@@ -210,25 +210,20 @@ class Server:
                 except ProcessLookupError:
                     pass
             left = self._wait_gone(10.0)
-        self.proc.poll()  # reap the launcher
-        _RUNNING.discard(self)
         assert not left, f"processes of the SGLang {self.version} server are still running after SIGKILL: {left}"
         return self.notes
 
     def _wait_gone(self, seconds: float) -> dict[int, str]:
         deadline = time.monotonic() + seconds
         while True:
-            self.proc.poll()
             left = self.processes()
+            if self.proc.poll() is None:  # the launcher is gone once reaped: while it exits, its cwd and files are
+                left.setdefault(self.proc.pid, "the launcher, exiting")  # already released (it would be left a zombie)
             if not left or time.monotonic() > deadline:
                 return left
             time.sleep(0.2)
 
-    def __hash__(self) -> int:
-        return hash(self.log_path)
 
-
-_RUNNING: set[Server] = set()
 _STARTED: list[Server] = []
 
 
@@ -240,7 +235,7 @@ def started() -> list[Server]:
 @atexit.register
 def _stop_left_running() -> None:
     """A session ended without a fixture's teardown (an interrupt): no server outlives it."""
-    for server in list(_RUNNING):
+    for server in _STARTED:
         for pid in server.processes():
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -273,7 +268,6 @@ def start(python: Path, model: Path, version: str, folder: Path, *, env: dict[st
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env,
                                 cwd=folder, start_new_session=True)
     server = Server(version, proc, port, folder, log_path, kernel_log, api_key)
-    _RUNNING.add(server)
     _STARTED.append(server)
     try:
         _wait_healthy(server, started)
