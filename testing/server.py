@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testing import behaviour
+from testing.containers import free_port
 from testing.releases import CACHE, REPO, copy_release
 
 REQUIREMENTS = REPO / "tests" / "server" / "requirements.txt"
@@ -113,12 +113,6 @@ def make_model(python: Path, dest: Path) -> Path:
     subprocess.run([str(python), str(REPO / "testing" / "tiny_model.py"), str(dest)], check=True,
                    capture_output=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}, timeout=600)
     return dest
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

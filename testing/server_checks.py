@@ -5,6 +5,7 @@ process's log line, `/server_info`'s `patchkit` field, the `sglang:patchkit_patc
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import Version
@@ -13,6 +14,25 @@ from testing.server import Server
 
 GAUGE = "sglang:patchkit_patch_active"
 ACTIVE, DRIFTED, DISABLED = "active", "drifted", "disabled"
+
+
+@dataclass
+class Served:
+    """A test module's server, the folder whose SGLang it imports, and the patches recorded there."""
+
+    server: Server
+    site: Path
+    digests: dict[str, str]
+
+    @property
+    def states(self) -> dict[str, str]:
+        """What each recorded patch should be in the server: active, unless a module says otherwise."""
+        return dict.fromkeys(self.digests, ACTIVE)
+
+    @property
+    def drifted(self) -> list[str]:
+        """The recorded files that should hold other bytes than patchkit wrote."""
+        return []
 
 
 def recorded(site: Path) -> dict[str, str]:
@@ -57,8 +77,9 @@ def items(field: str) -> set[str]:
     return set() if field == "-" else set(field.split(","))
 
 
-def check_lines(server: Server, digests: dict[str, str], states: dict[str, str], drifted: list[str]) -> None:
-    """One line from each process that loads plugins, none from any other, each saying `states`."""
+def check_lines(served: Served) -> None:
+    """One line from each process that loads plugins, none from any other, each saying its states."""
+    server, digests, states = served.server, served.digests, served.states
     by_role = roles(server)
     lines = {int(parse_line(line)["pid"]): parse_line(line) for line in server.patchkit_lines()}
     assert len(lines) == len(server.patchkit_lines()), "a process wrote its line twice"
@@ -68,7 +89,7 @@ def check_lines(server: Server, digests: dict[str, str], states: dict[str, str],
     for pid, fields in lines.items():
         assert fields["sglang"] == server.version
         assert items(fields["active"]) == {f"{p}@{digests[p][:12]}" for p, s in states.items() if s == ACTIVE}, fields
-        assert items(fields["drifted"]) == set(drifted), fields
+        assert items(fields["drifted"]) == set(served.drifted), fields
         assert items(fields.get("disabled", "-")) == {p for p, s in states.items() if s == DISABLED}, fields
         assert (fields["rank"] != "-") == (by_role[pid] == "scheduler"), fields
 
@@ -79,9 +100,9 @@ def server_info(server: Server) -> dict:
     return answer.json()
 
 
-def check_server_info(server: Server, site: Path, digests: dict[str, str], states: dict[str, str],
-                      drifted: list[str]) -> None:
+def check_server_info(served: Served) -> None:
     """The one DP rank's `patchkit` field: computed in the scheduler, from the files it imported."""
+    server, states = served.server, served.states
     info = server_info(server)
     assert info["version"] == server.version
     [rank] = info["internal_states"]
@@ -90,10 +111,10 @@ def check_server_info(server: Server, site: Path, digests: dict[str, str], state
     assert report["pid"] == scheduler and report["sglang"] == server.version
     # The ranks of the scheduler process (run_scheduler_process's arguments; no DP: dp_rank None).
     assert (report["dp_rank"], report["tp_rank"], report["pp_rank"]) == (None, 0, 0), report
-    assert report["path"] == str(site / "sglang") and report["error"] is None
+    assert report["path"] == str(served.site / "sglang") and report["error"] is None
     assert {p["id"]: (p["state"], p["sha256"]) for p in report["patches"]} == {
-        pid: (states[pid], digest) for pid, digest in digests.items()}
-    assert report["drifted"] == drifted
+        pid: (states[pid], digest) for pid, digest in served.digests.items()}
+    assert report["drifted"] == served.drifted
     assert report["disabled"] == [p["id"] for p in report["patches"] if p["state"] == DISABLED]
 
 
@@ -110,8 +131,10 @@ def gauge(server: Server) -> dict[str, tuple[str, float]]:
     return found
 
 
-def check_gauge(server: Server, digests: dict[str, str], states: dict[str, str]) -> None:
-    assert gauge(server) == {pid: (digest, 1.0 if states[pid] == ACTIVE else 0.0) for pid, digest in digests.items()}
+def check_gauge(served: Served) -> None:
+    states = served.states
+    assert gauge(served.server) == {pid: (digest, 1.0 if states[pid] == ACTIVE else 0.0)
+                                    for pid, digest in served.digests.items()}
 
 
 def generate(server: Server, key: str | None = "server's") -> dict:

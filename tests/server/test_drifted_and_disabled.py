@@ -6,13 +6,12 @@ one `disabled` in every plugin-loading process's line, in `/server_info` and on 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from testing import server, server_checks
 from testing.cli import run
-from testing.server import Server
+from testing.server_checks import Served
 
 pytestmark = pytest.mark.server
 
@@ -21,17 +20,18 @@ SWITCHED_OFF = "fp8-kv-triton-sm89"
 
 
 @dataclass
-class Drifted:
-    server: Server
-    site: Path
-    digests: dict[str, str]
+class Drifted(Served):
     edited_file: str
 
     @property
     def states(self) -> dict[str, str]:
-        states = dict.fromkeys(self.digests, server_checks.ACTIVE)
+        states = super().states
         states.update({EDITED: server_checks.DRIFTED, SWITCHED_OFF: server_checks.DISABLED})
         return states
+
+    @property
+    def drifted(self) -> list[str]:
+        return [self.edited_file]
 
 
 @pytest.fixture(scope="module")
@@ -52,16 +52,15 @@ def test_it_still_serves(drifted):
 
 
 def test_every_line_says_drifted_and_disabled(drifted):
-    server_checks.check_lines(drifted.server, drifted.digests, drifted.states, [drifted.edited_file])
+    server_checks.check_lines(drifted)
 
 
 def test_server_info_says_drifted_and_disabled(drifted):
-    server_checks.check_server_info(drifted.server, drifted.site, drifted.digests, drifted.states,
-                                    [drifted.edited_file])
+    server_checks.check_server_info(drifted)
 
 
 def test_the_gauge_is_0_for_both(drifted):
-    server_checks.check_gauge(drifted.server, drifted.digests, drifted.states)
+    server_checks.check_gauge(drifted)
 
 
 def test_verify_url_fails_naming_the_drifted_patch_only(drifted):

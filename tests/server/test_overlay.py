@@ -5,32 +5,18 @@ patches (its line, `/server_info`, the gauge); `verify --url` passes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
 from testing import server, server_checks
 from testing.cli import run
 from testing.releases import HOME, pristine
-from testing.server import Server
+from testing.server_checks import Served
 
 pytestmark = pytest.mark.server
 
 
-@dataclass
-class Overlaid:
-    server: Server
-    overlay: Path
-    digests: dict[str, str]
-
-    @property
-    def states(self) -> dict[str, str]:
-        return dict.fromkeys(self.digests, server_checks.ACTIVE)
-
-
 @pytest.fixture(scope="module")
-def overlaid(version, launch, tmp_path_factory) -> Overlaid:
+def overlaid(version, launch, tmp_path_factory) -> Served:
     python = server.python_for(version, tmp_path_factory.mktemp(f"venv-{version}"))
     overlay = tmp_path_factory.mktemp(f"overlay-{version}") / "sglang-overlay"
     pristine(version)  # the wheel is in the tests' cache: --fetch installs from it, nothing downloaded
@@ -39,7 +25,7 @@ def overlaid(version, launch, tmp_path_factory) -> Overlaid:
         fetched = run("apply", "--target", version, "--fetch", overlay)
     assert fetched.exit_code == 0, fetched.stderr
     assert not (server.site_packages(python.parents[1]) / ".patchkit").exists()  # the venv's own SGLang: pristine
-    return Overlaid(launch(python, pythonpath=(overlay,)), overlay, server_checks.recorded(overlay))
+    return Served(launch(python, pythonpath=(overlay,)), overlay, server_checks.recorded(overlay))
 
 
 def test_it_serves(overlaid):
@@ -47,15 +33,15 @@ def test_it_serves(overlaid):
 
 
 def test_every_process_that_loads_plugins_logs_the_overlay(overlaid):
-    server_checks.check_lines(overlaid.server, overlaid.digests, overlaid.states, [])
+    server_checks.check_lines(overlaid)
 
 
 def test_server_info_reports_the_overlay(overlaid):
-    server_checks.check_server_info(overlaid.server, overlaid.overlay, overlaid.digests, overlaid.states, [])
+    server_checks.check_server_info(overlaid)
 
 
 def test_the_gauge_is_on_metrics(overlaid):
-    server_checks.check_gauge(overlaid.server, overlaid.digests, overlaid.states)
+    server_checks.check_gauge(overlaid)
 
 
 def test_verify_url_passes(overlaid):

@@ -5,38 +5,24 @@ with the key in PATCHKIT_API_KEY and says what to do without it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
 from testing import server, server_checks
 from testing.cli import run
-from testing.server import Server
+from testing.server_checks import Served
 
 pytestmark = pytest.mark.server
 
 KEY = "sk-server-tier"
 
 
-@dataclass
-class Patched:
-    server: Server
-    site: Path
-    digests: dict[str, str]
-
-    @property
-    def states(self) -> dict[str, str]:
-        return dict.fromkeys(self.digests, server_checks.ACTIVE)
-
-
 @pytest.fixture(scope="module")
-def patched(version, launch, tmp_path_factory) -> Patched:
+def patched(version, launch, tmp_path_factory) -> Served:
     python = server.python_for(version, tmp_path_factory.mktemp(f"venv-{version}"))
     applied = run("apply", "--python", python)
     assert applied.exit_code == 0, applied.stderr
     site = server.site_packages(python.parents[1])
-    return Patched(launch(python, api_key=KEY), site, server_checks.recorded(site))
+    return Served(launch(python, api_key=KEY), site, server_checks.recorded(site))
 
 
 def test_it_serves_with_the_key_only(patched):
@@ -49,15 +35,15 @@ def test_it_serves_with_the_key_only(patched):
 
 
 def test_every_process_that_loads_plugins_logs_its_line(patched):
-    server_checks.check_lines(patched.server, patched.digests, patched.states, [])
+    server_checks.check_lines(patched)
 
 
 def test_server_info_carries_the_report(patched):
-    server_checks.check_server_info(patched.server, patched.site, patched.digests, patched.states, [])
+    server_checks.check_server_info(patched)
 
 
 def test_the_gauge_is_on_metrics(patched):
-    server_checks.check_gauge(patched.server, patched.digests, patched.states)
+    server_checks.check_gauge(patched)
 
 
 def test_verify_url_passes_with_the_key(patched, monkeypatch):

@@ -4,33 +4,24 @@ the server carries none (exit 3)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
 from testing import server, server_checks
 from testing.cli import run
-from testing.server import Server
+from testing.server_checks import Served
 
 pytestmark = pytest.mark.server
 
 
-@dataclass
-class Reverted:
-    server: Server
-    site: Path
-
-
 @pytest.fixture(scope="module")
-def reverted(version, launch, tmp_path_factory) -> Reverted:
+def reverted(version, launch, tmp_path_factory) -> Served:
     python = server.python_for(version, tmp_path_factory.mktemp(f"venv-{version}"))
     assert run("apply", "--python", python).exit_code == 0
     site = server.site_packages(python.parents[1])
     assert (site / "sglang_patchkit_runtime").is_dir()
     assert run("revert", "--python", python).exit_code == 0
     assert not (site / "sglang_patchkit_runtime").exists() and not (site / ".patchkit" / "state.json").exists()
-    return Reverted(launch(python), site)
+    return Served(launch(python), site, {})
 
 
 def test_it_serves(reverted):
