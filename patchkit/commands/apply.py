@@ -29,7 +29,7 @@ def apply(
 ) -> int:
     target = locate(site_packages, fetch, version, source=source, python=python, dry_run=dry_run,
                     options=APPLY_TARGET_OPTIONS)
-    with report.interruptible() as progress:  # also while the report is printed
+    with report.interruptible(target) as progress:  # also while the report is printed
         try:
             return _apply(target, only, skip, dry_run, force, as_json, lock_timeout, progress)
         except planning.PatchesFailed as exc:
@@ -73,7 +73,8 @@ def _runtime_notes(plan: planning.Plan) -> None:
         return
     if not runtime.has_plugin_system(plan.target):
         output.note(f"SGLang {plan.target.version} has no plugin system ({runtime.PLUGINS_MODULE}): its processes "
-                    "cannot report which patches they run; `patchkit verify` checks the files (see docs/runtime.md)")
+                    f"cannot report which patches they run; `{plan.target.naming.command('verify')}` checks the files "
+                    "(see docs/runtime.md)")
         return
     for note in (runtime.plugins_note(os.environ), runtime.disable_note(os.environ, plan.switchable)):
         if note:

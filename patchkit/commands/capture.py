@@ -27,8 +27,9 @@ def capture(pid: str, out: str | None, site_packages: str | None, source: str | 
     made = capturing.capture(target, pid, lambda: releases.WheelSource(release, output.progress))
     folder.mkdir(exist_ok=True)
     atomic_write(path, made.data, 0o644)
-    follow = (f"`patchkit --patches {folder} revert` takes the tree back to the release's bytes, "
-              f"`patchkit --patches {folder} apply` applies it again")
+    with_it = (str(folder),)
+    follow = (f"`{target.naming.command('revert', patches=with_it)}` takes the tree back to the release's bytes, "
+              f"`{target.naming.command('apply', '--only', made.id, patches=with_it)}` applies it again")
     if as_json:
         output.as_json({"id": made.id, "sglang": {"version": target.version, "path": str(target.site)},
                         "path": str(path), "files": list(made.files), "notes": list(made.notes), "next": follow})

@@ -8,13 +8,14 @@ from patchkit.store import lock
 from patchkit.commands import output
 from patchkit.store import stale, transaction
 from patchkit.store import state as state_mod
-from patchkit.commands.locate import leftovers, note
+from patchkit.commands.locate import leftovers, naming, note
+from patchkit.store.naming import Naming
 from patchkit.base.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK, JOURNAL_FILE, STATE_FILE
 from patchkit.base.errors import Interrupted, PatchkitError
 
 
 @contextlib.contextmanager
-def _interruptible(removed: list[str]) -> Iterator[list[Path]]:
+def _interruptible(removed: list[str], named: Naming) -> Iterator[list[Path]]:
     """A Ctrl-C says what was removed: yields the list of folders being removed now."""
     removing: list[Path] = []
     try:
@@ -22,7 +23,7 @@ def _interruptible(removed: list[str]) -> Iterator[list[Path]]:
     except KeyboardInterrupt:
         if removing and any((removing[-1] / name).exists() for name in (STATE_FILE, JOURNAL_FILE)):
             raise Interrupted(f"interrupted while {removing[-1]} was being removed; its record is removed last, so "
-                              "`patchkit clean` again removes the rest") from None
+                              f"`{named.command('clean')}` again removes the rest") from None
         if removing:  # interrupted after its last record was gone: nothing of it is left
             removed.append(str(removing.pop()))
         if removed:
@@ -30,10 +31,11 @@ def _interruptible(removed: list[str]) -> Iterator[list[Path]]:
         raise Interrupted("interrupted before anything was removed; every file was left as it was") from None
 
 
-def clean_leftovers(left: list[stale.Leftover], as_json: bool, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> int:
-    """Remove `.patchkit/` folders that no SGLang sits beside any more."""
+def clean_leftovers(left: list[stale.Leftover], as_json: bool, named: Naming,
+                    lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> int:
+    """Remove `.patchkit/` folders that no SGLang sits beside any more (`named`: how this run named them)."""
     removed: list[str] = []
-    with _interruptible(removed) as removing:
+    with _interruptible(removed, named) as removing:
         for item in left:
             with lock.locked(item.folder, lock_timeout, output.warn):
                 removing.append(item.state_dir)
@@ -47,12 +49,13 @@ def clean(site_packages: str | None, source: str | None, python: str | None, as_
           lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> int:
     """Remove patchkit state left by a release that was upgraded or uninstalled."""
     target, left = leftovers(site_packages, source, python)
+    named = naming(site_packages, source, python)
     if target is None:
-        return clean_leftovers(left, as_json, lock_timeout)
+        return clean_leftovers(left, as_json, named, lock_timeout)
     note(target)
     removed: list[str] = []
     where = state_mod.state_dir(target.site)
-    with _interruptible(removed) as removing:
+    with _interruptible(removed, named) as removing:
         with lock.locked(target.site, lock_timeout, output.warn):
             journal = transaction.stale_journal(target)
             recorded = stale.stale_state(target)
@@ -69,7 +72,7 @@ def clean(site_packages: str | None, source: str | None, python: str | None, as_
                 removed.append(f"{where} (left by SGLang {recorded.sglang_version})")
             elif state_mod.load(target.site) is not None or state_mod.journal_path(target.site).exists():
                 raise PatchkitError(f"SGLang {target.version}'s patches recorded in {where} "
-                                    "are live, not stale; `patchkit revert` restores the release's files")
+                                    f"are live, not stale; `{named.command('revert')}` restores the release's files")
         return _report(removed, as_json)
 
 

@@ -15,7 +15,7 @@ def diff(site_packages: str | None, version: str | None, as_json: bool,
     recorded = stale.stale_state(target)
     if recorded is not None:
         output.warn(f"stale state: it records SGLang {recorded.sglang_version} but {target.version} is installed; "
-                    "no diff against another release's backups (`patchkit clean` removes it)")
+                    f"no diff against another release's backups (`{target.naming.command('clean')}` removes it)")
         text = ""
     else:
         text = planning.current_diff(target)

@@ -3,12 +3,14 @@ command works on."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from patchkit.commands import output
 from patchkit.engine import registry
 from patchkit.releases import pristine as releases, versions
 from patchkit.store import stale
+from patchkit.store.naming import Naming
 from patchkit.base.constants import PACKAGE
 from patchkit.base.errors import NotFoundError, UsageError
 from patchkit.store.target import (EDITABLE, SOURCE, Target, check_version, find_for_python, find_in, find_installed,
@@ -54,7 +56,7 @@ def locate(
                 pristine = releases.pristine_tree(versions.normalise(version), output.progress)
                 output.note(f"dry run: nothing was installed into {folder}; showing what apply would change "
                             f"on the pristine SGLang release --fetch would install there (cached in {pristine})")
-                target = find_in(pristine)
+                target = replace(find_in(pristine), naming=naming(fetch, None, None, version))  # DIR, as the real run
                 check_version(target, version)
                 return target
             wheel = releases.download(versions.normalise(version), output.progress)  # before touching DIR
@@ -69,14 +71,22 @@ def locate(
                 if site_packages or source or python:
                     raise
                 raise NotFoundError(f"{exc}; {options}", exc.searched) from None
-            flag = (f" --site-packages {site_packages}" if site_packages else f" --source {source}" if source
-                    else f" --python {python}" if python else "")
+            clean = naming(site_packages, source, python).command("clean")
             raise NotFoundError(f"{exc}; patchkit state is left behind in {left[0].describe()}: "
-                                f"`patchkit clean{flag}` removes it", exc.searched) from None
+                                f"`{clean}` removes it", exc.searched) from None
     check_version(target, version)
+    target = replace(target, naming=replace(target.naming, version=version, patches=registry.given_folders()))
     if not quiet:
         note(target)
     return target
+
+
+def naming(site_packages: str | None, source: str | None, python: str | None, version: str | None = None) -> Naming:
+    """The targeting options as given (where no Target was found to carry them: a folder that only
+    holds the state an uninstalled SGLang left), with this run's --patches."""
+    option, value = next(((flag, given) for flag, given in (("--site-packages", site_packages), ("--source", source),
+                                                            ("--python", python)) if given), (None, None))
+    return Naming(option, value, version, registry.given_folders())
 
 
 def _find(site_packages: str | None, source: str | None, python: str | None) -> Target:

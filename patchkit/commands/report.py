@@ -67,14 +67,15 @@ class Progress:
 
 
 @contextlib.contextmanager
-def interruptible() -> Iterator[Progress]:
+def interruptible(target: Target) -> Iterator[Progress]:
     """A Ctrl-C says truthfully what happened to the files."""
     progress = Progress()
     try:
         yield progress
     except KeyboardInterrupt:
         if progress.done:
-            raise Interrupted(f"interrupted after the run had finished ({progress.done}); see `patchkit status`") from None
+            raise Interrupted(f"interrupted after the run had finished ({progress.done}); see "
+                              f"`{target.naming.command('status')}`") from None
         if progress.recovered:
             raise Interrupted("interrupted; an unfinished earlier run had been finished first, nothing else was "
                               "changed") from None

@@ -10,7 +10,7 @@ from patchkit.store import stale, transaction
 from patchkit.store import state as state_mod
 from patchkit.commands import report
 from patchkit.commands.clean import clean_leftovers
-from patchkit.commands.locate import locate
+from patchkit.commands.locate import locate, naming
 from patchkit.base.errors import NotFoundError, TargetError
 from patchkit.base.constants import DEFAULT_LOCK_TIMEOUT, EXIT_OK
 
@@ -28,11 +28,12 @@ def revert(site_packages: str | None, version: str | None, only: tuple[str, ...]
         if only:
             # One patch cannot be taken out of a release that is gone; removing the whole record
             # is a full revert's (or clean's) job, never a side effect of --only.
+            named = naming(site_packages, source, python, version)
             raise TargetError(f"{exc}; patchkit state is left behind in {left[0].describe()}: nothing to revert "
-                              f"for {', '.join(only)} there and nothing was removed (`patchkit revert` without "
-                              "--only, or `patchkit clean`, removes it)") from None
-        return clean_leftovers(left, as_json, lock_timeout)
-    with report.interruptible() as progress:  # also while the report is printed
+                              f"for {', '.join(only)} there and nothing was removed (`{named.command('revert')}` "
+                              f"without --only, or `{named.command('clean')}`, removes it)") from None
+        return clean_leftovers(left, as_json, naming(site_packages, source, python), lock_timeout)
+    with report.interruptible(target) as progress:  # also while the report is printed
         return _revert(target, only, force, as_json, lock_timeout, progress)
 
 
@@ -78,7 +79,8 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
         output.line("nothing else to revert: patchkit has changed nothing here now")
     elif not plan.acted:
         output.line("nothing to revert: patchkit has changed nothing here" if plan.old_state is None or not only else
-                    f"nothing to revert: {', '.join(only)} not applied here (`patchkit status` lists what is)")
+                    f"nothing to revert: {', '.join(only)} not applied here (`{target.naming.command('status')}` "
+                    "lists what is)")
     if removed:
         output.line(f"removed the {len(removed)} copy(ies) of outside edits that earlier --force runs kept: "
                     + ", ".join(removed))

@@ -16,7 +16,8 @@ def status(site_packages: str | None = None, version: str | None = None, as_json
     if state_mod.journal_path(target.site).exists():
         holder = lock.lock_holder(target.site)
         warnings.append(f"a patchkit run is in progress ({holder})" if holder else
-                        "an interrupted patchkit run is pending; `patchkit apply` or `patchkit revert` finishes it")
+                        f"an interrupted patchkit run is pending; `{target.naming.command('apply')}` or "
+                        f"`{target.naming.command('revert')}` finishes it")
     # A patch whose own code raised is a failure of the run (exit 1); its row says which.
     code = EXIT_PLAN if any(s.crashed for s in statuses) else EXIT_OK
     if as_json:

@@ -13,6 +13,7 @@ from patchkit.commands.locate import locate
 from patchkit.engine import patch_status
 from patchkit.base.constants import EXIT_OK, EXIT_PLAN
 from patchkit.base.errors import UsageError
+from patchkit.store.naming import Naming
 from patchkit.store.target import SITE, Target, interpreter, interpreter_for
 
 
@@ -56,29 +57,22 @@ def verify(site_packages: str | None, python: str | None, strict: bool, as_json:
     render.header(target)
     for check in report.checks:
         output.line(f"  {check.result:<8} {check.name}" + (f"  ({check.detail})" if check.detail else ""))
-    where = _targeting(site_packages, source, python)
     for s in pending:
         result = "failed" if strict else "pending"
-        output.line(f"  {result:<8} patch {s.id} is {s.state}: this release needs it ({next_step(s, where)})")
+        output.line(f"  {result:<8} patch {s.id} is {s.state}: this release needs it ({next_step(s, target.naming)})")
     output.line(summary)
     return EXIT_OK if ok else EXIT_PLAN
 
 
-def _targeting(site_packages: str | None, source: str | None, python: str | None) -> str:
-    """The options that name this SGLang again in the command a line suggests."""
-    named = (("--site-packages", site_packages), ("--source", source), ("--python", python))
-    return "".join(f" {flag} {value}" for flag, value in named if value)
-
-
-def next_step(status: patch_status.PatchStatus, where: str = "") -> str:
+def next_step(status: patch_status.PatchStatus, named: Naming) -> str:
     """The command that puts a patch this release needs in place, for the state it is in: `apply`
     refuses a drifted file (exit 4) without --force, and cannot plan a failed patch."""
     if status.state == patch_status.DRIFTED:
-        return (f"`patchkit diff{where}` shows the outside change; `patchkit apply{where} --force` overwrites it, "
-                "keeping a copy")
+        return (f"`{named.command('diff')}` shows the outside change; `{named.command('apply', '--force')}` "
+                "overwrites it, keeping a copy")
     if status.state == patch_status.FAILED:
-        return f"`patchkit status{where}` says why; `patchkit apply{where} --skip {status.id}` applies the others"
-    return f"run `patchkit apply{where}`"
+        return f"`{named.command('status')}` says why; `{named.command('apply', '--skip', status.id)}` applies the others"
+    return f"run `{named.command('apply')}`"
 
 
 def _interpreter(target: Target, site_packages: str | None, python: str | None) -> str:

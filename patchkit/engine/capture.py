@@ -93,10 +93,11 @@ def capture(target: Target, pid: str, wheel: Callable[[], WheelLike]) -> Capture
     recorded = stale.stale_state(target)
     if recorded is not None:
         raise TargetError(f"stale state: {state_mod.state_dir(target.site)} records SGLang {recorded.sglang_version} "
-                          f"but {target.version} is installed; `patchkit clean` removes it, then capture")
+                          f"but {target.version} is installed; `{target.naming.command('clean')}` removes it, then capture")
     if state_mod.journal_path(target.site).exists():
         raise PlanError("an interrupted patchkit run is pending (its files may be half written); "
-                        "`patchkit apply` or `patchkit revert` finishes it, then capture")
+                        f"`{target.naming.command('apply')}` or `{target.naming.command('revert')}` finishes it, "
+                        "then capture")
     state = state_mod.load(target.site)
     changed, missing = changed_files(target, wheel)
     notes: list[str] = []
@@ -109,9 +110,9 @@ def capture(target: Target, pid: str, wheel: Callable[[], WheelLike]) -> Capture
         rel = drifted[0]
         patches = ", ".join(state.files[rel].patches)  # type: ignore[union-attr]
         raise DriftError(f"{rel} carries patch {patches} and was changed since patchkit wrote it: a hand edit there "
-                         f"cannot be told from drift of {patches}; nothing written (`patchkit revert --only "
-                         f"{state.files[rel].patches[0]} --force` keeps a copy of the bytes; redo the edit, then "  # type: ignore[union-attr]
-                         "capture)")
+                         f"cannot be told from drift of {patches}; nothing written "
+                         f"(`{target.naming.command('revert', '--only', state.files[rel].patches[0], '--force')}` "  # type: ignore[union-attr]
+                         "keeps a copy of the bytes; redo the edit, then capture)")
     edited = [rel for rel in changed if rel not in ours]
     if ours:
         notes.append(f"left out {len(ours)} file(s) patchkit wrote ({', '.join(ours)})")

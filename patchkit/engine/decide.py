@@ -75,7 +75,8 @@ def _identity_status(view: View, pid: str, files: list[str]) -> PatchStatus:
     older += [rel for rel in unknown if _rendered_differs(view, rel, tuple(records[rel].patches))]
     if older:
         return PatchStatus(pid, OUTDATED, tuple(files),
-                           f"{older[0]} was patched by an older version of {pid}; `patchkit apply` updates it")
+                           f"{older[0]} was patched by an older version of {pid}; "
+                           f"`{view.target.naming.command('apply')}` updates it")
     return PatchStatus(pid, APPLIED, tuple(files))
 
 
@@ -179,7 +180,7 @@ def judge(view: View, pid: str) -> PatchStatus:
     if found.state == FAILED and not found.crashed:
         found = _with_cause(view, found)
     if found.state == UPSTREAM_FIXED and hand_applied_files(view, pid):
-        return PatchStatus(pid, APPLIED, found.files, hand_applied.DETAIL)
+        return PatchStatus(pid, APPLIED, found.files, hand_applied.detail(view.target))
     return found
 
 

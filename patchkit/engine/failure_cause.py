@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from patchkit.releases import manifest as manifest_mod
 from patchkit.releases import versions
+from patchkit.store import stale
 
 if TYPE_CHECKING:
     from patchkit.engine.view import View
@@ -60,11 +61,15 @@ def explain(view: "View", pid: str, files: tuple[str, ...]) -> str:
     if found == LOCAL_EDIT:
         shown = ", ".join(edited)
         if view.target.checkout is not None:
-            restore = f"`git diff` shows it, `git checkout -- {shown}` restores it"
-        elif view.state is not None and any(rel in view.state.files for rel in edited):
-            restore = f"`patchkit diff` shows it, `patchkit revert` then `pip install --force-reinstall --no-deps sglang=={version}` restores it"
+            restore = (f"`{stale.git_command(view.target, 'diff', edited)}` shows it, "
+                       f"`{stale.git_command(view.target, 'checkout', edited)}` restores it")
         else:
-            restore = f"`pip install --force-reinstall --no-deps sglang=={version}` restores it"
+            reinstall = stale.reinstall_command(view.target)
+            restore = (f"`{reinstall}` restores it" if reinstall else
+                       f"SGLang {version}'s source (its sdist, or the tree checked out again) restores it")
+            if view.state is not None and any(rel in view.state.files for rel in edited):
+                naming = view.target.naming
+                restore = f"`{naming.command('diff')}` shows it, `{naming.command('revert')}` then {restore}"
         return f"cause: a local edit ({shown} is not SGLang {version}'s release file); {restore}, or {skip}"
     if found == UPSTREAM:
         following = view.patches[pid].upstream_remedy(version)

@@ -17,7 +17,10 @@ from patchkit.base.util import sha256
 if TYPE_CHECKING:
     from patchkit.authoring.patch import Patch
 
-DETAIL = "applied by hand (captured, or git apply): patchkit did not write it; `patchkit revert` restores the release's bytes"
+
+def detail(target: Target) -> str:
+    return (f"applied by hand (captured, or git apply): patchkit did not write it; "
+            f"`{target.naming.command('revert')}` restores the release's bytes")
 
 
 def release_bytes(target: Any, patch: Patch, read: Callable[[str], bytes | None],

@@ -142,7 +142,8 @@ def _build(view: View, wanted: dict[str, list[str]], applied: list[str],
             if record is not None and view.file_condition(rel) == "drifted" and before is not None:
                 if not force:
                     raise DriftError(f"{rel} was changed outside patchkit and this run would overwrite it; nothing "
-                                     "was written (use --force, which keeps a copy of those bytes, or `patchkit diff`)")
+                                     "was written (use --force, which keeps a copy of those bytes, or "
+                                     f"`{view.target.naming.command('diff')}`)")
                 lost[rel] = before
             writes.append(FileWrite(rel=rel, before=before, after=after, pristine=view.pristine(rel)))
     new_state = State(sglang_version=view.target.version, patches=applied, files=files) if applied else None
@@ -164,12 +165,13 @@ def plan_apply(target: Target, only: tuple[str, ...] = (), skip: tuple[str, ...]
     drifted = [s for s in statuses if s.state == DRIFTED]
     if drifted and not force:
         s = drifted[0]
-        raise DriftError(f"patch {s.id}: {s.detail}; applying would lose that change (use --force, or `patchkit diff`)")
+        raise DriftError(f"patch {s.id}: {s.detail}; applying would lose that change (use --force, or "
+                         f"`{target.naming.command('diff')}`)")
     failed = [s for s in statuses if s.state == FAILED]
     if failed:
         s = failed[0]
         raise PatchesFailed(f"patch {s.id} cannot be applied to SGLang {target.version}: {s.detail}; nothing was "
-                            f"written (`patchkit apply --skip {s.id}` applies the others)", statuses)
+                            f"written (`{target.naming.command('apply', '--skip', s.id)}` applies the others)", statuses)
     to_apply = [s for s in statuses if s.state in (PENDING, DRIFTED, OUTDATED)]
     if not to_apply:
         kept_state = _with_digests(view, statuses)
@@ -274,8 +276,8 @@ def _refuse_over_hand_applied(view: View, touched: set[str], assignment: dict[st
             others = ", ".join(p for p in assignment[shared[0]] if p != pid)
             raise DriftError(f"{shared[0]} holds patch {pid}, applied by hand (patchkit did not write it); applying "
                              f"{others} there would keep that edit in the file's backup, so `revert` would not "
-                             f"remove it; nothing was written (`patchkit revert --only {pid}` first, with the same "
-                             "--patches, then apply both)")
+                             f"remove it; nothing was written (`{view.target.naming.command('revert', '--only', pid)}` "
+                             "first, then apply both)")
 
 
 def _with_digests(view: View, statuses: list[PatchStatus]) -> State | None:
@@ -308,7 +310,7 @@ def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False)
                for found in (decide.hand_applied_files(view, pid),) if found}
     hand_writes = [FileWrite(rel=rel, before=view.read(rel), after=data, pristine=None)
                    for files in by_hand.values() for rel, data in sorted(files.items())]
-    hand_statuses = [PatchStatus(pid, APPLIED, tuple(files), hand_applied.DETAIL) for pid, files in by_hand.items()]
+    hand_statuses = [PatchStatus(pid, APPLIED, tuple(files), hand_applied.detail(target)) for pid, files in by_hand.items()]
     if state is None:
         return Plan(view.target, tuple(hand_statuses), tuple(hand_writes), None, None, tuple(view.warnings), tuple(by_hand))
     # --only names any known patch; those not applied here have nothing to revert.
@@ -316,7 +318,8 @@ def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False)
     touched = {rel for pid in chosen for rel in state.files_of(pid)}
     drifted = sorted(rel for rel in touched if view.file_condition(rel) == "drifted")
     if drifted and not force:
-        raise DriftError(f"{drifted[0]} was changed outside patchkit; reverting would lose that change (use --force, or `patchkit diff`)")
+        raise DriftError(f"{drifted[0]} was changed outside patchkit; reverting would lose that change (use --force, "
+                         f"or `{target.naming.command('diff')}`)")
     assignment = {rel: [pid for pid in record.patches if pid not in chosen] for rel, record in state.files.items()}
     # Files that keep patches and did not change need no rendering (no libcst for a full revert).
     unchanged = {rel for rel in assignment if rel not in touched}

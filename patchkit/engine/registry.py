@@ -72,6 +72,11 @@ def add_folders(folders: tuple[str, ...] | list[str]) -> None:
     use_folders([*_folders, *folders])
 
 
+def given_folders() -> tuple[str, ...]:
+    """The --patches given on the command line, as given (a command patchkit advises names them again)."""
+    return tuple(_folders)
+
+
 def _folder_set(folder: str) -> PatchSet:
     path = Path(folder).resolve()
     if path.is_file() and path.name.endswith(DIFF_SUFFIXES):

@@ -100,7 +100,8 @@ def _detail(view: View, rel: str, pid: str, under: tuple[str, ...], exc: Excepti
         reason = str(own)
     names = ", ".join(under)
     # A patch patchkit already applied is taken off with revert; one not applied yet, skipped.
-    off = [f"`patchkit revert --only {other}`" if other in recorded else f"`--skip {other}`" for other in under]
+    off = [f"`{view.target.naming.command('revert', '--only', other)}`" if other in recorded else f"`--skip {other}`"
+           for other in under]
     return (f"{rel}: it does not apply on top of {names}, stacked before it on that file ({reason}); "
             f"`--skip {pid}` applies the others without it, {' and '.join(off)} lets {pid} apply without "
             f"{names}, `Patchkit-After:` sets the order")

@@ -307,7 +307,8 @@ def open_view(target: Target) -> View:
         view.warnings.append(
             f"stale state: {state_mod.state_dir(target.site)} records SGLang {state.sglang_version} but "
             f"{target.version} is installed (upgraded or reinstalled); the tree is judged afresh, and "
-            "`patchkit apply`, `revert` or `clean` discards the old record"
+            f"`{target.naming.command('apply')}`, `{target.naming.command('revert')}` or "
+            f"`{target.naming.command('clean')}` discards the old record"
         )
         view.state = None
     if view.state is not None and view.state.runtime:

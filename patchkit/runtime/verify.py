@@ -102,7 +102,8 @@ def verify(target: Target, python: str) -> Report:
     recorded = state_mod.load(target.site)
     if state_mod.journal_path(target.site).exists():
         report.checks.append(Check(str(state_mod.journal_path(target.site)), FAILED,
-                                   "an unfinished patchkit run is pending; `patchkit apply` or `patchkit revert` finishes it"))
+                                   f"an unfinished patchkit run is pending; `{target.naming.command('apply')}` or "
+                                   f"`{target.naming.command('revert')}` finishes it"))
     applied = {s.id for s in statuses if s.state in (patch_status.APPLIED, patch_status.DRIFTED, patch_status.OUTDATED)}
 
     for rel, record in sorted((recorded.files if recorded else {}).items()):
@@ -126,7 +127,8 @@ def verify(target: Target, python: str) -> Report:
             data = (root / rel).read_bytes() if (root / rel).is_file() else None
             intact = data is not None and sha256(data) == digest
             report.checks.append(Check(f"runtime report {rel}", OK if intact else FAILED,
-                                       "recorded bytes" if intact else "missing or changed: `patchkit apply` writes it again"))
+                                       "recorded bytes" if intact else
+                                       f"missing or changed: `{target.naming.command('apply')}` writes it again"))
 
     patches = {cls.ID: cls for cls in registry.load_all()}
     hooks: dict[str, dict[str, Any]] = {}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,18 +85,33 @@ def refuse_patched(target: Target, ours: list[str], recorded_version: str) -> No
 def restore_advice(target: Target, files: list[str]) -> str:
     """How to put the release's own bytes back into `files`, for the way this SGLang is installed."""
     if target.checkout is not None:
-        paths = " ".join(os.path.relpath(target.site / rel, target.checkout) for rel in files)
-        return f"Restore them from git: `git -C {target.checkout} checkout -- {paths}`"
-    if target.kind == SITE:
-        python = interpreter_for(target.site)
-        if python is not None:  # a virtual environment's site-packages
-            return (f"Reinstall SGLang {target.version}: `{python} -m pip install --force-reinstall --no-deps "
-                    f"sglang=={target.version}`")
-        return (f"Reinstall SGLang {target.version} there: `pip install --force-reinstall --no-deps --upgrade "
-                f"--target {target.site} sglang=={target.version}`")
-    # A source tree (an sdist, an editable install) outside git: pip would not rewrite these files.
+        return f"Restore them from git: `{git_command(target, 'checkout', files)}`"
+    reinstall = reinstall_command(target)
+    if reinstall is not None:
+        return f"Reinstall SGLang {target.version}: `{reinstall}`"
     return (f"Restore {', '.join(files)} in {target.site} from SGLang {target.version}'s source "
             f"(unpack its sdist again, or check the tree out again)")
+
+
+def git_command(target: Target, verb: str, files: list[str]) -> str:
+    """`git -C CHECKOUT VERB -- PATHS` for files of a target in a git checkout, from any folder."""
+    assert target.checkout is not None
+    paths = [os.path.relpath(target.site / rel, target.checkout) for rel in files]
+    return " ".join(shlex.quote(word) for word in ("git", "-C", str(target.checkout), verb, "--", *paths))
+
+
+def reinstall_command(target: Target) -> str | None:
+    """The pip command that puts the release's own files back into this SGLang: its virtual
+    environment's pip, else pip's --target with its folder (a bare `pip install` reinstalls into
+    whatever Python that shell finds). None for a source tree (an sdist, an editable install):
+    pip would not rewrite those files."""
+    if target.kind != SITE:
+        return None
+    release = f"sglang=={target.version}"
+    python = interpreter_for(target.site)
+    if python is not None:  # a virtual environment's site-packages
+        return f"{shlex.quote(python)} -m pip install --force-reinstall --no-deps {release}"
+    return f"pip install --force-reinstall --no-deps --upgrade --target {shlex.quote(str(target.site))} {release}"
 
 
 def remove(folder: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit.base import crash_log
@@ -22,6 +22,7 @@ from patchkit.releases import versions
 from patchkit.base.constants import PACKAGE, RUNTIME_DIST_INFO, RUNTIME_MODULE
 from patchkit.base.errors import NotFoundError, TargetError, UsageError, environment_failure, is_environment_failure, undecodable
 from patchkit.base.util import read_regular
+from patchkit.store.naming import Naming
 
 SITE, EDITABLE, SOURCE = "site-packages", "editable", "source"
 
@@ -37,6 +38,8 @@ class Target:
     # Where the runtime report's module and dist-info go (a folder on the serving sys.path):
     # `site`, except for an editable install, whose checkout is not on sys.path (its metadata is).
     runtime_root: Path | None = None
+    # How this run named it: what the commands a message advises name again (store/naming.py).
+    naming: Naming = field(default=Naming(), compare=False)
 
     @property
     def package_dir(self) -> Path:
@@ -253,13 +256,14 @@ def _package_root(folder: Path) -> Path | None:
 # --- the three ways to name a target ----------------------------------------------------------
 
 
-def _make(site: Path, version: str, kind: str, metadata_site: Path | None = None) -> Target:
+def _make(site: Path, version: str, kind: str, metadata_site: Path | None = None,
+          naming: Naming = Naming()) -> Target:
     versions.parse(version, what=f"the SGLang version installed in {site}", error=TargetError)
     crash_log.note_sglang_version(version)  # a crash after this point names the SGLang it was patching
     site = Path(os.path.abspath(site))
     root = Path(os.path.abspath(metadata_site)) if kind == EDITABLE and metadata_site is not None else None
     return Target(site=site, version=version, kind=kind, checkout=_checkout_of(site),
-                  runtime_root=None if root == site else root)
+                  runtime_root=None if root == site else root, naming=naming)
 
 
 def find_in(site: Path) -> Target:
@@ -269,13 +273,14 @@ def find_in(site: Path) -> Target:
     if not site.is_dir():
         raise TargetError(f"{site} is not a folder")
     if (site / PACKAGE / "__init__.py").is_file():
-        return _make(site, _version_from_dist_info(site), SITE)
+        return _make(site, _version_from_dist_info(site), SITE, naming=Naming("--site-packages", str(site)))
     infos = _dist_infos(site)
     project = _editable_location(infos[0]) if len(infos) == 1 else None
     root = _package_root(project) if project else None
     if root is None:
         raise NotFoundError(f"no SGLang in {site}: it holds no {PACKAGE}/ package", [site])
-    return _make(root, _version_from_dist_info(site), EDITABLE, metadata_site=site)
+    return _make(root, _version_from_dist_info(site), EDITABLE, metadata_site=site,
+                 naming=Naming("--site-packages", str(site)))
 
 
 def find_source(folder: Path) -> Target:
@@ -295,7 +300,7 @@ def find_source(folder: Path) -> Target:
     if version is None:
         raise TargetError(f"--source {folder}: cannot tell the SGLang version (no PKG-INFO, pyproject.toml "
                           f"version or {PACKAGE}/_version.py); pass --target VERSION")
-    return _make(root, version, SOURCE)
+    return _make(root, version, SOURCE, naming=Naming("--source", str(folder)))
 
 
 # Stdlib only, run in this interpreter or in another one (`--python`): where Python imports
@@ -332,7 +337,7 @@ def where():
 """
 
 
-def _from_where(found: dict[str, Any], who: str) -> Target:
+def _from_where(found: dict[str, Any], who: str, naming: Naming = Naming()) -> Target:
     if not found.get("package"):
         if found.get("metadata"):
             raise TargetError(f"{who} has SGLang's metadata ({found['metadata']}) but imports no {PACKAGE} "
@@ -352,7 +357,7 @@ def _from_where(found: dict[str, Any], who: str) -> Target:
             raise TargetError(f"{who} imports SGLang from {site} but no metadata tells its version; "
                               "pass --source DIR with --target VERSION")
     kind = SITE if in_site else (EDITABLE if found.get("editable") else SOURCE)
-    return _make(site, version, kind, metadata_site=metadata.parent if metadata is not None else None)
+    return _make(site, version, kind, metadata_site=metadata.parent if metadata is not None else None, naming=naming)
 
 
 def find_installed() -> Target:
@@ -388,7 +393,7 @@ def find_for_python(python: str) -> Target:
         found = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise TargetError(f"--python {python}: unexpected answer {proc.stdout.strip()[:200]!r}") from None
-    return _from_where(found, python)
+    return _from_where(found, python, Naming("--python", python))
 
 
 def check_version(target: Target, wanted: str | None) -> None:

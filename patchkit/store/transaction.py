@@ -134,16 +134,17 @@ def _complete(target: Target, journal: dict[str, Any], force: bool, done: str) -
         try:
             kept = _roll_forward(target, journal, force)
         except BaseException:
-            raise _pending(first, target.site) from None
+            raise _pending(first, target) from None
         if isinstance(first, KeyboardInterrupt):
             raise Interrupted(f"interrupted after files had started to change; the run was finished first ({done}, "
                               "state recorded)") from None
         return kept  # an error that did not repeat: the second attempt wrote and synced every file
 
 
-def _pending(exc: BaseException, site: Path) -> BaseException:
-    where = state_mod.journal_path(site)
-    then = f"the unfinished run is recorded in {where}; the next `patchkit apply` or `patchkit revert` finishes it"
+def _pending(exc: BaseException, target: Target) -> BaseException:
+    where = state_mod.journal_path(target.site)
+    then = (f"the unfinished run is recorded in {where}; the next `{target.naming.command('apply')}` or "
+            f"`{target.naming.command('revert')}` finishes it")
     if isinstance(exc, KeyboardInterrupt):
         return Interrupted(f"interrupted while files were being replaced; {then}")
     if is_environment_failure(exc):

@@ -133,3 +133,28 @@ def test_revert_and_apply_take_a_captured_tree_back_and_forth(home, release, tmp
         applied = run(*with_diff, "apply", "--only", "my-tuning", "--site-packages", site)
         assert applied.exit_code == 0, applied.stderr
         assert package_bytes(site) == edited
+
+
+def test_the_next_commands_name_the_captured_tree(home, release, tmp_path):
+    """`capture --site-packages DIR` printed `patchkit --patches OUT revert`: pasted in a venv whose
+    own SGLang was patched, it reverted that venv's patches (issue 37.1). Each command it names,
+    run as printed, acts on DIR; here this Python has no SGLang, so a bare command could not."""
+    import re
+    import shlex
+
+    site = release(VERSION)
+    release_tree = snapshot(site)
+    hand_edit(site)
+    (site / ADDED).unlink()
+    edited = package_bytes(site)
+    out = tmp_path / "mine"
+    result = run("capture", "my-tuning", "--site-packages", site, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    as_json = run("capture", "again", "--site-packages", site, "--out", tmp_path / "again", "--json").json()
+    assert f"--site-packages {shlex.quote(str(site))}" in as_json["next"]
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("next: ")]
+    revert, apply = [shlex.split(command)[1:] for command in re.findall(r"`(patchkit [^`]+)`", line)]
+    for command in (revert, apply):
+        assert command[command.index("--site-packages") + 1] == str(site), line
+    assert run(*revert).exit_code == 0 and snapshot(site) == release_tree  # the tree captured, back to the release
+    assert run(*apply).exit_code == 0 and package_bytes(site) == edited

@@ -58,7 +58,7 @@ def test_a_clean_killed_or_interrupted_at_any_unlink_leaves_no_unnamed_backup(re
             assert faulted.returncode == 130, (n, faulted.stderr)
             said = faulted.stderr.strip().splitlines()[-1]
             if (left / "state.json").exists():
-                assert "was being removed; its record is removed last, so `patchkit clean` again removes the rest" in said
+                assert f"was being removed; its record is removed last, so `patchkit clean --site-packages {trial}` again removes the rest" in said
             else:
                 assert "interrupted after removing" in said, said
             assert "every file was left as it was" not in said

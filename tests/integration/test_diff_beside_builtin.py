@@ -96,7 +96,8 @@ def test_a_diff_of_the_same_code_is_failed_naming_both_and_refused(release, diff
     assert run("--patches", diffs[SAME], "apply", "--site-packages", site, "--only", OFFLOADER_BUILT_IN).exit_code == 0
     applied = snapshot(site)
     found = rows(diffs[SAME], site)
-    assert found[SAME]["state"] == "failed" and f"`patchkit revert --only {OFFLOADER_BUILT_IN}`" in found[SAME]["detail"], found[SAME]
+    assert found[SAME]["state"] == "failed" and (f"`patchkit --patches {diffs[SAME]} revert --only {OFFLOADER_BUILT_IN} --site-packages {site}`"
+                                                in found[SAME]["detail"]), found[SAME]
     result = run("--patches", diffs[SAME], "apply", "--site-packages", site)
     assert result.exit_code == 1 and OFFLOADER_BUILT_IN in result.stderr
     assert snapshot(site) == applied

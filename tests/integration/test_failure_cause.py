@@ -58,7 +58,9 @@ def test_local_edit_that_removes_the_anchor(release, offloader_patch):
     path.write_bytes(code.replace(b"def create_offloader(", b"def make_offloader("))
     said = detail(offloader_patch, site)
     assert f"cause: a local edit ({OFFLOADER} is not SGLang 0.5.20's release file)" in said, said
-    assert "pip install --force-reinstall --no-deps sglang==0.5.20" in said and f"`--skip {ID}`" in said
+    # Into that folder (no venv owns it): a bare `pip install` would reinstall into the shell's own Python.
+    assert f"`pip install --force-reinstall --no-deps --upgrade --target {site} sglang==0.5.20`" in said, said
+    assert f"`--skip {ID}`" in said
     assert "upstream change" not in said
     before = snapshot(site)
     result = run("--patches", offloader_patch, "apply", "--site-packages", site)

@@ -145,7 +145,7 @@ def test_clean_refuses_live_patches(release):
     assert run("apply", "--site-packages", site).exit_code == 0
     before = snapshot(site)
     result = run("clean", "--site-packages", site)
-    assert result.exit_code == 1 and "are live, not stale; `patchkit revert`" in result.stderr
+    assert result.exit_code == 1 and f"are live, not stale; `patchkit revert --site-packages {site}`" in result.stderr
     assert snapshot(site) == before
     assert (site / MODEL_CONFIG).exists()
 

@@ -82,7 +82,7 @@ def test_a_repeating_failure_past_the_commit_point_leaves_the_run_to_the_next_on
         real_replace(src, dst)
 
     monkeypatch.setattr(transaction, "replace", moved_then_fail)
-    with pytest.raises(PatchkitError, match="the next `patchkit apply` or `patchkit revert` finishes it"):
+    with pytest.raises(PatchkitError, match=r"the next `patchkit apply [^`]+` or `patchkit revert [^`]+` finishes it"):
         with lock_mod.locked(site):
             transaction.commit(target, writes, None, new)
     assert (site / MODEL_CONFIG).read_bytes() == writes[0].after and (site / LOAD_CONFIG).read_bytes() == writes[1].before

@@ -123,7 +123,7 @@ def pending_journal(t: Synthetic) -> None:
     try:
         with lock_mod.locked(t.site):
             plan = planning.plan_apply(target)
-            with pytest.raises(PatchkitError, match="the next `patchkit apply` or `patchkit revert` finishes it"):
+            with pytest.raises(PatchkitError, match=r"the next `patchkit apply [^`]+` or `patchkit revert [^`]+` finishes it"):
                 transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state)
     finally:
         transaction.replace = real
@@ -276,7 +276,7 @@ CASES = [
     Case("stale-in-place", ("revert", "--force"), 4, REFUSED, ALL, "--force cannot choose between the two releases"),
     Case("stale-in-place", ("clean",), 4, REFUSED, ALL, "still holds what patchkit wrote"),
     # orphaned: SGLang uninstalled, .patchkit/ left behind
-    Case("orphaned", ("status",), 3, REFUSED, ALL, "(left by SGLang 0.9.0): `patchkit clean --site-packages"),
+    Case("orphaned", ("status",), 3, REFUSED, ALL, "(left by SGLang 0.9.0): `patchkit --patches"),
     Case("orphaned", ("apply",), 3, REFUSED, ALL, "(left by SGLang 0.9.0)"),
     Case("orphaned", ("apply", "--force"), 3, REFUSED, ALL, "(left by SGLang 0.9.0)"),
     Case("orphaned", ("revert",), 0, (), None, "(left by SGLang 0.9.0)"),

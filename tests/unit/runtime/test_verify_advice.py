@@ -20,10 +20,10 @@ def test_verify_on_a_failed_patch_names_commands_that_work(scratch):
     result = run("--patches", patches, "verify", "--site-packages", site)
     line = next(line for line in result.stdout.splitlines() if "patch syn-crash is failed" in line)
     steps = [shlex.split(step)[1:] for step in re.findall(r"`(patchkit [^`]+)`", line)]
-    assert [step[0] for step in steps] == ["status", "apply"], line
-    status = run("--patches", patches, *steps[0])
+    assert [step[:3] for step in steps] == [["--patches", str(patches), verb] for verb in ("status", "apply")], line
+    status = run(*steps[0])  # as printed: this run's --patches and tree
     assert "syn-crash" in status.stdout and "IndexError" in status.stdout + status.stderr
-    applied = run("--patches", patches, *steps[1])
+    applied = run(*steps[1])
     assert applied.exit_code == 0, applied.stdout + applied.stderr
     states = {p["id"]: p["state"] for p in run("--patches", patches, "status", "--site-packages", site,
                                                  "--json").json()["patches"]}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -178,7 +179,9 @@ def leave_pending(t: Synthetic, reference, monkeypatch, moved: int = 1) -> None:
     fault(monkeypatch, "replace", reference["commit"] + moved + 1, EIO, repeat=True)
     line = one_error_line(t.run("apply"), 6)
     monkeypatch.undo()
-    assert "the next `patchkit apply` or `patchkit revert` finishes it" in line
+    apply, revert = (shlex.join(("patchkit", "--patches", str(t.patches), verb, "--site-packages", str(t.site)))
+                     for verb in ("apply", "revert"))  # this run's tree
+    assert f"the next `{apply}` or `{revert}` finishes it" in line
     assert (t.site / JOURNAL).exists()
 
 
