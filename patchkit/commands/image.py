@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -9,9 +10,10 @@ from packaging.version import InvalidVersion, Version
 from patchkit.image import builder as builders
 from patchkit.image import dockerfile, context as image_context, reference as image_reference
 from patchkit.commands import output
-from patchkit.releases import versions
+from patchkit.engine import manifest_describe
+from patchkit.releases import manifest, versions
 from patchkit.base.constants import EXIT_OK
-from patchkit.base.errors import EnvironmentFailure, UsageError
+from patchkit.base.errors import EnvironmentFailure, TargetError, UsageError
 from patchkit.base.util import atomic_write
 
 CA_NAME = "patchkit-ca-certificates.crt"  # the --ca-cert file's name in the build context
@@ -45,7 +47,27 @@ def _spec(base: str, version: str, python: str, context: image_context.Context, 
                                 ca_cert=CA_NAME if ca_cert else None, allow_skipped=allow_skipped,
                                 patch_sets=context.patch_sets)
     dockerfile.check(spec)
-    return spec
+    _same_release_as_the_tag(spec)
+    release, committed = manifest_describe.for_release(spec.version, output.progress)
+    if committed:
+        return spec
+    known = manifest.available()
+    output.warn(f"SGLang {spec.version} was not verified by patchkit (it has manifests for {known[0]}..{known[-1]}): "
+                "the image applies the patches their probes find on its wheel, as `apply` judges it")
+    return replace(spec, release=release)
+
+
+def _same_release_as_the_tag(spec: dockerfile.ImageSpec) -> None:
+    """A base whose tag is a version (`v0.5.12.post1`) holds that release: another --target would
+    write a build step that fails on it (exit 3 in the build), so it fails here."""
+    tag = image_reference.tag(spec.base)
+    try:
+        tagged = str(Version(tag)) if tag else None
+    except InvalidVersion:
+        return  # a tag that is not a version (`latest`, `v0.5.17-cu129`) says nothing
+    if tagged is not None and tagged != spec.version:
+        raise TargetError(f"--target {spec.version} but the base {spec.base} is tagged for SGLang {tagged}; "
+                          f"run with --target {tagged} (the build's apply would refuse {spec.version})")
 
 
 def _write_context(context: image_context.Context, ca_path: Path | None, folder: Path) -> None:
@@ -99,7 +121,7 @@ def build(base: str, version: str, wheel: str | None, tag: str, builder: str | N
     context = image_context.plan(wheel_path)
     spec = _spec(base, version, python, context, ca_path, allow_skipped)
     text = dockerfile.render(spec)  # before looking for a builder: an unknown release fails fast
-    patches = dockerfile.patch_labels(spec.version)
+    patches = dockerfile.patch_labels(spec.version, spec.release)
     chosen, tried = builders.choose(builder or builders.AUTO)
     skipped = "; ".join(f"{p.name}: {p.detail}" for p in tried if not p.answers)
     say = output.progress if as_json else output.line  # with --json, stdout is the result alone

@@ -1,13 +1,14 @@
 """A release's manifest, made by the patches' own probes on its pristine files (what `patchkit
-manifest update` writes to manifests/<version>.json, and `manifest check` compares)."""
+manifest update` writes to manifests/<version>.json, and `manifest check` compares; for a release
+with no committed manifest, a post release such as 0.5.12.post1, what an image of it applies)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from patchkit.engine import decide, identity, registry
 from patchkit.releases import manifest as manifest_mod
-from patchkit.base.errors import PlanError
+from patchkit.base.errors import PlanError, TargetError
 from patchkit.engine.patch_status import NOT_APPLICABLE, PENDING, STATE_VERDICT
 from patchkit.engine.view import code_view
 
@@ -34,3 +35,19 @@ def describe(target: Any) -> manifest_mod.Manifest:
         files.update({rel: view.sha(rel) for rel in recorded})  # type: ignore[misc]
     return manifest_mod.Manifest(version=target.version, patches=entries, files=files,
                                  patch_sha256=identity.digests(registry.patch_ids()))
+
+
+def for_release(version: str, progress: Callable[[str], None]) -> tuple[manifest_mod.Manifest, bool]:
+    """(the manifest of release `version`, whether it is committed): the committed one, else the one
+    the patches' probes make on the release's wheel (downloaded once, cached), as `apply --target V
+    --fetch DIR` judges that release. TargetError (exit 3) before any download for a release
+    patchkit knows nothing about; FetchError (exit 3) for one the index does not have."""
+    from patchkit.releases import pristine, versions
+
+    committed = manifest_mod.find(version)
+    if committed is not None:
+        return committed, True
+    if not registry.knows(version):
+        raise TargetError(f"no patch set for SGLang {version}: no manifest (patchkit has manifests for "
+                          f"{', '.join(manifest_mod.available()) or 'none'}) and no patch declares a range holding it")
+    return describe(pristine.WheelSource(versions.normalise(version), progress)), False

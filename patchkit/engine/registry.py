@@ -354,15 +354,23 @@ def unordered_pairs(classes: list[type[Patch]]) -> list[tuple[str, str, str]]:
     return found
 
 
-def check_known(version: str) -> None:
-    """Refuse, before any download, a release patchkit knows nothing about: it has no manifest
-    for it and no loaded patch declares a range holding it (FetchError, exit 3)."""
+def knows(version: str) -> bool:
+    """Whether patchkit knows anything about a release: a manifest for it, or a loaded patch
+    whose declared range holds it."""
     from patchkit.releases import manifest, versions
 
     if manifest.find(version) is not None:
-        return
+        return True
     wanted = versions.parse(version, what="--target")
-    if any(cls.specifier().contains(wanted, prereleases=True) for cls in load_all()):
+    return any(cls.specifier().contains(wanted, prereleases=True) for cls in load_all())
+
+
+def check_known(version: str) -> None:
+    """Refuse, before any download, a release patchkit knows nothing about: it has no manifest
+    for it and no loaded patch declares a range holding it (FetchError, exit 3)."""
+    from patchkit.releases import manifest
+
+    if knows(version):
         return
     known = manifest.available()
     raise FetchError(f"patchkit knows nothing about SGLang {version}: no manifest (it has "

@@ -45,6 +45,9 @@ class ImageSpec:
     allow_skipped: bool = False  # a base without SGLang's dependencies: import checks cannot run
     # Context paths (image_context.PATCHES_DIR/N[/FILE]) of the patch sets beside the built-in one.
     patch_sets: tuple[str, ...] = ()
+    # The release's manifest when it has no committed one (made by the probes on its wheel:
+    # manifest_describe.for_release); None: the committed manifest of `version`.
+    release: manifest.Manifest | None = None
 
 
 # One word of a path: no whitespace, quote, `$`, backslash or other shell or Dockerfile syntax.
@@ -82,11 +85,11 @@ def patch_digest(cls: "type[Patch]") -> str:
     return identity.digest(cls.ID)
 
 
-def patch_labels(version: str) -> dict[str, str]:
+def patch_labels(version: str, release: manifest.Manifest | None = None) -> dict[str, str]:
     """{patch id: sha256 of the patch's source} for the patches the image applies: the built-in
-    ones this release's manifest needs, and every patch of the other sets loaded now whose range
-    holds the release (they travel in the build context, byte for byte)."""
-    needed = {pid for pid, entry in manifest.load(version).patches.items() if entry.verdict == "applies"}
+    ones this release's manifest (`release`, else the committed one) needs, and every patch of the
+    other sets loaded now whose range holds the release (they travel in the build context, byte for byte)."""
+    needed = {pid for pid, entry in (release or manifest.load(version)).patches.items() if entry.verdict == "applies"}
     wanted = Version(version)
     return {cls.ID: patch_digest(cls) for cls in registry.load_all()
             if (cls.ID in needed if registry.origin(cls.ID) == registry.BUILT_IN
@@ -95,7 +98,7 @@ def patch_labels(version: str) -> dict[str, str]:
 
 def labels(spec: ImageSpec) -> dict[str, str]:
     """Every label of the image; a function of the inputs only (no dates, no host names)."""
-    digests = patch_labels(spec.version)
+    digests = patch_labels(spec.version, spec.release)
     return {
         "org.opencontainers.image.base.name": spec.base,
         "org.opencontainers.image.description": f"SGLang {spec.version} patched by patchkit",

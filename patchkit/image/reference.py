@@ -37,7 +37,7 @@ _TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 
 # The domain is optional and can look like a path component: the regex backtracks between both.
-_REFERENCE = re.compile(rf"(?P<name>(?:{_DOMAIN}/)?{_REMOTE_NAME})(?::{_TAG})?(?:@{_DIGEST})?", re.ASCII)
+_REFERENCE = re.compile(rf"(?P<name>(?:{_DOMAIN}/)?{_REMOTE_NAME})(?::(?P<tag>{_TAG}))?(?:@{_DIGEST})?", re.ASCII)
 NAME_MAX = 255
 
 
@@ -45,3 +45,9 @@ def is_reference(text: str) -> bool:
     """Whether `text` is a whole image reference (`lmsysorg/sglang:v0.5.17`, `host:5000/a/b@sha256:...`)."""
     found = _REFERENCE.fullmatch(text)
     return found is not None and len(found.group("name")) <= NAME_MAX
+
+
+def tag(text: str) -> str | None:
+    """The tag of an image reference (`v0.5.17` of `lmsysorg/sglang:v0.5.17`), None when it has none."""
+    found = _REFERENCE.fullmatch(text)
+    return found.group("tag") if found else None

@@ -14,6 +14,7 @@ from dockerfile_parse import DockerfileParser
 
 from patchkit.image.dockerfile import HOME as HOME_DIR
 from patchkit.image.dockerfile import WHEEL_DIR
+from testing.checkout import wheel_home
 from testing.cli import run
 from testing.releases import HOME, REPO, pristine
 
@@ -276,3 +277,33 @@ def test_the_context_carries_patchkit_and_every_patch_set(tmp_path):
     assert labels["io.patchkit.patch.team-flag"] == f"sha256:{digest}"
     assert f"team-flag@sha256:{digest}" in labels["io.patchkit.patches"]
     assert "wrote" in result.stdout and "patchkit-patches/" in result.stdout
+
+
+def test_a_post_release_is_imaged_as_the_release_it_is(tmp_path, monkeypatch):
+    """A release with no committed manifest (0.5.12.post1: on the index, judged by the patches'
+    probes on its wheel, as `apply --target 0.5.12.post1 --fetch DIR` judges it) is imaged: the
+    build step names the version installed in the base, the labels the patches that apply there
+    (issue 37.3: it was exit 3, "no patch set for SGLang 0.5.12.post1")."""
+    version = "0.5.12.post1"
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", (version,))))  # its wheel, cached
+    result = run("image", "dockerfile", "--base", f"lmsysorg/sglang:v{version}", "--target", version)
+    assert result.exit_code == 0, result.stderr
+    runs = [s["value"] for s in parsed(result.stdout) if s["instruction"] == "RUN"]
+    assert runs[1] == (f"/opt/patchkit/venv/bin/patchkit apply --python python3 --target {version}"
+                       "  && /opt/patchkit/venv/bin/patchkit verify --python python3 --strict")
+    labels = DockerfileParser(fileobj=__import__("io").BytesIO(result.stdout.encode())).labels
+    assert labels["io.patchkit.sglang"] == version
+    status = run("status", "--site-packages", pristine(version), "--json")
+    pending = sorted(p["id"] for p in status.json()["patches"] if p["state"] == "pending")
+    assert pending and "mamba-slot-graceful" not in pending  # what the probes say on that release's files
+    assert sorted(item.split("@sha256:")[0] for item in labels["io.patchkit.patches"].split(",")) == pending
+    assert f"SGLang {version} was not verified by patchkit" in result.stderr  # said, as apply says it
+
+
+def test_a_base_tagged_with_another_version_is_refused_before_the_build():
+    """`--target 0.5.12` for a base tagged v0.5.12.post1 wrote an `apply --target 0.5.12` step that
+    failed in the build on the post1 tree: the tag that is a version must be --target's."""
+    result = run("image", "dockerfile", "--base", "lmsysorg/sglang:v0.5.12.post1", "--target", "0.5.12")
+    assert result.exit_code == 3, result.stderr
+    assert "0.5.12.post1" in result.stderr and "--target 0.5.12.post1" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not result.stdout
