@@ -95,6 +95,22 @@ def builtin_patches_only():
     registry.use_folders(())
 
 
+@pytest.fixture(scope="session")
+def patchkit_wheel(tmp_path_factory) -> Path:
+    """patchkit as a wheel, as a user builds it (`pip wheel --no-deps` of this checkout, its build
+    dependencies from the index, cached): built once per session for every test that needs one."""
+    import subprocess
+    import sys
+
+    from testing.releases import REPO
+
+    out = tmp_path_factory.mktemp("patchkit-wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)], check=True,
+                   capture_output=True)
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
 @pytest.fixture
 def release(tmp_path):
     """release("0.5.17") -> a private copy of what patchkit touches in that real SGLang release:

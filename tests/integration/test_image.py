@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import venv
 
 import pytest
@@ -139,12 +138,10 @@ def test_auto_skips_a_docker_client_without_a_daemon(monkeypatch, tmp_path):
     assert "docker: Cannot connect" in result.stderr and "podman: not installed" in result.stderr
 
 
-def test_run_steps_in_a_fresh_venv_produce_a_verified_patched_sglang(tmp_path):
+def test_run_steps_in_a_fresh_venv_produce_a_verified_patched_sglang(tmp_path, patchkit_wheel):
     """Where no container builder exists: the RUN steps, run on the host, with a venv standing in
     for the image's Python and a tmp folder for /opt/patchkit."""
-    wheels = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)], check=True)
-    wheel = next(wheels.glob("*.whl"))
+    wheel = patchkit_wheel
     # The stand-in image: a fresh venv with the pristine SGLang 0.5.17 installed, no dependencies.
     image = tmp_path / "image"
     venv.EnvBuilder(with_pip=True).create(image)

@@ -68,12 +68,9 @@ def podman(stores, registry, deps):
 
 
 @pytest.fixture(scope="module")
-def wheel(scratch) -> Path:
-    """patchkit as a wheel, as a user would build or download it."""
-    out = scratch / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out),
-                    str(REPO)], check=True, capture_output=True)
-    return next(out.glob("*.whl"))
+def wheel(patchkit_wheel) -> Path:
+    """patchkit as a wheel, as a user would build or download it (built once per session)."""
+    return patchkit_wheel
 
 
 @pytest.fixture(scope="module")
