@@ -1,5 +1,6 @@
 """What a patched image's build context holds beside its Dockerfile: the running patchkit itself
-(its wheel: the one given with `--wheel`, else built from the checkout patchkit runs from) and
+(its wheel: the one given with `--wheel`, else built from the checkout patchkit runs from, else
+written from the installed copy it runs as: `own_wheel`) and
 every patch set this run loads besides the built-in one (`--patches` folders and diff files,
 $PATCHKIT_PATCHES, entry-point packages), copied byte for byte, so that the image applies
 exactly the patches `status` shows here (their digests are the same bytes).
@@ -17,12 +18,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit import __version__
 from patchkit.engine import registry
+from patchkit.image import own_wheel
 from patchkit.base.errors import BuildError, UsageError
 
 PATCHES_DIR = "patchkit-patches"  # in the build context, one numbered folder per patch set
-WHEEL_NAME = f"sglang_patchkit-{__version__}-py3-none-any.whl"  # what `pip wheel` makes of the checkout
+WHEEL_NAME = own_wheel.NAME  # what `pip wheel` makes of the checkout, and own_wheel of an installed copy
 _PLAIN = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9_.+-]*", re.ASCII)
 _SKIPPED = ("__pycache__", ".git")
 
@@ -30,8 +31,9 @@ _SKIPPED = ("__pycache__", ".git")
 @dataclass(frozen=True)
 class Context:
     wheel: str  # the file name of patchkit's wheel in the context
-    wheel_source: Path | None  # a wheel to copy; None: built from `checkout` when written
+    wheel_source: Path | None  # a wheel to copy; None: built from `checkout` or `installed` when written
     checkout: Path | None
+    installed: Path | None = None  # the dist-info of the installed copy patchkit runs as (no checkout)
     patch_sets: tuple[str, ...] = ()  # context paths of the patch sets, in load order
     copies: dict[str, Path] = field(default_factory=dict)  # context path -> file or folder to copy
 
@@ -50,12 +52,14 @@ def checkout() -> Path | None:
 
 def plan(wheel: Path | None) -> Context:
     """The context for the patch sets loaded now; UsageError (exit 2) when it cannot be made."""
-    root = None
+    root = installed = None
     if wheel is None:
         root = checkout()
-        if root is None:
-            raise UsageError("patchkit runs from an installed copy, not a checkout: give its wheel with --wheel FILE "
-                             "(the image installs exactly that patchkit)")
+        installed = own_wheel.installed_copy() if root is None else None
+        if root is None and installed is None:
+            raise UsageError("patchkit runs neither from a checkout nor from an install pip made of its wheel (no "
+                             "RECORD lists it): give its wheel with --wheel FILE (the image installs exactly that "
+                             "patchkit)")
     sets, copies = [], {}
     for number, patch_set in enumerate((s for s in registry.patch_sets() if s.origin != registry.BUILT_IN), 1):
         where = f"{PATCHES_DIR}/{number}"
@@ -69,7 +73,7 @@ def plan(wheel: Path | None) -> Context:
             copies[where] = patch_set.folder
         sets.append(where)
     return Context(wheel=wheel.name if wheel else WHEEL_NAME, wheel_source=wheel, checkout=root,
-                   patch_sets=tuple(sets), copies=copies)
+                   patch_sets=tuple(sets), copies=copies, installed=installed)
 
 
 def write(context: Context, folder: Path) -> None:
@@ -78,6 +82,8 @@ def write(context: Context, folder: Path) -> None:
         dest = folder / context.wheel
         if not (dest.exists() and dest.samefile(context.wheel_source)):  # `-o` beside the wheel given
             shutil.copyfile(context.wheel_source, dest)
+    elif context.installed is not None:
+        own_wheel.write(context.installed, folder / context.wheel)
     else:
         assert context.checkout is not None
         _build_wheel(context.checkout, folder / context.wheel)
