@@ -101,12 +101,27 @@ def _server() -> _ProbeServer:
     return _SERVERS[0]
 
 
-def load_plugins_lines(python: Path | str, extra_env: dict[str, str] | None = None) -> list[str]:
+# What a process loading the plugins may use (SGLang's modules imported on the CPU take under
+# 1 GB): a plugin that reads without bound fails the test with a MemoryError, not the machine.
+PLUGINS_DATA_LIMIT = 3 << 30
+
+
+def _limit_data() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_DATA, (PLUGINS_DATA_LIMIT, PLUGINS_DATA_LIMIT))
+
+
+def load_plugins_lines(python: Path | str, extra_env: dict[str, str] | None = None, timeout: float = 600) -> list[str]:
     """The `patchkit:` lines that SGLang's real `load_plugins()` makes the runtime report write,
-    run by `python` (a venv, an editable install, or PYTHONPATH in `extra_env`) in a fresh process."""
+    run by `python` (a venv, an editable install, or PYTHONPATH in `extra_env`) in a fresh process
+    (its data capped at PLUGINS_DATA_LIMIT; a hang is a TimeoutExpired after `timeout` s)."""
     code = "from sglang.srt.plugins import load_plugins; load_plugins()"
     env = {key: value for key, value in os.environ.items() if key not in ("SGLANG_PLUGINS", "PYTHONPATH")}
     env.update(CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore", **(extra_env or {}))
-    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env, cwd="/", timeout=600)
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env, cwd="/",
+                          timeout=timeout, stdin=subprocess.DEVNULL, preexec_fn=_limit_data)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # SGLang catches what a plugin raises and logs it: the report said nothing in that process.
+    assert "Failed to execute general plugin" not in proc.stderr, proc.stderr[-3000:]
     return [line for line in proc.stderr.splitlines() if line.startswith("patchkit:")]
