@@ -311,13 +311,12 @@ def open_view(target: Target) -> View:
             f"`{target.naming.command('clean')}` discards the old record"
         )
         view.state = None
-    if view.state is not None and view.state.runtime:
+    if view.state is not None:
         # The runtime report stays where it was written (an editable install's metadata folder, or
-        # the site when patched with --source): there it is updated and removed, however the tree is named now.
-        from pathlib import Path
-
-        recorded = Path(view.state.runtime_dir) if view.state.runtime_dir else None
-        if recorded != target.runtime_root:
+        # the site when patched with --source): there it is updated and removed, however the tree
+        # is named now; a recorded folder patchkit never writes to for this tree is a corrupt record.
+        recorded = state_mod.runtime_root(target, view.state)
+        if view.state.runtime and recorded != target.runtime_root:
             view.target = replace(target, runtime_root=recorded)
     if view.state is not None:
         unknown = [pid for pid in view.state.patches if pid not in registry.patch_ids()]

@@ -122,7 +122,7 @@ def verify(target: Target, python: str) -> Report:
 
     if recorded is not None:
         # The runtime report (patchkit/store/runtime_plugin.py): what makes the serving processes say what they run.
-        root = Path(recorded.runtime_dir) if recorded.runtime_dir else target.site
+        root = state_mod.runtime_root(target, recorded) or target.site
         for rel, digest in sorted(recorded.runtime.items()):
             data = (root / rel).read_bytes() if (root / rel).is_file() else None
             intact = data is not None and sha256(data) == digest

@@ -16,6 +16,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit import __version__
 from patchkit.base.constants import (
@@ -30,6 +31,9 @@ from patchkit.base.errors import (
 )
 from patchkit.base.patch_id import is_patch_id
 from patchkit.base.util import atomic_write, sha256
+
+if TYPE_CHECKING:
+    from patchkit.store.target import Target
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 
@@ -182,6 +186,24 @@ def _validate(data: object, where: str) -> State:
     except Invalid as exc:
         raise StateError(f"{where} is corrupt, not a valid patchkit state file: {exc}; nothing was written "
                          f"(restore it, or reinstall SGLang and remove {Path(where).parent})") from None
+
+
+def runtime_root(target: Target, state: State) -> Path | None:
+    """The folder the runtime report of `state` is in (None: the site folder): its recorded
+    `runtime.dir`, trusted only where patchkit writes the report for this target
+    (`target.is_runtime_root`); a record naming any other folder is corrupt (StateError, exit 1),
+    so that no run writes or removes a file outside the install it was named."""
+    from patchkit.store.target import is_runtime_root
+
+    if state.runtime_dir is None:
+        return None
+    if not is_runtime_root(target, Path(state.runtime_dir)):
+        where = state_path(target.site)
+        raise StateError(f"{where} is corrupt, not a valid patchkit state file: runtime.dir {state.runtime_dir!r} is not "
+                         f"where patchkit writes the runtime report for the SGLang in {target.site} (that folder, or "
+                         f"the site-packages of its editable install); nothing was written (restore it, or reinstall "
+                         f"SGLang and remove {where.parent})")
+    return Path(state.runtime_dir)
 
 
 # --- paths ------------------------------------------------------------------------------------

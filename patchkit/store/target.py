@@ -245,6 +245,22 @@ def _editable_location(info: Path) -> Path | None:
     return Path(unquote(urlparse(url).path))
 
 
+def is_runtime_root(target: Target, folder: Path) -> bool:
+    """Whether `folder` is where patchkit writes the runtime report for this target, derived from
+    the install, never taken from a record: the site folder, the target's own runtime folder (an
+    editable install's metadata), or the site-packages of an editable install of this very tree
+    (patched through `--python`, named now with `--source DIR`): its one SGLang dist-info points here."""
+    folder = Path(os.path.abspath(folder))
+    if folder in (target.site, target.runtime_dir):
+        return True
+    if not folder.is_dir():
+        return False
+    infos = _dist_infos(folder)
+    project = _editable_location(infos[0]) if len(infos) == 1 else None
+    root = _package_root(project) if project is not None else None
+    return root is not None and root.resolve() == target.site.resolve()
+
+
 def _package_root(folder: Path) -> Path | None:
     """`folder` itself when it holds sglang/, or its `python/` (a checkout of the repository)."""
     for candidate in (folder, folder / "python"):

@@ -327,3 +327,29 @@ def test_a_reader_sees_old_or_new_bytes_never_half(tree, monkeypatch):
     state_mod.save(tree.site, new)
     assert seen == [state_mod.dumps(sample())]
     assert state_mod.load(tree.site) == new
+
+
+# --- runtime.dir: where patchkit wrote the runtime report, derived, never trusted ---------------
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert"])
+def test_a_runtime_dir_outside_the_install_is_a_corrupt_record(scratch, tmp_path, command):
+    """A record whose runtime.dir names another folder holding patchkit's plugin bytes (a matching
+    hash): `revert` deleted that folder's plugin, exit 0, and left the real one in the tree."""
+    tree = Synthetic(syn.make_tree(scratch / "site", overrides={"sglang/srt/plugins/__init__.py": ""}),
+                     syn.write_patches(tmp_path / "patches"))
+    assert tree.run("apply").exit_code == 0
+    plugin = tree.site / "sglang_patchkit_runtime" / "__init__.py"
+    assert plugin.is_file()
+    victim = tmp_path / "victim"
+    for rel in json.loads((tree.site / ".patchkit/state.json").read_text())["runtime"]["files"]:
+        (victim / rel).parent.mkdir(parents=True, exist_ok=True)
+        (victim / rel).write_bytes((tree.site / rel).read_bytes())
+    data = json.loads((tree.site / ".patchkit/state.json").read_text())
+    data["runtime"]["dir"] = str(victim)
+    write_state(tree.site, data)
+    before, victim_before = snapshot(tree.site), snapshot(victim)
+    result = tree.run(command)
+    assert result.exit_code == 1, (result.exit_code, result.stderr)
+    assert result.stderr.startswith("error: ") and "runtime.dir" in result.stderr and str(victim) in result.stderr
+    assert snapshot(tree.site) == before and snapshot(victim) == victim_before
