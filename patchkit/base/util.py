@@ -71,7 +71,8 @@ def _named(exc: OSError, path: Path) -> OSError:
     return exc
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """fsync a folder: the renames and creations in it are on disk (an error names the folder)."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -129,12 +130,7 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
-
-
-def replace(src: Path, dst: Path) -> None:
-    os.replace(src, dst)
-    _fsync_dir(dst.parent)
+    fsync_dir(path.parent)
 
 
 def dies_with_parent() -> Callable[[], None] | None:

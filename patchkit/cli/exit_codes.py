@@ -13,7 +13,7 @@ MEANINGS = {
     EXIT_TARGET: "SGLang not found, version mismatch, or a release patchkit knows nothing about",
     EXIT_DRIFT: "a file changed outside patchkit would be lost (nothing written{--force}; --force overrides{})",
     EXIT_LOCKED: "gave up waiting for another patchkit run on the same folder (--lock-timeout)",
-    EXIT_ENVIRONMENT: "a file could not be read or written (read-only, permission, no space, wrong type)",
+    EXIT_ENVIRONMENT: "a file could not be read, written or synced (read-only, permission, no space, wrong type, I/O error)",
     EXIT_BUG: "unexpected error (the crash log holding the traceback is named)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C); the message says whether the files were left as they were",
 }

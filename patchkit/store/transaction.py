@@ -5,8 +5,10 @@ Order of a commit (every write is temp file + fsync + os.replace + fsync of the 
      new file (and, for `--force`, a copy of the bytes it overwrites) under `.patchkit/pending/`;
   2. write the journal: the commit point. It names each file with the sha256 it had before
      and must have after;
-  3. move each staged file into place (removals too); 4. write (or remove) the state file;
-     5. drop journal and staging.
+  3. move each staged file into place (removals too), then sync each folder a file moved into
+     (a failed sync is retried once; if it fails again the run still finishes and then exits 6
+     naming the folder: its files are in place, their durability is not proven);
+  4. write (or remove) the state file; 5. drop journal and staging.
 A failure before 2 discards what 1 wrote: the tree is untouched. From 2 on the run is finished
 (rolled forward), in this process when it can, else by `recover()` in the next run, which first
 checks every file's current bytes against the journal and writes nothing when one is neither.
@@ -14,14 +16,14 @@ checks every file's current bytes against the journal and writes nothing when on
 
 from __future__ import annotations
 
-from typing import Any
-
+import errno
 import json
 import os
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from patchkit.store import state as state_mod
 from patchkit.store import writable
@@ -31,7 +33,7 @@ from patchkit.base.errors import (
 )
 from patchkit.store.state import State
 from patchkit.store.target import Target, is_runtime_file
-from patchkit.base.util import atomic_write, replace, sha256
+from patchkit.base.util import atomic_write, fsync_dir, sha256
 
 
 @dataclass(frozen=True)
@@ -125,20 +127,53 @@ def commit(target: Target, writes: list[FileWrite], old: State | None, new: Stat
 
 def _complete(target: Target, journal: dict[str, Any], force: bool, done: str) -> list[str]:
     """Roll the journal forward; past the commit point a run is finished, never undone. A
-    failure is retried once here; if it repeats, the journal stays for the next run."""
+    failure is retried once here; if it repeats, the journal stays for the next run. A folder
+    whose fsync failed twice does not stop the run (its files are in place): it is said after."""
     try:
-        return _roll_forward(target, journal, force)
+        kept, unsynced = _roll_forward(target, journal, force)
     except (DriftError, StateError):
         raise  # found before anything was written
     except BaseException as first:
         try:
-            kept = _roll_forward(target, journal, force)
+            kept, unsynced = _roll_forward(target, journal, force)
         except BaseException:
             raise _pending(first, target) from None
+        if unsynced:
+            raise _not_durable(unsynced, done)
         if isinstance(first, KeyboardInterrupt):
             raise Interrupted(f"interrupted after files had started to change; the run was finished first ({done}, "
                               "state recorded)") from None
         return kept  # an error that did not repeat: the second attempt wrote and synced every file
+    if unsynced:
+        raise _not_durable(unsynced, done)
+    return kept
+
+
+def replace(src: Path, dst: Path) -> None:
+    """Move a file into place past the commit point; its folder is synced after the last move (`_sync`)."""
+    os.replace(src, dst)
+
+
+def _sync(folder: Path, unsynced: dict[Path, OSError]) -> None:
+    """fsync a folder past the commit point, once more when that fails (an fsync error is not
+    cleared by waiting); when the second fails too the folder goes into `unsynced`."""
+    try:
+        fsync_dir(folder)
+    except OSError:
+        try:
+            fsync_dir(folder)
+        except OSError as again:
+            unsynced[folder] = again
+
+
+def _not_durable(unsynced: dict[Path, OSError], done: str) -> EnvironmentFailure:
+    folder, exc = next(iter(unsynced.items()))
+    name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    others = f" (and {len(unsynced) - 1} other folder(s))" if len(unsynced) > 1 else ""
+    return EnvironmentFailure(
+        f"{folder}: fsync failed twice after its files were replaced: {exc.strerror or exc} ({name}){others}; the run "
+        f"is finished ({done}, state recorded) and the files are in place, but that they survive a crash of the "
+        f"machine is not proven: check the device (dmesg), then run `sync {folder}`")
 
 
 def _pending(exc: BaseException, target: Target) -> BaseException:
@@ -188,18 +223,24 @@ def _parse_journal(raw: bytes, where: Path) -> dict[str, Any]:
     return data
 
 
-def _roll_forward(target: Target, journal: dict[str, Any], force: bool = False) -> list[str]:
+def _roll_forward(target: Target, journal: dict[str, Any], force: bool = False) -> tuple[list[str], dict[Path, OSError]]:
     """Bring every file of the journal to its `after` bytes and record the new state. Checks
     everything first: a file that is neither `before` nor `after` stops it (exit 4) unless
-    `force`, which keeps that file's bytes under `.patchkit/overwritten/`. Returns those copies."""
+    `force`, which keeps that file's bytes under `.patchkit/overwritten/`. Every folder a file
+    was replaced in is synced before the state is written, that of a file already in place too
+    (a run killed between its rename and that sync). Returns those copies and the folders whose
+    sync failed twice."""
     site = target.site
     staged = state_mod.pending_dir(site)
     todo: list[dict[str, Any]] = []
     drifted: dict[str, bytes] = {}
+    folders: dict[Path, None] = {}  # to sync, in order
     for entry in journal["files"]:
         current = target.read(entry["rel"])
         now = _sha_or_none(current)
         if now == entry["after"]:
+            if entry["after"] is not None:
+                folders[_dest(target, entry["rel"]).parent] = None
             continue
         if now != entry["before"]:
             if not force:
@@ -220,6 +261,7 @@ def _roll_forward(target: Target, journal: dict[str, Any], force: bool = False) 
         if state_mod.read_private(source) is not None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             replace(source, dest)
+            folders[dest.parent] = None
     kept = []
     stamp = _fresh_stamp(site)
     for rel, data in drifted.items():
@@ -236,9 +278,13 @@ def _roll_forward(target: Target, journal: dict[str, Any], force: bool = False) 
             if is_runtime_file(entry["rel"]):
                 path.parent.mkdir(exist_ok=True)
             replace(staged / entry["rel"], path)
+            folders[path.parent] = None
+    unsynced: dict[Path, OSError] = {}
+    for folder in folders:
+        _sync(folder, unsynced)
     _finish(target, State.from_dict(journal["state"], "journal") if journal["state"] is not None else None,
             {entry["to"].split("/")[1] for entry in journal["kept"]} | ({stamp} if drifted else set()))
-    return kept
+    return kept, unsynced
 
 
 def _fresh_stamp(site: Path) -> str:

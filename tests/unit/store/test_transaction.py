@@ -49,7 +49,8 @@ def reference(fresh):
     real = os.replace
 
     def record(src, dst, *args, **kwargs):
-        calls.append(Path(dst).relative_to(t.site).as_posix())
+        if Path(dst).is_relative_to(t.site):  # (not PATCHKIT_HOME's caches, written when cold)
+            calls.append(Path(dst).relative_to(t.site).as_posix())
         return real(src, dst, *args, **kwargs)
 
     os.replace = record
