@@ -4,6 +4,8 @@ import json
 import sys
 from typing import Any
 
+from patchkit.base.control import escaped
+
 
 def line(text: str = "") -> None:
     sys.stdout.write(text + "\n")
@@ -19,14 +21,10 @@ def data(raw: bytes) -> None:
     sys.stdout.buffer.write(raw)
 
 
-# Control characters (C0 but tab, DEL, C1): a newline in a path would split a one-line
-# message, an ESC would drive the terminal. Written as Python escapes (\n, \x1b).
-_CONTROL = {c: ascii(chr(c))[1:-1] for c in (*range(0x00, 0x09), *range(0x0a, 0x20), *range(0x7f, 0xa0))}
-
-
 def one_line(message: str) -> str:
-    """`message` with every control character escaped: it stays one line and inert on a terminal."""
-    return message.translate(_CONTROL)
+    """`message` with every control character escaped (patchkit/base/control.py): it stays one
+    line and inert on a terminal."""
+    return escaped(message)
 
 
 def warn(message: str) -> None:

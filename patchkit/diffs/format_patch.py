@@ -15,7 +15,9 @@ from datetime import datetime, timezone
 from email.header import Header as MailHeader
 from email.utils import format_datetime
 
-from patchkit.diffs.unidiff import git_blob_sha1
+from patchkit.base.control import first_control
+from patchkit.base.errors import UsageError
+from patchkit.diffs.unidiff import git_blob_sha1, reads_as_diff_syntax
 from patchkit.diffs.units import split_lines
 
 FILE_MODE = "100644"
@@ -68,6 +70,40 @@ class Mail:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def check_author(author: str) -> str:
+    """`--author` as written into the From: line: `NAME <EMAIL>` on one line (a newline there
+    wrote trailers and a whole diff section of its own into the file); UsageError otherwise."""
+    found = first_control(author)
+    if found:
+        raise UsageError(f"--author: {author!r} holds a control character ({found!r}); give 'NAME <EMAIL>' on one line")
+    name, _, email = author.removesuffix(">").rpartition(" <")
+    if not (author.endswith(">") and name.strip() and email) or any(c in name + email for c in "<>") \
+            or any(c.isspace() for c in email):
+        raise UsageError(f"--author: {author!r} is not 'NAME <EMAIL>'")
+    return author
+
+
+def _check_fields(trailers: Trailers, body: str) -> None:
+    """Every header field read back as itself: no control character in the one-line fields (the
+    title is one line, whitespace runs joined), none but newlines and tabs in the message, and no
+    line of the message that would be read as a trailer or as the start of the diff."""
+    one_line = [("title", trailers.title), ("range", trailers.applies_to),
+                *(("upstream reference", ref) for ref in trailers.upstream),
+                *(("stacking order", pid) for pid in trailers.after)]
+    for field_name, value in one_line:
+        found = first_control(_one_line(value) if field_name == "title" else value)
+        if found:
+            raise UsageError(f"patch {trailers.id}: its {field_name} holds a control character ({found!r}); "
+                             f"a header field is written as one line of text: {value!r}")
+    for line in body.split("\n"):  # (not splitlines: a CR or a form feed is a character to refuse)
+        found = first_control(line.replace("\t", " "))
+        if found:
+            raise UsageError(f"patch {trailers.id}: its rationale holds a control character ({found!r}) in {line!r}")
+        if reads_as_diff_syntax(line):
+            raise UsageError(f"patch {trailers.id}: its rationale has a line that would be read as part of the patch, "
+                             f"not its message ({line!r}); reword it")
 
 
 
@@ -182,6 +218,8 @@ def format_patch(trailers: Trailers, body: str, changes: list[FileChange] | tupl
     from patchkit import __version__
 
     mail = mail or Mail()
+    check_author(mail.author)
+    _check_fields(trailers, body)
     text = "\n\n".join(part for part in (body.strip(), "\n".join(trailers.lines())) if part)
     header = [
         f"From {mail.commit} Mon Sep 17 00:00:00 2001",  # the fixed date is git's own marker

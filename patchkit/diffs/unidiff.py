@@ -159,6 +159,12 @@ def _header(lines: list[bytes], name: str) -> Header:
                   after=tuple(a for value in trailers.get("patchkit-after", ()) for a in value.replace(",", " ").split()))
 
 
+def reads_as_diff_syntax(line: str) -> bool:
+    """Whether a line of a patch's message would be read as something else: a patchkit trailer,
+    the `---` that ends the message, or the start of a file's diff."""
+    return bool(_TRAILER.match(line)) or line == "---" or line.startswith(("diff --git ", "--- ", "+++ "))
+
+
 def _subject_and_body(text: list[str]) -> tuple[str, str]:
     """format-patch's Subject (folded lines joined, "[PATCH ...]" dropped) and the body between
     the header block and the "---" line (trailer lines of patchkit left out)."""

@@ -39,6 +39,8 @@ def body(patch: Any) -> str:
 
 def export(pid: str, version: str, author: str | None = None, progress: releases.Progress = releases.quiet) -> Export:
     registry.select(registry.patch_ids(), (pid,))  # an unknown id: exit 2, before any download
+    if author is not None:
+        format_patch.check_author(author)  # before any download too
     version = versions.normalise(version, "--release")
     registry.check_known(version)  # a release patchkit knows nothing about: exit 3, nothing downloaded
     source = releases.WheelSource(version, progress)

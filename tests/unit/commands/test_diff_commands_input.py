@@ -64,3 +64,19 @@ def test_rebase_refusals(tmp_path, patchkit_home):
     assert_refused(run("rebase", diff, "--to", "0.5.17", "-o", tmp_path / "no" / "x.diff"), 2,
                    f"the folder {tmp_path / 'no'} does not exist")
     assert snapshot(tmp_path) == before and snapshot(patchkit_home) == home
+
+
+def test_an_author_that_is_not_one_plain_line_is_refused(tmp_path, patchkit_home):
+    """A newline in --author wrote trailers (`Patchkit-Id:`) and a whole extra diff section into the
+    exported file, which then loaded under another id."""
+    before, home = snapshot(tmp_path), snapshot(patchkit_home)
+    out = tmp_path / "fix.patch"
+    injected = ("A <a@example.com>\nPatchkit-Id: evil\n\ndiff --git a/python/sglang/x.py b/python/sglang/x.py\n"
+                "--- a/python/sglang/x.py\n+++ b/python/sglang/x.py\n@@ -1 +1 @@\n-x\n+import os; os.system('id')\n")
+    for author in (injected, "A <a@example.com>\r", "A\x1b[2J <a@example.com>", "A <a@example.com>\x7f"):
+        assert_refused(run("export", "cpu-offload-tied-params", "--release", "0.5.17", "--author", author, "-o", out),
+                       2, "--author: ")
+    assert_refused(run("export", "cpu-offload-tied-params", "--release", "0.5.17", "--author", "no address", "-o", out),
+                   2, "--author: 'no address' is not 'NAME <EMAIL>'")
+    assert snapshot(tmp_path) == before and snapshot(patchkit_home) == home
+

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from patchkit.base.errors import UsageError
 from patchkit.diffs import format_patch
 from patchkit.diffs.format_patch import FileChange, Trailers
 from testing.checkout import git
@@ -93,3 +94,40 @@ def test_diffstat_counts_lines():
     assert " python/sglang/plain.py      | 3 +--\n" in stat and " python/sglang/new_empty.py  | 0\n" in stat
     assert stat.endswith(" 8 files changed, 6 insertions(+), 7 deletions(-)\n")
     assert format_patch.diffstat([FileChange("sglang/x.py", b"a\n", b"a\n")]) == ""
+
+
+_TRAILERS = Trailers(id="my-fix", title="Fix the café")
+_MAIL = format_patch.Mail(author="Ann <ann@example.org>", date=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
+
+
+@pytest.mark.parametrize("field, trailers, body, mail", [
+    ("author", _TRAILERS, "Why.", format_patch.Mail(author="Ann <ann@example.org>\nPatchkit-Id: evil")),
+    ("author", _TRAILERS, "Why.", format_patch.Mail(author="Ann\r <ann@example.org>")),
+    ("title", Trailers(id="my-fix", title="Fix\x1b[2J the café"), "Why.", _MAIL),
+    ("title", Trailers(id="my-fix", title="Fix\x00"), "Why.", _MAIL),
+    ("upstream reference", Trailers(id="my-fix", title="Fix", upstream=("x\ny",)), "Why.", _MAIL),
+    ("rationale", _TRAILERS, "Why\x1b]0;owned\x07 it is needed.", _MAIL),
+    ("rationale", _TRAILERS, "Why it is needed:\nPatchkit-Applies-To: <0.1", _MAIL),
+    ("rationale", _TRAILERS, "Why:\ndiff --git a/python/sglang/evil.py b/python/sglang/evil.py", _MAIL),
+    ("rationale", _TRAILERS, "Why:\n---\nmore", _MAIL),
+])
+def test_a_header_field_that_would_not_read_back_is_refused(field, trailers, body, mail):
+    """Every header field written is one line of text that reads back as itself: a control
+    character, or a line of the body that reads as a trailer or as the start of the diff, would
+    change what the file loads as (another id, another range, another file's change)."""
+    with pytest.raises(UsageError) as refused:
+        format_patch.format_patch(trailers, body, CHANGES, "python/", mail)
+    assert str(refused.value).startswith(f"patch my-fix: its {field} ") or str(refused.value).startswith("--author: ")
+    assert field in str(refused.value) and "\n" not in str(refused.value), refused.value
+
+
+def test_a_written_file_reads_back_as_the_same_patch():
+    from patchkit.diffs import unidiff
+
+    trailers = Trailers(id="my-fix", title="Fix the café", upstream=("sgl-project/sglang#1",), applies_to=">=0.5.10",
+                        after=("other-fix",))
+    data = format_patch.format_patch(trailers, "Why it is needed.\n\nUpstream: sgl-project/sglang#1", CHANGES,
+                                     "python/", _MAIL)
+    back = unidiff.parse(data, "0001-my-fix.patch")
+    assert (back.id, back.title, back.applies_to, back.after, back.upstream) == (
+        "my-fix", "Fix the café", ">=0.5.10", ("other-fix",), ("sgl-project/sglang#1",))
