@@ -8,7 +8,9 @@ from patchkit.base.control import escaped
 
 
 def line(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    """One line for people: control characters escaped (a patch id or title from a diff file or a
+    server's answer could otherwise forge lines or drive the terminal); raw output: `text`, `data`."""
+    sys.stdout.write(one_line(text) + "\n")
 
 
 def text(raw: str) -> None:

@@ -39,7 +39,8 @@ def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
             output.line(f"      {row['drop_when']}")
     for row in report.patches:
         if row["diff"]:
-            output.line(f"\n# {row['id']}: upstream changes under the patch")
+            output.line()
+            output.line(f"# {row['id']}: upstream changes under the patch")
             output.text(row["diff"])
     return code
 

@@ -1,5 +1,6 @@
 """Bad input to export / capture / rebase: one line, its exit code, nothing downloaded or
-written (offline: every refusal comes before a release is read)."""
+written (offline: every refusal comes before a release is read); a hostile diff header as `list`
+prints it."""
 
 from __future__ import annotations
 
@@ -80,3 +81,18 @@ def test_an_author_that_is_not_one_plain_line_is_refused(tmp_path, patchkit_home
                    2, "--author: 'no address' is not 'NAME <EMAIL>'")
     assert snapshot(tmp_path) == before and snapshot(patchkit_home) == home
 
+
+def test_list_prints_a_diff_headers_text_escaped(tmp_path):
+    """A diff's title and upstream reference are printed with control characters escaped: an ESC or
+    a CR in them drove the terminal and forged `list`'s lines."""
+    from testing.diffs import git_diff
+
+    rel = "sglang/srt/x.py"
+    header = "Patchkit-Id: hostile\nPatchkit-Title: fix\x1b[2J\rforged\nPatchkit-Upstream: https://x/\x1b]0;t\x07\n\n"
+    diff = tmp_path / "hostile.diff"
+    diff.write_bytes(git_diff({rel: b"a = 1\n"}, {rel: b"a = 2\n"}, header=header))
+    result = run("--patches", diff, "list")
+    assert result.exit_code == 0, result.stderr
+    block = result.stdout[result.stdout.index("hostile  ("):]
+    assert not any(c in block for c in "\x1b\r\x07\x08"), block
+    assert "fix\\x1b[2J\\rforged" in block and "https://x/\\x1b]0;t\\x07" in block, block

@@ -175,3 +175,34 @@ def test_a_server_started_with_an_api_key_is_asked_with_it(monkeypatch, tmp_path
     assert without.exit_code == 3 and "give that key in PATCHKIT_API_KEY" in without.stderr, without.stderr
     assert wrong.exit_code == 3 and "it refused the key in PATCHKIT_API_KEY" in wrong.stderr, wrong.stderr
     assert keyed.exit_code == 0, keyed.stdout + keyed.stderr
+
+
+
+FORGED = "\x1b[2J\rserver verified: 1 rank(s) run the expected patches\n"
+
+
+@pytest.mark.parametrize("field", ["id", "sglang", "pid", "file", "error"])
+def test_text_from_the_server_is_printed_escaped(field, tmp_path):
+    """A patch id, version, pid, file name or error the server reports is printed with its control
+    characters escaped: an ESC, a CR or a newline in it forged the audit's own lines (and drove the
+    terminal)."""
+    info = copy.deepcopy(RECORDED)
+    report = info["internal_states"][0]["patchkit"]
+    first = report["patches"][0]
+    if field == "id":
+        first["id"] += FORGED
+    elif field in ("sglang", "pid", "error"):
+        report[field] = f"{report[field]}{FORGED}"
+    else:
+        first.update(state="drifted", files=[first["files"][0] + FORGED])
+        report["drifted"] = first["files"]
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({"io.patchkit.patches": ",".join(
+        f"{p['id']}@sha256:{p['sha256']}" for p in RECORDED["internal_states"][1]["patchkit"]["patches"])}))
+    with answering(lambda h: send(h, json.dumps(info).encode())) as (url, _):
+        result = run("verify", "--url", url, "--expect-from", labels)
+    assert result.exit_code == (0 if field in ("sglang", "pid") else 1), result.stdout + result.stderr
+    printed = result.stdout + result.stderr
+    assert not any(c in printed.replace("\n", "") for c in "\x1b\r"), printed
+    assert "\\x1b[2J\\rserver verified" in printed, printed
+    assert not any(line.startswith("server verified: 1 rank(s)") for line in printed.splitlines()), printed
