@@ -203,7 +203,7 @@ def load(folder: str | Path, flag: str = "--model-path") -> ModelFacts:
     for st in sorted(path.glob("*.safetensors")):
         header = safetensors_header(st)
         headers.update({k: (v, st) for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)})
-    if index.is_file():
+    if index.exists():  # not is_file(): a FIFO there is refused (exit 6), as everywhere else, not taken for absent
         data = _load_json(index)
         metadata, weight_map = data.get("metadata") or {}, data.get("weight_map") or {}
         if not isinstance(metadata, dict) or not isinstance(weight_map, dict):

@@ -94,6 +94,15 @@ def test_a_fifo_config_or_safetensors_file_is_refused_by_doctor(tmp_path):
             "config.json: not a regular file (a FIFO)")
 
 
+def test_a_fifo_weight_index_is_refused_by_doctor_not_taken_for_absent(tmp_path):
+    """model.safetensors.index.json a FIFO: doctor read no index (exit 0, weights `?`) where every
+    other FIFO in the model folder is exit 6."""
+    model = model_folder(tmp_path / "m")
+    fifo(model / "model.safetensors.index.json")
+    refused(cli("doctor", "--site-packages", pristine("0.5.20"), *GPU, "--", "--model-path", model), 6,
+            "model.safetensors.index.json: not a regular file (a FIFO)")
+
+
 def test_a_fifo_verdict_cache_is_ignored_and_replaced(wheel_home, tmp_path):
     folder = tmp_path / "more"
     write_patch(folder, "odd-files-example")  # another patch set: matrix judges (and caches) by the probes
