@@ -89,7 +89,10 @@ def write_temp_beside(path: Path, data: bytes, mode: int | None = None, owner: t
         path.parent.mkdir(parents=True, exist_ok=True)
     import tempfile  # here, as subprocess below: a read-only status needs neither
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # it names the temporary file it tried; the folder is what refused it
+        raise type(exc)(exc.errno, exc.strerror, str(path.parent)) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

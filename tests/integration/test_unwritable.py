@@ -159,3 +159,25 @@ def test_an_immutable_target_is_found_before_the_commit_point(shared_tmp, which)
     finally:
         subprocess.run(["chattr", "-i", str(path)], check=True)
     assert run("apply", "--site-packages", site).exit_code == 0  # the flag removed, it applies
+
+
+def test_an_immutable_backups_folder_is_named_not_a_temp_file_in_it(shared_tmp):
+    """A first backup into a folder of `.patchkit/backups/` that cannot be written: the line named a
+    temporary file patchkit tried to create there (`.../.qwen3_5.py.o_m1vzl9.tmp`), not the folder."""
+    if os.geteuid() != 0:
+        pytest.skip("chattr +i needs root")
+    site = _site(shared_tmp)
+    assert run("apply", "--only", "draft-lmhead-placeholder", "--site-packages", site).exit_code == 0
+    folder = site / ".patchkit" / "backups" / Path(DRAFT).parent
+    assert (folder / Path(DRAFT).name).is_file()  # the next apply backs up another file of that folder
+    _immutable(folder)
+    try:
+        before = snapshot(site)
+        result = run("apply", "--site-packages", site)
+        assert result.exit_code == 6, result.stderr
+        line = result.stderr.strip().splitlines()[-1]
+        assert line.startswith(f"error: {folder}: Operation not permitted (EPERM)"), line
+        assert ".tmp" not in line, line
+        assert snapshot(site) == before
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
