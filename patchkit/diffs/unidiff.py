@@ -188,11 +188,77 @@ def _subject_and_body(text: list[str]) -> tuple[str, str]:
 
 
 def _path(raw: bytes, name: str, line: int) -> str | None:
-    """A path of a ---/+++ line: timestamp after a tab dropped, quotes removed; None for /dev/null."""
-    text = raw.decode("utf-8", "surrogateescape").rstrip("\r\n").split("\t", 1)[0].strip()
-    if len(text) >= 2 and text[0] == text[-1] == '"':
-        text = text[1:-1]
+    """A path of a ---/+++ line: unquoted as git quotes it, else the timestamp after a tab dropped;
+    None for /dev/null."""
+    quoted = _c_unquoted(raw.strip())
+    if quoted is not None:
+        text = _decoded(quoted[0])
+    else:
+        text = _decoded(raw).rstrip("\r\n").split("\t", 1)[0].strip()
     return None if text == "/dev/null" else _checked_path(text, name, line)
+
+
+def _decoded(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+# git's C quoting of a path (quote.c): a path with a byte outside printable ASCII, a quote or a
+# backslash is written in double quotes, those bytes as \ooo octal or one of these escapes.
+_C_ESCAPES = {ord("a"): 7, ord("b"): 8, ord("t"): 9, ord("n"): 10, ord("v"): 11, ord("f"): 12, ord("r"): 13,
+              ord('"'): ord('"'), ord("\\"): ord("\\")}
+_OCTAL = b"01234567"
+
+
+def _c_unquoted(raw: bytes) -> tuple[bytes, bytes] | None:
+    """(the path's bytes, what follows its closing quote) when `raw` starts with a path git
+    C-quoted, unquoted as git does; None when it does not start with one (a `"` in an unquoted
+    path, or a quote never closed, is read as it stands)."""
+    if not raw.startswith(b'"'):
+        return None
+    out = bytearray()
+    i = 1
+    while i < len(raw):
+        byte = raw[i]
+        if byte == ord('"'):
+            return bytes(out), raw[i + 1:]
+        if byte != ord("\\"):
+            out.append(byte)
+            i += 1
+            continue
+        digits = raw[i + 1:i + 4]
+        if len(digits) == 3 and all(d in _OCTAL for d in digits):
+            out.append(int(digits, 8) & 0xFF)
+            i += 4
+        elif raw[i + 1:i + 2] and raw[i + 1] in _C_ESCAPES:
+            out.append(_C_ESCAPES[raw[i + 1]])
+            i += 2
+        else:
+            return None
+    return None
+
+
+def _git_line_paths(words: bytes) -> tuple[str | None, str | None]:
+    """The two paths of a `diff --git A B` line, each C-quoted by git or not (two unquoted paths
+    with spaces: the two halves, as they are the same path)."""
+    first = _c_unquoted(words)
+    if first is not None:
+        path, rest = first
+        second = _c_unquoted(rest[1:]) if rest.startswith(b" ") else None
+        return _decoded(path), _decoded(second[0] if second is not None else rest[1:]) or None
+    if b' "' in words:
+        head, _, tail = words.rpartition(b' "')
+        second = _c_unquoted(b'"' + tail)
+        if second is not None:
+            return _decoded(head) or None, _decoded(second[0])
+    half = _decoded(words).split(" ")
+    mid = len(half) // 2  # "a/x b/x": the two halves of a path without spaces
+    return " ".join(half[:mid]) or None, " ".join(half[mid:]) or None
+
+
+def _meta_path(value: str) -> str:
+    """The path of a `rename from`/`rename to` line, unquoted when git quoted it."""
+    quoted = _c_unquoted(value.encode("utf-8", "surrogateescape"))
+    return _decoded(quoted[0]) if quoted is not None else value
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -258,10 +324,7 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
         meta: dict[str, str] = {}
         git_paths: tuple[str | None, str | None] = (None, None)
         if lines[i].startswith(b"diff --git "):
-            words = lines[i][len(b"diff --git "):].decode("utf-8", "surrogateescape").rstrip("\r\n")
-            half = words.split(" ")
-            mid = len(half) // 2  # "a/x b/x": the two halves of a path without spaces
-            git_paths = (" ".join(half[:mid]) or None, " ".join(half[mid:]) or None)
+            git_paths = _git_line_paths(lines[i][len(b"diff --git "):].rstrip(b"\r\n"))
             for part in git_paths:
                 _checked_path(part or "", name, i + 1)
             i += 1
@@ -282,11 +345,11 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
                 elif line.startswith("deleted file"):
                     meta["deleted"] = "1"
                 elif line.startswith(("rename from ", "copy from ")):
-                    meta["from"] = _checked_path(line.split(" ", 2)[2], name, i + 1)
+                    meta["from"] = _checked_path(_meta_path(line.split(" ", 2)[2]), name, i + 1)
                     if line.startswith("copy"):
                         meta["copy"] = "1"
                 elif line.startswith(("rename to ", "copy to ")):
-                    meta["to"] = _checked_path(line.split(" ", 2)[2], name, i + 1)
+                    meta["to"] = _checked_path(_meta_path(line.split(" ", 2)[2]), name, i + 1)
                 elif line.startswith(("GIT binary patch", "Binary files ")):
                     meta["binary"] = "1"
                 i += 1

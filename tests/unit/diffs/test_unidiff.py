@@ -189,3 +189,31 @@ def test_a_control_character_in_a_path_is_a_usage_error_naming_the_line(bad, whe
         unidiff.parse("".join(lines).encode(), "evil.patch")
     assert str(info.value).startswith(f"evil.patch: line {index + 1}: the path ")
     assert "control character" in str(info.value) and info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("name", ["sglang/srt/caf\u00e9.py", 'sglang/srt/q"uote.py',
+                                  "sglang/srt/back\\slash.py"])
+def test_paths_git_quotes_are_unquoted_as_git_does(name):
+    """git writes a path with a non-ASCII byte, a quote or a backslash C-quoted ("a/caf\\303\\251.py",
+    octal escapes); it was read literally, backslashes and all."""
+    text = git_diff({name: BEFORE}, {name: AFTER})
+    assert b'"a/' in text  # git quoted it (core.quotePath is on by default)
+    diff = unidiff.parse(text, "fix.patch")
+    assert [(f.old_path, f.new_path) for f in diff.files] == [(name, name)]
+
+
+def test_octal_and_named_escapes_are_unquoted():
+    text = git_diff({REL: BEFORE}, {REL: AFTER}).replace(b"a/sglang/srt/x.py", b'"a/sglang/srt/x\\056py"')
+    text = text.replace(b"b/sglang/srt/x.py", b'"b/sglang/srt/x\\056py"')
+    assert [f.path for f in unidiff.parse(text, "fix.patch").files] == [REL]
+    tabbed = text.replace(b"x\\056py", b"x\\tpy")  # unquoted, a tab: a control character, refused
+    with pytest.raises(UsageError, match="control character"):
+        unidiff.parse(tabbed, "fix.patch")
+
+
+def test_a_rename_git_quotes_is_unquoted():
+    old, new = "sglang/srt/caf\u00e9.py", "sglang/srt/th\u00e9.py"
+    text = git_diff({old: BEFORE}, {old: None, new: AFTER})
+    assert b'rename from "sglang/srt/caf\\303\\251.py"' in text, text
+    with pytest.raises(UsageError, match=f"renames {old} to {new}, which a diff patch cannot do"):
+        unidiff.parse(text, "fix.patch")  # (refused, naming the files as they are named)
