@@ -78,38 +78,36 @@ def reference(strace, tmp_path_factory):
     return {"fresh": fresh, "applied": tree(applied), "n": n, "rel": Path(folder).relative_to(applied).as_posix()}
 
 
-def _site(reference, tmp_path) -> Path:
-    site = tmp_path / "sglang-tree"
+def trial(strace: str, reference: dict, tmp_path: Path, when: str):
+    """(the apply's process, its folder fsyncs, the faulted folder, the tree) with EIO injected at
+    the fsyncs `when` names; fails unless strace logged the injection (the sweep's delivery check)."""
+    site, log = tmp_path / "sglang-tree", tmp_path / "trial.strace"
     shutil.copytree(reference["fresh"], site, symlinks=True)
-    return site
+    proc = traced_apply(strace, site, log, f"error=EIO:when={when}")
+    text = log.read_text()
+    assert delivery_problem("fsync", "error=EIO", False, proc.returncode, text) is None
+    return proc, folder_syncs(text), str(site / reference["rel"]), tree(site)
+
+
+INJECTED = "-1 EIO (Input/output error) (INJECTED)"
 
 
 def test_one_failed_folder_fsync_is_retried(strace, reference, tmp_path):
-    site, log = _site(reference, tmp_path), tmp_path / "trial.strace"
     n = reference["n"]
-    proc = traced_apply(strace, site, log, f"error=EIO:when={n}")
-    text = log.read_text()
-    assert delivery_problem("fsync", "error=EIO", False, proc.returncode, text) is None
-    syncs = folder_syncs(text)
-    folder = str(site / reference["rel"])
-    assert syncs[n - 1][1:] == (folder, "-1 EIO (Input/output error) (INJECTED)"), syncs[n - 1]
+    proc, syncs, folder, now = trial(strace, reference, tmp_path, f"{n}")
+    assert syncs[n - 1][1:] == (folder, INJECTED), syncs[n - 1]
     # The same folder synced again, and this time it held.
     assert (folder, "0") in [(f, result) for _, f, result in syncs[n:]], "the folder was never synced again"
     assert proc.returncode == 0, proc.stderr
-    assert tree(site) == reference["applied"]
+    assert now == reference["applied"]
 
 
 def test_a_folder_fsync_that_fails_again_is_exit_6_naming_it_with_the_run_finished(strace, reference, tmp_path):
-    site, log = _site(reference, tmp_path), tmp_path / "trial.strace"
     n = reference["n"]
-    proc = traced_apply(strace, site, log, f"error=EIO:when={n}..{n + 1}")
-    text = log.read_text()
-    assert delivery_problem("fsync", "error=EIO", False, proc.returncode, text) is None
-    syncs = folder_syncs(text)
-    folder = str(site / reference["rel"])
-    assert [s[1:] for s in syncs[n - 1:n + 1]] == [(folder, "-1 EIO (Input/output error) (INJECTED)")] * 2, syncs
+    proc, syncs, folder, now = trial(strace, reference, tmp_path, f"{n}..{n + 1}")
+    assert [s[1:] for s in syncs[n - 1:n + 1]] == [(folder, INJECTED)] * 2, syncs
     assert proc.returncode == 6, proc.stderr
     [message] = proc.stderr.strip().splitlines()[-1:]
     assert message.startswith("error: ") and folder in message and "Input/output error" in message, proc.stderr
     # The data is in place: every file patched, the state recorded, no journal left to finish.
-    assert tree(site) == reference["applied"]
+    assert now == reference["applied"]

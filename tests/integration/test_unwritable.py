@@ -148,17 +148,22 @@ def test_an_immutable_target_is_found_before_the_commit_point(shared_tmp, which)
         pytest.skip("chattr +i needs root")
     site = _site(shared_tmp)
     path = site / DRAFT if which == "file" else (site / DRAFT).parent
+    line = _apply_refused_while_immutable(site, path)
+    assert f"error: {path}: Operation not permitted (EPERM); nothing was written" in line, line
+    assert run("apply", "--site-packages", site).exit_code == 0  # the flag removed, it applies
+
+
+def _apply_refused_while_immutable(site: Path, path: Path) -> str:
+    """The error line of an apply while `path` is immutable: exit 6, nothing changed."""
     _immutable(path)
     try:
         before = snapshot(site)
         result = run("apply", "--site-packages", site)
         assert result.exit_code == 6, result.stderr
-        line = result.stderr.strip().splitlines()[-1]
-        assert f"error: {path}: Operation not permitted (EPERM); nothing was written" in line, line
         assert snapshot(site) == before
+        return result.stderr.strip().splitlines()[-1]
     finally:
         subprocess.run(["chattr", "-i", str(path)], check=True)
-    assert run("apply", "--site-packages", site).exit_code == 0  # the flag removed, it applies
 
 
 def test_an_immutable_backups_folder_is_named_not_a_temp_file_in_it(shared_tmp):
@@ -170,14 +175,5 @@ def test_an_immutable_backups_folder_is_named_not_a_temp_file_in_it(shared_tmp):
     assert run("apply", "--only", "draft-lmhead-placeholder", "--site-packages", site).exit_code == 0
     folder = site / ".patchkit" / "backups" / Path(DRAFT).parent
     assert (folder / Path(DRAFT).name).is_file()  # the next apply backs up another file of that folder
-    _immutable(folder)
-    try:
-        before = snapshot(site)
-        result = run("apply", "--site-packages", site)
-        assert result.exit_code == 6, result.stderr
-        line = result.stderr.strip().splitlines()[-1]
-        assert line.startswith(f"error: {folder}: Operation not permitted (EPERM)"), line
-        assert ".tmp" not in line, line
-        assert snapshot(site) == before
-    finally:
-        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    line = _apply_refused_while_immutable(site, folder)
+    assert line.startswith(f"error: {folder}: Operation not permitted (EPERM)") and ".tmp" not in line, line
