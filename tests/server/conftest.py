@@ -1,8 +1,8 @@
 """The server tier: a real SGLang server per release and test module, on this machine's CPU
 (testing/server.py). Skipped, with the reason, where its Python cannot be made.
 
-The releases: 0.5.23 by default (what `pytest` and so `.ci/run` run: four server starts, about
-3.5 min on a quiet 2-core machine); PATCHKIT_SERVER_RELEASES=0.5.23,0.5.19,0.5.17 runs each of
+The releases: 0.5.23 by default (what `pytest` and so `.ci/run` run: four server starts, 4.6 min at
+load 3-4 on the 2-core machine); PATCHKIT_SERVER_RELEASES=0.5.23,0.5.19,0.5.17 runs each of
 those (each release served here; docs/runtime.md)."""
 
 from __future__ import annotations
