@@ -60,3 +60,38 @@ def run(version: str, argv: list[str], states: dict[str, str] | None = None, env
 
 def rules(report: Report) -> set[str]:
     return {f.rule for f in report.findings}
+
+
+def qwen35_config(kind: str = "dense", w4a16: bool = False) -> dict:
+    """A Qwen3.5 checkpoint's config.json that the release's own classes build from: the Qwen3.8-27B geometry
+    (tests/fixtures) with the RoPE parameters SGLang reads, or (`moe`) a Qwen3.5-35B-A3B-shaped mixture of experts;
+    a one-block vision tower with 16 heads (split up to TP 16); `w4a16`: compressed-tensors 4-bit group-128 weights
+    (pack-quantized), lm_head, vision and MTP head left in bf16, as the field's W4A16 exports."""
+    config = json.loads(QWEN38.read_text())
+    text = config["text_config"]
+    text.update(attn_output_gate=True, partial_rotary_factor=0.25, torch_dtype="bfloat16", hidden_act="silu",
+                rope_parameters={"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+                                 "mrope_section": [11, 11, 10], "mrope_interleaved": True})
+    config["vision_config"] = {"depth": 1, "hidden_size": 1024, "num_heads": 16, "intermediate_size": 4096,
+                               "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3,
+                               "out_hidden_size": 5120, "num_position_embeddings": 2304, "deepstack_visual_indexes": [],
+                               "hidden_act": "gelu_pytorch_tanh"}
+    config.update(torch_dtype="bfloat16", image_token_id=248056, video_token_id=248057)
+    if kind == "moe":
+        text.update(model_type="qwen3_5_moe_text", hidden_size=2048, num_hidden_layers=40, num_attention_heads=16,
+                    num_key_value_heads=2, linear_num_value_heads=32, num_experts=256, num_experts_per_tok=8,
+                    moe_intermediate_size=512, shared_expert_intermediate_size=512, norm_topk_prob=True,
+                    decoder_sparse_step=1, mlp_only_layers=[])
+        text.pop("intermediate_size")
+        text["layer_types"] = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(40)]
+        config["vision_config"]["out_hidden_size"] = 2048
+        config.update(architectures=["Qwen3_5MoeForConditionalGeneration"], model_type="qwen3_5_moe")
+    if w4a16:
+        config["quantization_config"] = {
+            "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+            "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "output_activations": None,
+                                          "weights": {"num_bits": 4, "type": "int", "symmetric": True, "group_size": 128,
+                                                      "strategy": "group", "dynamic": False, "actorder": None,
+                                                      "observer": "minmax"}}},
+            "ignore": ["lm_head", "re:.*visual.*", "re:.*mtp.*"]}
+    return config

@@ -427,6 +427,11 @@ class _DoctorCommand(click.Command):
 @click.option("--version", "version", metavar="V", help="Check against SGLang V (fetched into the cache) "
               "instead of the installed one.")
 @site_packages_option
+@source_option
+@click.option("--python", "python", metavar="PATH",
+              help="The serving interpreter (a venv's bin/python): the SGLang it imports is checked, unless "
+                   "--version/--site-packages/--source names another, and the release's model classes are built in "
+                   "it to size the weights (it needs torch; default: this Python, where it has torch).")
 @click.option("--gpus", type=int, metavar="N", help="GPUs on the machine (default: nvidia-smi).")
 @click.option("--gpu-memory", type=float, metavar="GIB", help="Total memory per GPU (default: nvidia-smi).")
 @click.option("--gpu-free", type=float, metavar="GIB", help="Free memory per GPU at weight-load start, the "
@@ -438,8 +443,8 @@ class _DoctorCommand(click.Command):
 @click.option("--integrated", is_flag=True, help="A unified-memory GPU (GB10 class; default: from its name).")
 @json_option
 @click.argument("launch_args", nargs=-1, type=click.UNPROCESSED)
-def doctor(version, site_packages, gpus, gpu_memory, gpu_free, sm, interconnect, wsl, integrated, as_json,
-           launch_args) -> None:
+def doctor(version, site_packages, source, python, gpus, gpu_memory, gpu_free, sm, interconnect, wsl, integrated,
+           as_json, launch_args) -> None:
     """Check an SGLang launch before it runs: the memory budget as that release computes it, and
     the known traps. Pass the sglang.launch_server arguments after --."""
     from patchkit.commands.doctor import doctor as run
@@ -447,7 +452,7 @@ def doctor(version, site_packages, gpus, gpu_memory, gpu_free, sm, interconnect,
 
     overrides = Overrides(gpus=gpus, gpu_memory=gpu_memory, gpu_free=gpu_free, sm=sm, interconnect=interconnect,
                           wsl=wsl, integrated=integrated)
-    _exit(lambda: run(version, site_packages, overrides, launch_args, as_json))
+    _exit(lambda: run(version, site_packages, overrides, launch_args, as_json, source=source, python=python))
 
 
 def _patches_after_the_command(ctx, param, folders) -> None:

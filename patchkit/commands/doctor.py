@@ -12,14 +12,24 @@ from patchkit.doctor.gpu import Overrides, parse_sm
 from patchkit.base.errors import UsageError
 from patchkit.doctor.report import lines
 
-# What doctor suggests when it finds no SGLang: its own options (it has no --source or --python).
-DOCTOR_TARGET_OPTIONS = "pass --site-packages DIR, or --version V (that release from the package index)"
+# What doctor suggests when it finds no SGLang: its own options.
+DOCTOR_TARGET_OPTIONS = ("pass --site-packages DIR, --source DIR, --python PATH, or --version V (that release from "
+                         "the package index)")
+
+
+def tree_options(version: str | None, site_packages: str | None, source: str | None, python: str | None
+                 ) -> tuple[str, ...]:
+    """The options that name the SGLang checked, as a printed `patchkit apply` must carry them: --target V for
+    --version V (apply then refuses any other release), the folder or interpreter otherwise."""
+    named = (("--site-packages", site_packages), ("--source", source), ("--target", version))
+    folder = tuple(token for flag, value in named if value for token in (flag, value))
+    return folder if site_packages or source else (("--python", python) if python else ()) + folder
 
 
 def doctor(version: str | None, site_packages: str | None, overrides: Overrides, launch_args: tuple[str, ...],
-           as_json: bool) -> int:
-    if version and site_packages:
-        raise UsageError("--version and --site-packages are mutually exclusive")
+           as_json: bool, source: str | None = None, python: str | None = None) -> int:
+    if version and (site_packages or source):
+        raise UsageError(f"--version and {'--site-packages' if site_packages else '--source'} are mutually exclusive")
     if any(v is not None and not (math.isfinite(v) and v > 0)
            for v in (overrides.gpus, overrides.gpu_memory, overrides.gpu_free)):
         raise UsageError("--gpus, --gpu-memory and --gpu-free must be positive numbers")
@@ -29,8 +39,12 @@ def doctor(version: str | None, site_packages: str | None, overrides: Overrides,
     if overrides.sm is not None and parse_sm(overrides.sm) is None:
         raise UsageError(f"--sm {overrides.sm}: expected MAJOR.MINOR, e.g. 8.9")
     # --version V: the release's cached wheel, read member by member (nothing unpacked on disk).
-    target = release_source(version) if version else locate(site_packages, options=DOCTOR_TARGET_OPTIONS)
-    report = diagnose(target, list(launch_args), overrides)
+    # --python beside a folder or --version only builds the model classes: the tree is the one named.
+    names_tree = python if not (site_packages or source) else None
+    target = release_source(version) if version else locate(site_packages, source=source, python=names_tree,
+                                                                options=DOCTOR_TARGET_OPTIONS)
+    report = diagnose(target, list(launch_args), overrides,
+                      tree_options=tree_options(version, site_packages, source, python), python=python)
     if as_json:
         output.as_json(report.to_dict())
     else:

@@ -8,17 +8,20 @@ flags (`flags`, `launch`), and the known traps are checked (`rules`).
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from patchkit.doctor import advice, assumed
 from patchkit.doctor import budget as budget_mod
 from patchkit.doctor import gpu as gpu_mod
 from patchkit.doctor import model as model_mod
+from patchkit.doctor import model_classes
 from patchkit.doctor import non_static
 from patchkit.doctor import release as release_mod
 from patchkit.doctor import rules as rules_mod
-from patchkit.doctor.launch import parse, split_command
+from patchkit.doctor.launch import Launch, parse, split_command
 from patchkit.doctor.report import Finding, Report
 from patchkit.doctor.release_files import WheelFiles
 from patchkit.base.errors import TargetError, UsageError
@@ -61,14 +64,62 @@ def _draft(launch, model: model_mod.ModelFacts) -> model_mod.ModelFacts | None:
     return model_mod.load(str(path), flag=DRAFT_FLAG)
 
 
+@dataclass(frozen=True)
+class Run:
+    """What stays the same when the doctor checks the same launch again with a fix applied: the release, the
+    GPU's own facts, the launch's environment, the patch states and the options that name the tree."""
+
+    target: Target | WheelSource
+    release: release_mod.ReleaseCode
+    overrides: gpu_mod.Overrides
+    probe: bool
+    seen: dict  # what nvidia-smi said (asked once)
+    environ: dict[str, str]
+    states: dict[str, str]
+    status_note: str | None
+    tree_options: tuple[str, ...]  # --python P / --site-packages D / --target V: what a printed command carries
+    python: str | None = None  # where the release's model classes are built (None: no interpreter with torch)
+    tree: str | None = None  # the folder the release imports from there
+
+
 def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], overrides: gpu_mod.Overrides,
              probe: bool = True, environ: dict[str, str] | None = None,
-             states: dict[str, str] | None = None) -> Report:
-    """Everything `patchkit doctor` reports for one launch line against one SGLang."""
+             states: dict[str, str] | None = None, tree_options: tuple[str, ...] = (),
+             python: str | None = None) -> Report:
+    """Everything `patchkit doctor` reports for one launch line against one SGLang; every fix it prints was
+    applied to the launch and checked (patchkit/doctor/advice.py). `python`: the interpreter to build the
+    release's model classes in (default: this one where it has torch)."""
     environ = dict(os.environ if environ is None else environ)
     line_env, args = split_command(argv)
     environ.update(line_env)  # `SGLANG_X=1 python -m sglang.launch_server ...`: the launch's own environment
     release = release_code(target)
+    status_note = None
+    if states is None:
+        try:
+            states = patch_states(target)
+        except TargetError as exc:  # e.g. a release patchkit has no patch set for
+            states, status_note = {}, str(exc)
+    builder = model_classes.interpreter(python)
+    with model_classes.release_tree(target) if builder else nullcontext(None) as tree:
+        run = Run(target=target, release=release, overrides=overrides, probe=probe,
+                  seen=gpu_mod.query() if probe else {}, environ=environ, states=states, status_note=status_note,
+                  tree_options=tuple(tree_options), python=builder, tree=tree)
+        report = check(run, args)
+        return advice.verified(report, run, args, lambda again, fixed_states: check(
+            replace(run, states=fixed_states), again, advise=False))
+
+
+def _classes(run: Run, args: list[str], gpu: gpu_mod.GpuFacts) -> model_classes.ClassWeights | model_classes.Unavailable:
+    if run.python is None:
+        return model_classes.Unavailable("this Python has no torch to build them in (pass --python, the serving "
+                                         "interpreter)")
+    return model_classes.build(run.python, run.tree, [args], gpu.sm, gpu.total_gib, gpu.count, run.release.flags)[0]
+
+
+def check(run: Run, args: list[str], advise: bool = True) -> Report:
+    """One launch's report. `advise`: also find the recommended --mem-fraction-static and the ranges (off
+    when the doctor checks a fix it is about to print: only the findings' levels are read then)."""
+    release, environ, states = run.release, run.environ, run.states
     launch = parse(args, release.flags)
     model_path = launch.get("model_path")
     if not model_path:
@@ -76,39 +127,49 @@ def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], ov
     model = model_mod.load(str(model_path))
     draft = _draft(launch, model)
     tp = launch.int_value("tp_size") or 1
-    gpu = gpu_mod.facts(overrides, tp, probe=probe, pp_size=launch.int_value("pp_size") or 1,
+    gpu = gpu_mod.facts(run.overrides, tp, probe=run.probe, pp_size=launch.int_value("pp_size") or 1,
                         custom_all_reduce=not launch.get("disable_custom_all_reduce", False),
-                        buffers=release.allreduce_buffers(environ))
-    status_note = None
-    if states is None:
-        try:
-            states = patch_states(target)
-        except TargetError as exc:  # e.g. a release patchkit has no patch set for
-            states, status_note = {}, str(exc)
-    budget = budget_mod.compute(release, launch, model, draft, gpu, environ, states)
-    if gpu.free_low_gib is not None and gpu.free_high_gib is not None:
+                        buffers=release.allreduce_buffers(environ), seen=run.seen)
+
+    classes = _classes(run, args, gpu)
+
+    def evaluate(gpu_now: gpu_mod.GpuFacts, launch_now: Launch) -> budget_mod.Budget:
+        found = budget_mod.compute(release, launch_now, model, draft, gpu_now, environ, states, classes)
+        non_static.fill(found, release, launch_now, model, draft, gpu_now)
+        return found
+
+    budget = evaluate(gpu, launch)
+    if advise and gpu.free_low_gib is not None and gpu.free_high_gib is not None:
         # The estimate's range carried through the budget: the KV tokens at its low and high ends.
-        ends = [budget_mod.compute(release, launch, model, draft, replace(gpu, free_gib=free), environ, states).kv_tokens
+        ends = [budget_mod.compute(release, launch, model, draft, replace(gpu, free_gib=free), environ, states,
+                                   classes).kv_tokens
                 for free in (gpu.free_low_gib, gpu.free_high_gib)]
         budget.kv_tokens_low, budget.kv_tokens_high = ends
-    non_static.fill(budget, release, launch, model, draft, gpu)
+    if advise:
+        budget.recommended_mem_fraction_static = advice.recommend_fraction(
+            lambda fraction: evaluate(gpu, advice.with_fraction(launch, fraction)),
+            cap=advice.INTEGRATED_CAP if gpu.integrated else advice.CAP)
+    budget.assumed = assumed.terms(budget, gpu)
     ctx = rules_mod.Context(release=release, launch=launch, model=model, draft=draft, gpu=gpu, budget=budget,
-                            patch_states=states, environ=environ)
+                            patch_states=states, environ=environ, tree_options=run.tree_options)
     findings = rules_mod.run(ctx)
+    target = run.target
     if gpu.free_gib is None:
         findings.append(Finding("gpu-facts-missing", "info",
                                 "no nvidia-smi and no --gpu-memory/--gpu-free: the memory budget is not computed",
-                                "--gpu-memory GIB (and --gpu-free GIB)"))
+                                "pass doctor --gpu-memory and --gpu-free (the card's total and free GiB)"))
     if model.is_hybrid_gdn and release.sizing_file is None:
         findings.append(Finding("budget-approximate", "info",
                                 f"SGLang {target.version} has no _calculate_mamba_ratio in "
                                 f"{' or '.join(release_mod.SIZING_FILES)}: the state pool follows 0.5.14's steps",
-                                "patchkit doctor --version V (a release from 0.5.14 on) for figures from its own code"))
+                                "check it with patchkit doctor --version of a release from 0.5.14 on for figures "
+                                "from its own code"))
     draft_path = launch.get("speculative_draft_model_path")
     if draft_path and draft is None:
         findings.append(Finding("draft-not-local", "info",
                                 f"{DRAFT_FLAG} {draft_path} is a hub id: its weights and layers are not counted in "
-                                f"the budget", f"{DRAFT_FLAG} <a local copy>"))
+                                f"the budget", f"download it (huggingface-cli download {draft_path}) and pass that "
+                                f"folder as {DRAFT_FLAG}"))
     if gpu.free_low_gib is not None and gpu.free_high_gib is not None and gpu.free_gib is not None:
         taken = ", ".join(f"{t.name} {t.low_gib:.2f}" + (f"-{t.high_gib:.2f}" if t.high_gib != t.low_gib else "")
                           for t in gpu.free_terms)
@@ -117,14 +178,14 @@ def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], ov
         findings.append(Finding("gpu-free-estimated", "info",
                                 f"free memory at weight load is estimated ({gpu.free_source}): {gpu.free_gib:.2f} GiB, "
                                 f"{gpu.free_low_gib:.2f}-{gpu.free_high_gib:.2f} GiB after {taken} GiB{kv}",
-                                "--gpu-free GIB (the \"avail mem\" SGLang logs at \"Load weight begin\")"))
-    if status_note is not None:
-        findings.append(Finding("patch-status-unknown", "info", f"patch-needed not checked: {status_note}", ""))
+                                "pass doctor --gpu-free with the \"avail mem\" SGLang logs at \"Load weight begin\""))
+    if run.status_note is not None:
+        findings.append(Finding("patch-status-unknown", "info", f"patch-needed not checked: {run.status_note}", ""))
     if budget.mem_fraction_source == "estimate" and budget.mem_fraction_static is not None:
         findings.append(Finding("mem-fraction-estimated", "info",
                                 f"--mem-fraction-static is not set; its default is estimated as "
                                 f"{budget.mem_fraction_static:.3f} (SGLang derives it from the GPU, chunked prefill "
-                                f"and CUDA-graph sizes)", f"--mem-fraction-static {budget.mem_fraction_static:.3f}"))
+                                f"and CUDA-graph sizes)"))
     return Report(
         sglang={"version": target.version, "path": release.files.label},
         gpu=gpu,

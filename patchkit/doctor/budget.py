@@ -13,6 +13,7 @@ from patchkit.doctor import dflash, tp_sharding
 from patchkit.doctor.gpu import GIB, GpuFacts
 from patchkit.doctor.launch import Launch
 from patchkit.doctor.model import ModelFacts
+from patchkit.doctor.model_classes import ClassWeights, Unavailable
 from patchkit.doctor.release import ReleaseCode
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
@@ -32,6 +33,11 @@ class Budget:
     mem_fraction_source: str = "flag"  # "flag" or "estimate" (the release's default, approximated)
     weights_bytes: int | None = None  # per GPU
     draft_weights_bytes: int = 0  # per GPU
+    # Where the weights per GPU come from: "model classes" (the release's own, built on meta), "headers",
+    # "index and config geometry", "index" (its total divided by TP) or "unknown".
+    weights_from: str = "unknown"
+    weights_low_bytes: int | None = None  # the range where the weights per GPU are not known exactly
+    weights_high_bytes: int | None = None
     slack_bytes: int = 0  # free-at-load x (1 - mem-fraction-static): activations and graphs
     multimodal_reserve_bytes: int = 0
     hybrid: bool = False
@@ -66,9 +72,15 @@ class Budget:
     non_static_needed_bytes: int | None = None
     non_static_available_bytes: int | None = None
     max_safe_mem_fraction_static: float | None = None
+    # The one fraction the report advises (patchkit/doctor/advice.py): the highest that leaves the non-static
+    # need and still starts; None where none does (or the free memory is not known).
+    recommended_mem_fraction_static: float | None = None
     non_static_terms: dict[str, int] = field(default_factory=dict)
     non_static_chunked_prefill_size: int | None = None  # the largest prefill chunk (flag or the release's default)
     non_static_cuda_graph_max_bs: int | None = None  # decode graphs' largest batch (None: graphs off)
+    # What the budget takes as given rather than from the release's code or a measurement, with its range:
+    # [{"term", "value", "low", "high", "why"}] (bytes). --gpu-free is the free memory at load and nothing else.
+    assumed: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # what would make SGLang's sizing raise
     notes: list[str] = field(default_factory=list)
 
@@ -290,8 +302,12 @@ def data_parallel(release: ReleaseCode, launch: Launch) -> tuple[int, int]:
     return (1, dp) if dp_attention else (dp, 1)
 
 
+# The MTP drafts whose own embed_tokens/lm_head the draft-lmhead-placeholder patch leaves unallocated.
+PLACEHOLDER_DRAFTS = ("Qwen3_5ForCausalLMMTP", "Qwen3NextForCausalLMMTP")
+
+
 def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: ModelFacts | None, gpu: GpuFacts,
-            environ: dict, patch_states: dict[str, str]) -> Budget:
+            environ: dict, patch_states: dict[str, str], classes: ClassWeights | Unavailable | None = None) -> Budget:
     b = Budget()
     tp = _int(launch.get("tp_size"), 1) or 1
     pp = _int(launch.get("pp_size"), 1) or 1
@@ -338,36 +354,15 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
             b.notes.append("mtp.* weights sized from the config (the index gives no tensor sizes)")
     dp_lm_head = bool(launch.get("enable_dp_lm_head")) and dp > 1
     stored_bytes = _DTYPE_BYTES.get(str(model.text.get("torch_dtype") or model.config.get("torch_dtype") or "bfloat16"), 2)
-    geometry = {} if model.headers_complete or model.quantization else tp_sharding.geometry_tensors(
-        model.config, model.text, stored_bytes)
-    if model.weights_bytes is not None and sum(geometry.values()) > model.weights_bytes - (mtp_bytes or 0):
-        geometry = {}  # the config sizes more than the index holds: not this checkpoint's tensors
-    if model.headers_complete:
-        target = {k: v for k, v in model.tensor_bytes.items() if not tp_sharding.is_mtp(k)}
-        b.weights_bytes = tp_sharding.per_rank_bytes(target, tp, pp, dp_encoder, dp > 1, attn_tp, dp_lm_head)
-    elif model.weights_bytes is not None and geometry:
-        # The index's total without every tensor's size: the tensors the config sizes by the release's rules,
-        # the rest of the total divided by TP.
-        b.weights_bytes = tp_sharding.per_rank_from_index(model.weights_bytes - (mtp_bytes or 0), geometry, tp, pp,
-                                                          dp_encoder, dp > 1, attn_tp, dp_lm_head)
-        b.notes.append("weights per rank from the index's total and the config's geometry (no tensor headers)")
-    elif model.weights_bytes is not None:
-        # Neither headers nor a geometry doctor can size: the replicated share is not known; divided by TP.
-        b.weights_bytes = (model.weights_bytes - (mtp_bytes or 0)) // (tp * pp)
-    mtp_draft = algo in EAGLE_FAMILY and (draft is None or draft.path.resolve() == model.path.resolve())
-    if algo and draft is not None and not mtp_draft and draft.weights_bytes is not None:
-        b.draft_weights_bytes = draft.weights_bytes // tp
-    elif mtp_draft and algo:
-        mtp_tensors = {k: v for k, v in model.tensor_bytes.items() if tp_sharding.is_mtp(k)}
-        b.draft_weights_bytes = (tp_sharding.per_rank_bytes(mtp_tensors, tp) if mtp_tensors and model.mtp_bytes is not None
-                               else (mtp_bytes or 0) // tp)
-        if patch_states.get("draft-lmhead-placeholder") in ("pending", "failed", "drifted") and model.arch.startswith("Qwen3_5"):
-            # Without the patch the MTP draft allocates its own embedding and lm_head before
-            # `set_embed_and_head()` swaps in the target's (Qwen3_5MTP, models/qwen3_5_mtp.py).
-            vocab, hidden = int(model.text.get("vocab_size") or 0), int(model.text.get("hidden_size") or 0)
-            tensors = 1 if model.config.get("tie_word_embeddings") or model.text.get("tie_word_embeddings") else 2
-            b.draft_weights_bytes += tensors * vocab * hidden * model_dtype_bytes(model, launch) // tp
-            b.notes.append("draft-lmhead-placeholder pending: the MTP draft's own vocab tensors count")
+    said = len(b.notes)
+    arithmetic = _weights_by_arithmetic(b, model, launch, draft, algo, patch_states, mtp_bytes, stored_bytes,
+                                        tp, pp, dp, attn_tp, dp_encoder, dp_lm_head)
+    if isinstance(classes, ClassWeights):
+        del b.notes[said:]  # the arithmetic's notes are not what the budget uses
+        _weights_by_class(b, classes, patch_states, arithmetic)
+    elif isinstance(classes, Unavailable):
+        b.notes.append(f"weights from the checkpoint's {b.weights_from}, not the release's model classes: "
+                       f"{classes.reason}")
 
     if b.free_at_load_gib is None or b.mem_fraction_static is None or b.weights_bytes is None:
         b.notes.append("budget incomplete: GPU memory or weight size unknown")
@@ -468,6 +463,83 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     return b
 
 
+def _weights_by_arithmetic(b: Budget, model: ModelFacts, launch: Launch, draft: ModelFacts | None, algo: str | None,
+                           patch_states: dict[str, str], mtp_bytes: int | None, stored_bytes: int, tp: int, pp: int,
+                           dp: int, attn_tp: int, dp_encoder: bool, dp_lm_head: bool) -> int | None:
+    """Weights per GPU from the checkpoint's headers or index (patchkit/doctor/tp_sharding.py): into `b`, and
+    returned (the cross-check of the model classes' figure)."""
+    geometry = {} if model.headers_complete or model.quantization else tp_sharding.geometry_tensors(
+        model.config, model.text, stored_bytes)
+    if model.weights_bytes is not None and sum(geometry.values()) > model.weights_bytes - (mtp_bytes or 0):
+        geometry = {}  # the config sizes more than the index holds: not this checkpoint's tensors
+    if model.headers_complete:
+        target = {k: v for k, v in model.tensor_bytes.items() if not tp_sharding.is_mtp(k)}
+        b.weights_bytes = tp_sharding.per_rank_bytes(target, tp, pp, dp_encoder, dp > 1, attn_tp, dp_lm_head)
+    elif model.weights_bytes is not None and geometry:
+        # The index's total without every tensor's size: the tensors the config sizes by the release's rules,
+        # the rest of the total divided by TP.
+        total = model.weights_bytes - (mtp_bytes or 0)
+        b.weights_bytes = tp_sharding.per_rank_from_index(total, geometry, tp, pp, dp_encoder, dp > 1, attn_tp,
+                                                          dp_lm_head)
+        # What the config does not size may be split over TP (as counted) or whole on every rank.
+        b.weights_low_bytes = b.weights_bytes
+        b.weights_high_bytes = b.weights_bytes + (max(0, total - sum(geometry.values())) - max(
+            0, total - sum(geometry.values())) // tp) // pp
+        b.notes.append("weights per rank from the index's total and the config's geometry (no tensor headers)")
+    elif model.weights_bytes is not None:
+        # Neither headers nor a geometry doctor can size: the replicated share is not known; divided by TP.
+        b.weights_bytes = (model.weights_bytes - (mtp_bytes or 0)) // (tp * pp)
+        b.weights_low_bytes, b.weights_high_bytes = b.weights_bytes, (model.weights_bytes - (mtp_bytes or 0)) // pp
+    mtp_draft = algo in EAGLE_FAMILY and (draft is None or draft.path.resolve() == model.path.resolve())
+    if algo and draft is not None and not mtp_draft and draft.weights_bytes is not None:
+        b.draft_weights_bytes = draft.weights_bytes // tp
+    elif mtp_draft and algo:
+        mtp_tensors = {k: v for k, v in model.tensor_bytes.items() if tp_sharding.is_mtp(k)}
+        b.draft_weights_bytes = (tp_sharding.per_rank_bytes(mtp_tensors, tp) if mtp_tensors and model.mtp_bytes is not None
+                               else (mtp_bytes or 0) // tp)
+        if patch_states.get("draft-lmhead-placeholder") in ("pending", "failed", "drifted") and model.arch.startswith("Qwen3_5"):
+            # Without the patch the MTP draft allocates its own embedding and lm_head before
+            # `set_embed_and_head()` swaps in the target's (Qwen3_5MTP, models/qwen3_5_mtp.py).
+            vocab, hidden = int(model.text.get("vocab_size") or 0), int(model.text.get("hidden_size") or 0)
+            tensors = 1 if model.config.get("tie_word_embeddings") or model.text.get("tie_word_embeddings") else 2
+            b.draft_weights_bytes += tensors * vocab * hidden * model_dtype_bytes(model, launch) // tp
+            b.notes.append("draft-lmhead-placeholder pending: the MTP draft's own vocab tensors count")
+
+    b.weights_from = ("headers" if model.headers_complete else "index and config geometry" if geometry
+                      else "index" if model.weights_bytes is not None else "unknown")
+    return b.weights_bytes
+
+
+def _weights_by_class(b: Budget, classes: ClassWeights, patch_states: dict[str, str], arithmetic: int | None) -> None:
+    """Weights per GPU as the release's own classes allocate them (patchkit/doctor/model_classes.py). A Qwen3.5 /
+    Qwen3-Next MTP draft's own embed/lm_head count unless draft-lmhead-placeholder is in place (then the draft
+    allocates none: the patched code built them empty, or the patch is applied before the launch)."""
+    from_headers = b.weights_from == "headers"
+    b.weights_bytes, b.weights_from = classes.target_bytes, "model classes"
+    b.weights_low_bytes = b.weights_high_bytes = None
+    b.notes.append(f"weights per GPU from the release's {classes.target_class}"
+                   + (f" ({classes.quantization})" if classes.quantization else "")
+                   + f" built on meta with this launch's partitioning ({classes.server_args.split(':')[0]} server args)")
+    if classes.server_args.startswith("unresolved"):
+        b.notes.append(f"the release's own argument checks did not pass in the build (its ServerArgs taken as "
+                       f"parsed): {classes.server_args.split(': ', 1)[-1][:300]}")
+    if from_headers and arithmetic and abs(arithmetic - classes.target_bytes) > 0.02 * classes.target_bytes:
+        b.notes.append(f"the checkpoint's headers size {arithmetic / GIB:.2f} GiB per GPU, the model classes "
+                       f"{classes.target_bytes / GIB:.2f} GiB (what the classes allocate is what loads)")
+    if classes.draft_error is not None:
+        b.notes.append(f"the draft's weights from its checkpoint: its class could not be built on meta "
+                       f"({classes.draft_error})")
+    if classes.draft_bytes is not None:
+        draft_bytes = classes.draft_bytes
+        if classes.draft_class in PLACEHOLDER_DRAFTS and classes.draft_own_vocab_bytes:
+            if patch_states.get("draft-lmhead-placeholder") in ("applied", "upstream-fixed"):
+                draft_bytes -= classes.draft_own_vocab_bytes
+            else:
+                b.notes.append(f"draft-lmhead-placeholder not applied: the {classes.draft_class} draft's own "
+                               f"embed/lm_head count ({classes.draft_own_vocab_bytes / GIB:.2f} GiB per GPU)")
+        b.draft_weights_bytes = draft_bytes
+
+
 def _requests_only(b: Budget, release: ReleaseCode, launch: Launch, model: ModelFacts, algo: str | None) -> None:
     requested = _int(launch.get("max_running_requests"))
     b.max_running_source = "flag" if requested is not None else ""
@@ -566,3 +638,4 @@ def _legacy_hybrid_state(b: Budget, launch: Launch, rest: float, requested: int 
     b.state_cap_requests = slots // ratio
     b.state_pool_bytes = slots * per_req
     return rest - b.state_pool_bytes / GIB
+

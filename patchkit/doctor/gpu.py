@@ -129,14 +129,17 @@ def _is_wsl() -> bool:
 
 
 def facts(overrides: Overrides, tp_size: int, probe: bool = True, *, pp_size: int = 1,
-          custom_all_reduce: bool = True, buffers: AllReduceBuffers = DEFAULT_BUFFERS) -> GpuFacts:
+          custom_all_reduce: bool = True, buffers: AllReduceBuffers = DEFAULT_BUFFERS,
+          seen: dict | None = None) -> GpuFacts:
     """Flags win over nvidia-smi; without --gpu-free the free memory at load is estimated from what the
     release takes before the weights load (free_memory.terms), as a middle figure and a range.
 
     nvidia-smi's free memory is read now, not at weight-load start; it stands for the free
     memory only when nothing else runs on the GPU (then it already holds no CUDA context of
     SGLang's, so SGLang's own terms are still subtracted; what others hold is already out)."""
-    seen = query() if probe else {}
+    if seen is None:  # what nvidia-smi said, unless the caller asked it already (once per doctor run)
+        seen = query() if probe else {}
+    seen = dict(seen)
     name = seen.get("name")
     integrated = overrides.integrated or bool(name and any(n.lower() in name.lower() for n in INTEGRATED_NAMES))
     if probe and integrated and seen and seen.get("total_gib") is None:

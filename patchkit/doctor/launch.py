@@ -182,37 +182,38 @@ def split_command(argv: list[str] | tuple[str, ...]) -> tuple[dict[str, str], li
     return env, rest
 
 
-def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
-    launch = Launch(argv=tuple(argv))
-    for known in table.by_name.values():
-        if known.deprecated_for is None and known.dest not in launch.values:
-            launch.values[known.dest] = known.default
+@dataclass(frozen=True)
+class Written:
+    """One piece of the launch line as written: a flag (known or not) with the tokens that go with it,
+    or a stray token that belongs to no flag."""
+
+    tokens: tuple[str, ...]  # as written: the flag (perhaps `--flag=value`) and its values
+    name: str | None = None  # the flag as written, without `=value`; None for a stray token
+    flag: Flag | None = None  # None: not a flag of this release
+    values: tuple[str, ...] = ()
+    inline: str | None = None  # the value written as `--flag=value`
+
+
+def written(argv: list[str] | tuple[str, ...], table: FlagTable) -> list[Written]:
+    """The launch line cut into flags and their values the way the release's parser cuts it (an unknown
+    flag takes the values that follow it, so they are not read as stray tokens)."""
     tokens = list(argv)
+    found: list[Written] = []
     i = 0
     while i < len(tokens):
         token = tokens[i]
+        start = i
         i += 1
         if not _looks_like_flag(token):
-            launch.stray.append(token)
+            found.append(Written(tokens=(token,)))
             continue
         name, has_inline, inline = token.partition("=")
         flag = _resolve(table, name)
-        if flag is None:
-            launch.unknown.append(name)
-            launch.uses.append(FlagUse(written=name, flag=None))
-            # Skip the values that follow an unknown flag, so they are not read as stray tokens.
-            while i < len(tokens) and not _looks_like_flag(tokens[i]):
-                i += 1
-            continue
-        if flag.refusal is not None:
-            launch.refused.append((name, flag.refusal))
-        if flag.deprecated_for is not None:
-            launch.deprecated.append((name, flag.deprecated_for))
         values: list[str] = []
         if has_inline:
             values = [inline]
-        elif flag.takes_value:
-            if flag.nargs in ("+", "*"):
+        elif flag is None or flag.takes_value:
+            if flag is None or flag.nargs in ("+", "*"):
                 while i < len(tokens) and not _looks_like_flag(tokens[i]):
                     values.append(tokens[i])
                     i += 1
@@ -223,6 +224,51 @@ def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
             elif i < len(tokens):
                 values.append(tokens[i])
                 i += 1
+        found.append(Written(tokens=tuple(tokens[start:i]), name=name, flag=flag, values=tuple(values),
+                             inline=inline if has_inline else None))
+    return found
+
+
+def changed(argv: list[str] | tuple[str, ...], table: FlagTable, set_args: tuple[str, ...] = (),
+            remove: tuple[str, ...] = ()) -> list[str]:
+    """The launch line with a fix applied: the flags in `remove` (as written, or any spelling of the same
+    flag) and stray tokens named there dropped with their values; each flag of `set_args` (a flag followed
+    by its values, as on a launch line) replacing every spelling of it already there, appended at the end."""
+    setting = written(set_args, table)
+    dests = {w.flag.dest for w in setting if w.flag is not None}
+    names = {w.name for w in setting if w.flag is None}
+    dropped = {w.flag.dest for w in written(remove, table) if w.flag is not None}
+    kept: list[str] = []
+    for piece in written(argv, table):
+        if piece.name is None:
+            if piece.tokens[0] in remove:
+                continue
+        elif (piece.flag is not None and piece.flag.dest in dests | dropped) or piece.name in remove \
+                or piece.name in names:
+            continue
+        kept.extend(piece.tokens)
+    return kept + list(set_args)
+
+
+def parse(argv: list[str] | tuple[str, ...], table: FlagTable) -> Launch:
+    launch = Launch(argv=tuple(argv))
+    for known in table.by_name.values():
+        if known.deprecated_for is None and known.dest not in launch.values:
+            launch.values[known.dest] = known.default
+    for piece in written(argv, table):
+        if piece.name is None:
+            launch.stray.append(piece.tokens[0])
+            continue
+        name, flag, has_inline, inline = piece.name, piece.flag, piece.inline is not None, piece.inline or ""
+        if flag is None:
+            launch.unknown.append(name)
+            launch.uses.append(FlagUse(written=name, flag=None, values=piece.values))
+            continue
+        if flag.refusal is not None:
+            launch.refused.append((name, flag.refusal))
+        if flag.deprecated_for is not None:
+            launch.deprecated.append((name, flag.deprecated_for))
+        values = list(piece.values)
         launch.uses.append(FlagUse(written=name, flag=flag, values=tuple(values)))
         launch.explicit.add(flag.dest)
         if not flag.takes_value:

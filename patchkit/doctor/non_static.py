@@ -44,6 +44,9 @@ GDN_CHUNK_TOKENS = 64
 # allocator's fragmentation). The field's OOM figures need more than 1.07-2.04; the 1024-token
 # launch that ran allows up to 4.1.
 ALLOCATOR_FACTOR = 2.5
+# The factors the field's figures allow: above 2.04 (the MTP launch that ran out on 32 GB), at most 4.1 (the
+# 1024-token launch that ran): the range the estimate states.
+ALLOCATOR_FACTOR_RANGE = (2.04, 4.1)
 
 
 @dataclass(frozen=True)
@@ -328,7 +331,7 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
     """What this launch needs outside the static pools on one GPU (bytes, each term named).
     `max_running_requests` is the ServerArgs value (the flag, or the speculative default) the release
     caps the graphs' batch size with; `running_requests` what the scheduler really runs at once."""
-    defaults = graph_defaults(release)
+    defaults = release.memoized("graph_defaults", graph_defaults)
     chunk_default, bs_default = default_for(defaults, gpu.total_gib, tp)
     chunk = _int(launch.get("chunked_prefill_size")) or chunk_default
     if chunk <= 0:  # chunked prefill off: the largest prefill is --max-prefill-tokens

@@ -18,10 +18,13 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from patchkit.doctor.flags import FlagTable, flag_table
 from patchkit.doctor.free_memory import AllReduceBuffers
 from patchkit.doctor.release_files import FolderFiles, ReleaseFiles
+
+T = TypeVar("T")
 
 # Where `get_context_length` and its CONTEXT_LENGTH_KEYS live.
 CONTEXT_FILES = ("srt/utils/hf_transformers/common.py", "srt/utils/hf_transformers_utils.py")
@@ -117,6 +120,14 @@ class ReleaseCode:
     version: str
     files: ReleaseFiles
     _trees: dict[str, ast.Module | None] = field(default_factory=dict, repr=False)
+    _memo: dict[str, object] = field(default_factory=dict, repr=False)
+
+    def memoized(self, name: str, compute: Callable[["ReleaseCode"], T]) -> T:
+        """`compute(self)`, once per release: what other modules read from this code (the doctor asks the
+        same release again for every fraction it tries and every fix it checks)."""
+        if name not in self._memo:
+            self._memo[name] = compute(self)
+        return self._memo[name]  # type: ignore[return-value]
 
     def tree(self, rel: str) -> ast.Module | None:
         """The parsed module `rel` (relative to `sglang/`), or None when the release lacks it."""

@@ -12,14 +12,76 @@ MIB = 1 << 20
 
 
 @dataclass(frozen=True)
+class Fix:
+    """One machine-applicable fix: launch flags to set (each followed by its values, replacing every spelling of
+    that flag on the line), flags to drop with their values (or stray tokens), a command to run first (naming
+    the tree it acts on) and the patches that command puts in place."""
+
+    args: tuple[str, ...] = ()
+    remove: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    patches: tuple[str, ...] = ()
+    note: str = ""  # said after the change, in brackets
+
+    @property
+    def text(self) -> str:
+        parts = [" ".join(self.command)] if self.command else []
+        if self.args:
+            parts.append(" ".join(self.args) + (f" in place of {' '.join(self.remove)}" if self.remove else ""))
+        elif self.remove:
+            parts.append("drop " + " ".join(self.remove))
+        return "; ".join(parts) + (f" ({self.note})" if self.note else "")
+
+
+@dataclass(frozen=True)
 class Finding:
+    """One finding. Its fix, where it is a change to the launch or a command to run first, is also
+    machine-applicable: `args` (flags to set, each followed by its values, replacing every spelling of
+    that flag on the line), `remove` (flags to drop with their values, or stray tokens) and `command`
+    (argv of a command to run before the launch, naming the tree it acts on)."""
+
     rule: str
     level: str  # error: the launch will fail or crash; warning: runs, not as intended; info
     message: str  # one sentence, with the numbers behind it
-    fix: str = ""  # the exact flag (or command) that fixes it
+    fix: str = ""  # what to do, in words: the exact flags (or command) where there are some
+    args: tuple[str, ...] = ()
+    remove: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    # The fixes a rule proposes, best first, and what to say where none of them clears the finding: the doctor
+    # applies each to the launch, checks it again and keeps the first that works (patchkit/doctor/advice.py).
+    options: tuple[Fix, ...] = field(default=(), compare=False, repr=False)
+    otherwise: str = field(default="", compare=False, repr=False)
+    alternatives: tuple[Fix, ...] = ()  # other fixes that were checked and work too
+
+    @classmethod
+    def proposing(cls, rule: str, level: str, message: str, options: tuple[Fix | None, ...] | Fix | None,
+                  otherwise: str = "") -> "Finding":
+        """A finding whose fix is the first of `options` (None entries skipped) that works when applied."""
+        found = tuple(o for o in (options if isinstance(options, tuple) else (options,)) if o is not None)
+        if not found:
+            return cls(rule, level, message, otherwise)
+        return cls(rule, level, message, found[0].text, found[0].args, found[0].remove, found[0].command,
+                   options=found, otherwise=otherwise)
+
+    def with_fixes(self, fixes: tuple[Fix, ...]) -> "Finding":
+        """This finding with `fixes` (checked ones): the first is its fix, the others its alternatives. None: the
+        finding says what it would take, with no machine-applicable fix."""
+        if not fixes:
+            return Finding(self.rule, self.level, self.message,
+                           self.otherwise or "no change to the launch line found that clears it")
+        first = fixes[0]
+        return Finding(self.rule, self.level, self.message, first.text, first.args, first.remove, first.command,
+                       alternatives=fixes[1:])
+
+    @property
+    def applicable(self) -> bool:
+        return bool(self.args or self.remove or self.command)
 
     def to_dict(self) -> dict:
-        return {"rule": self.rule, "level": self.level, "message": self.message, "fix": self.fix}
+        return {"rule": self.rule, "level": self.level, "message": self.message, "fix": self.fix,
+                "fix_args": list(self.args), "fix_remove": list(self.remove), "fix_command": list(self.command),
+                "alternatives": [{"fix": a.text, "fix_args": list(a.args), "fix_remove": list(a.remove),
+                                  "fix_command": list(a.command)} for a in self.alternatives]}
 
 
 @dataclass
@@ -99,12 +161,18 @@ def lines(report: Report) -> list[str]:
     width = max(len(label) for label, _ in rows)
     out += [f"  {label:<{width}}  {value:>14}" for label, value in rows]
     out += [f"  note: {note}" for note in b.notes]
+    for term in b.assumed:
+        value, low, high = term["value"], term["low"], term["high"]
+        figures = ("" if value is None else f" {value:.3f}" if isinstance(value, float) else
+                   f" {gib(value)} ({low / GIB:.2f}-{high / GIB:.2f} GiB)")
+        out.append(f"  assumed: {term['term']}{figures}: {term['why']}")
     if report.findings:
         out.append("Findings:")
         for f in report.findings:
             out.append(f"  {f.level:<7} {f.rule}: {f.message}")
             if f.fix:
                 out.append(f"  {'':<7} fix: {f.fix}")
+            out += [f"  {'':<7}  or: {a.text}" for a in f.alternatives]
     else:
         out.append("No findings.")
     return out

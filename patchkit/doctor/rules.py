@@ -12,7 +12,7 @@ from patchkit.doctor.gpu import GpuFacts
 from patchkit.doctor.launch import REMOVED_FLAGS, Launch
 from patchkit.doctor.model import ModelFacts
 from patchkit.doctor.release import ReleaseCode
-from patchkit.doctor.report import Finding, gib, mib
+from patchkit.doctor.report import Finding, Fix, gib, mib
 from patchkit.doctor.triggers import triggered
 from patchkit.authoring.launch_trigger import Trigger
 
@@ -29,11 +29,31 @@ class Context:
     budget: Budget
     patch_states: dict[str, str] = field(default_factory=dict)
     environ: dict[str, str] = field(default_factory=dict)
+    tree_options: tuple[str, ...] = ()  # what names the SGLang checked, for a printed `patchkit apply`
 
     def flag(self, dest: str, fallback: str) -> str:
         """The release's own spelling of a flag (its first name), for a fix."""
         names = [n for n in self.release.flags.names_for(dest) if self.release.flags.by_name[n].deprecated_for is None]
         return names[0] if names else fallback
+
+    def set(self, dest: str, fallback: str, *values: object, note: str = "") -> Fix:
+        """A fix that sets `dest` (the release's spelling) to `values`."""
+        return Fix(args=(self.flag(dest, fallback), *(str(v) for v in values)), note=note)
+
+    def fraction_fix(self, note: str = "") -> Fix | None:
+        """`--mem-fraction-static` at the recommended fraction (advice.recommend_fraction), where that is not
+        the launch's own."""
+        b = self.budget
+        rec = b.recommended_mem_fraction_static
+        if rec is None or (b.mem_fraction_static is not None and round(b.mem_fraction_static, 2) == rec
+                           and b.mem_fraction_source == "flag"):
+            return None
+        return self.set("mem_fraction_static", "--mem-fraction-static", f"{rec:.2f}", note=note)
+
+    def drop(self, dest: str) -> Fix:
+        """A fix that takes `dest` off the launch line, every spelling written."""
+        written = tuple(dict.fromkeys(u.written for u in self.launch.uses if u.flag is not None and u.flag.dest == dest))
+        return Fix(remove=written)
 
     @property
     def algo(self) -> str | None:
@@ -57,9 +77,12 @@ def spec_max_running_default(ctx: Context) -> Iterator[Finding]:
     if ctx.hybrid and b.effective_max_running_requests is not None and (b.state_slots or 0) > 0:
         gets = (f"; with {b.state_slots} state slots at {b.slots_per_request} per request this launch really "
                 f"gets {b.effective_max_running_requests}")
-    yield Finding("spec-max-running-default", "warning",
-                  f"speculative decoding ({ctx.algo}) without --max-running-requests sets it to {default}{gets}",
-                  "--max-running-requests N (the concurrency you want)")
+    wanted = b.effective_max_running_requests or default
+    yield Finding.proposing(
+        "spec-max-running-default", "warning",
+        f"speculative decoding ({ctx.algo}) without --max-running-requests sets it to {default}{gets}",
+        ctx.set("max_running_requests", "--max-running-requests", wanted * b.attn_dp_size,
+                note="what this launch really runs; set the concurrency you want"))
 
 
 def mamba_slots_cap(ctx: Context) -> Iterator[Finding]:
@@ -81,24 +104,35 @@ def mamba_slots_cap(ctx: Context) -> Iterator[Finding]:
         cost = f", costing about {lost:,} KV tokens ({gib(extra_bytes)})"
         if b.kv_tokens is not None and lost >= b.kv_tokens:
             cost += ", more than the whole KV pool: lower --max-running-requests instead"
-    yield Finding("mamba-slots-cap", "warning",
-                  f"concurrency is capped at {b.state_cap_requests} = floor({b.state_slots} state slots / "
-                  f"{b.slots_per_request} per request), below the {asked // b.attn_dp_size} asked "
-                  f"({b.max_running_source}{per_rank}); {needed} slots per GPU would lift it{cost}",
-                  f"{ctx.flag('max_mamba_cache_size', '--max-mamba-cache-size')} {needed * b.attn_dp_size}")
+    yield Finding.proposing(
+        "mamba-slots-cap", "warning",
+        f"concurrency is capped at {b.state_cap_requests} = floor({b.state_slots} state slots / "
+        f"{b.slots_per_request} per request), below the {asked // b.attn_dp_size} asked "
+        f"({b.max_running_source}{per_rank}); {needed} slots per GPU would lift it{cost}",
+        (ctx.set("max_mamba_cache_size", "--max-mamba-cache-size", needed * b.attn_dp_size),
+         ctx.set("max_running_requests", "--max-running-requests", b.state_cap_requests * b.attn_dp_size,
+                 note="what the state pool holds")))
 
 
 def mamba_slots_zero(ctx: Context) -> Iterator[Finding]:
     b = ctx.budget
     if not ctx.hybrid or "mamba-slots-zero" not in b.errors:
         return
-    yield Finding("mamba-slots-zero", "error",
-                  f"the state pool gets {max(b.state_slots or 0, 0)} slots ({mib(b.state_slot_bytes)} each, "
-                  f"{b.slots_per_request} per request): startup fails (\"Not enough GPU memory for hybrid state "
-                  f"cache\" or \"state cache is too small to serve any requests\")",
-                  f"raise {ctx.flag('mem_fraction_static', '--mem-fraction-static')}, set "
-                  f"{ctx.flag('max_mamba_cache_size', '--max-mamba-cache-size')} or "
-                  f"{ctx.flag('mamba_ssm_dtype', '--mamba-ssm-dtype')} bfloat16")
+    ratio, dp = b.slots_per_request or 1, b.attn_dp_size
+    fp32 = b.ssm_state_bytes > 0 and "mamba_ssm_dtype" in ctx.release.flags.dests() \
+        and str(ctx.launch.get("mamba_ssm_dtype") or ctx.environ.get("SGLANG_MAMBA_SSM_DTYPE")
+                or (ctx.model.text.get("mamba_ssm_dtype") if ctx.model else None) or "float32") == "float32"
+    yield Finding.proposing(
+        "mamba-slots-zero", "error",
+        f"the state pool gets {max(b.state_slots or 0, 0)} slots ({mib(b.state_slot_bytes)} each, "
+        f"{b.slots_per_request} per request): startup fails (\"Not enough GPU memory for hybrid state "
+        f"cache\" or \"state cache is too small to serve any requests\")",
+        (ctx.fraction_fix(),
+         ctx.set("mamba_ssm_dtype", "--mamba-ssm-dtype", "bfloat16", note="half the state per slot") if fp32 else None,
+         Fix(args=(ctx.flag("max_mamba_cache_size", "--max-mamba-cache-size"), str(ratio * dp),
+                   ctx.flag("max_running_requests", "--max-running-requests"), str(dp)),
+             note="one request at a time")),
+        otherwise="this checkpoint leaves the state pool nothing on this card: more TP ranks or a smaller checkpoint")
 
 
 def mamba_ratio_ignored(ctx: Context) -> Iterator[Finding]:
@@ -110,20 +144,20 @@ def mamba_ratio_ignored(ctx: Context) -> Iterator[Finding]:
     elif ctx.launch.get("disable_radix_cache", False) and ctx.launch.is_set("max_running_requests"):
         why = "--disable-radix-cache with --max-running-requests sizes the state pool"
     if why:
-        yield Finding("mamba-ratio-ignored", "warning",
-                      f"--mamba-full-memory-ratio has no effect: {why}",
-                      "drop --mamba-full-memory-ratio (or --max-mamba-cache-size)")
+        yield Finding.proposing("mamba-ratio-ignored", "warning", f"--mamba-full-memory-ratio has no effect: {why}",
+                                ctx.drop("mamba_full_memory_ratio"))
 
 
 def kv_below_context(ctx: Context) -> Iterator[Finding]:
     b = ctx.budget
     if not b.kv_tokens or not b.context_length or b.kv_tokens >= b.context_length:
         return  # no KV pool at all is budget-negative's finding
-    yield Finding("kv-below-context", "warning",
-                  f"the KV pool holds {b.kv_tokens:,} tokens, less than the {b.context_length:,}-token context: "
-                  f"a single request over {b.max_request_tokens:,} tokens is rejected with HTTP 400",
-                  f"{ctx.flag('context_length', '--context-length')} {max(b.kv_tokens - 1, 0)} "
-                  f"(or free memory for the KV pool)")
+    yield Finding.proposing(
+        "kv-below-context", "warning",
+        f"the KV pool holds {b.kv_tokens:,} tokens, less than the {b.context_length:,}-token context: "
+        f"a single request over {b.max_request_tokens:,} tokens is rejected with HTTP 400",
+        (ctx.fraction_fix(note="the largest KV pool that leaves enough outside it"),
+         ctx.set("context_length", "--context-length", b.kv_tokens, note="what the KV pool holds")))
 
 
 def context_length_over_model(ctx: Context) -> Iterator[Finding]:
@@ -138,16 +172,18 @@ def context_length_over_model(ctx: Context) -> Iterator[Finding]:
         return
     flag = ctx.flag("context_length", "--context-length")
     if ctx.release.longer_context_raises and not ctx.release.env_flag("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", ctx.environ):
-        yield Finding("context-length-over-model", "error",
-                      f"{flag} {asked:,} is above the model's context length {derived:,} (config.json): "
-                      f"startup fails (_derive_context_length raises ValueError)",
-                      f"{flag} {derived} (or SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 if the model really "
-                      f"takes more)")
+        yield Finding.proposing(
+            "context-length-over-model", "error",
+            f"{flag} {asked:,} is above the model's context length {derived:,} (config.json): "
+            f"startup fails (_derive_context_length raises ValueError)",
+            ctx.set("context_length", flag, derived,
+                    note="SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the environment if the model really takes more"))
     else:
-        yield Finding("context-length-over-model", "warning",
-                      f"{flag} {asked:,} is above the model's context length {derived:,} (config.json): SGLang "
-                      f"serves it, but outputs past {derived:,} tokens may be wrong or hit CUDA errors",
-                      f"{flag} {derived}")
+        yield Finding.proposing(
+            "context-length-over-model", "warning",
+            f"{flag} {asked:,} is above the model's context length {derived:,} (config.json): SGLang "
+            f"serves it, but outputs past {derived:,} tokens may be wrong or hit CUDA errors",
+            ctx.set("context_length", flag, derived))
 
 
 def max_total_tokens_cap_only(ctx: Context) -> Iterator[Finding]:
@@ -157,11 +193,11 @@ def max_total_tokens_cap_only(ctx: Context) -> Iterator[Finding]:
         return
     profiled = b.kv_budget_bytes // b.kv_bytes_per_token
     if limit > profiled:
-        yield Finding("max-total-tokens-cap-only", "warning",
-                      f"--max-total-tokens {limit:,} only caps the pool, it never grows it: "
-                      f"the memory budget gives {profiled:,} tokens",
-                      f"raise {ctx.flag('mem_fraction_static', '--mem-fraction-static')} "
-                      f"(or lower --max-total-tokens to {profiled:,})")
+        yield Finding.proposing(
+            "max-total-tokens-cap-only", "warning",
+            f"--max-total-tokens {limit:,} only caps the pool, it never grows it: "
+            f"the memory budget gives {profiled:,} tokens",
+            ctx.drop("max_total_tokens"))
 
 
 def _replay_flag(ctx: Context) -> str | None:
@@ -182,13 +218,17 @@ def replayssm_spec(ctx: Context) -> Iterator[Finding]:
     decode = ctx.launch.get("linear_attn_decode_backend") or ctx.launch.get("linear_attn_backend") or "triton"
     if on:
         if topk not in (None, 1):
-            yield Finding("replayssm-spec", "error",
-                          f"{name or 'ReplaySSM'} needs a linear draft chain, --speculative-eagle-topk is {topk}",
-                          "--speculative-eagle-topk 1")
+            yield Finding.proposing("replayssm-spec", "error",
+                                    f"{name or 'ReplaySSM'} needs a linear draft chain, --speculative-eagle-topk is {topk}",
+                                    ctx.set("speculative_eagle_topk", "--speculative-eagle-topk", 1))
         elif decode not in ("triton", "flashinfer"):
-            yield Finding("replayssm-spec", "error",
-                          f"{name or 'ReplaySSM'} needs the triton or flashinfer linear-attention decode backend, got {decode}",
-                          "--linear-attn-decode-backend triton")
+            backends = [u.flag.dest for u in ctx.launch.uses if u.flag is not None
+                        and u.flag.dest in ("linear_attn_decode_backend", "linear_attn_backend")] or ["linear_attn_decode_backend"]
+            yield Finding.proposing(
+                "replayssm-spec", "error",
+                f"{name or 'ReplaySSM'} needs the triton or flashinfer linear-attention decode backend, got {decode}",
+                Fix(args=tuple(a for dest in dict.fromkeys(backends)
+                               for a in (ctx.flag(dest, "--" + dest.replace("_", "-")), "triton"))))
         return
     if b.intermediate_state_bytes <= 0:
         return
@@ -199,12 +239,15 @@ def replayssm_spec(ctx: Context) -> Iterator[Finding]:
                       f"(0.5.16: --enable-gdn-replayssm-spec, from 0.5.17: --enable-linear-replayssm-spec)")
         return
     usable = topk in (None, 1) and decode in ("triton", "flashinfer")
-    yield Finding("replayssm-spec", "info",
-                  f"speculative decoding reserves {gib(b.intermediate_state_bytes)} of intermediate state "
-                  f"({b.draft_tokens} draft tokens x {mib(b.state_slot_bytes)} per request slot); "
-                  + ("ReplaySSM drops it (topk 1, triton/flashinfer decode)" if usable else
-                     "ReplaySSM would drop it but needs --speculative-eagle-topk 1 and a triton/flashinfer decode backend"),
-                  name)
+    needs = () if usable else (ctx.flag("speculative_eagle_topk", "--speculative-eagle-topk"), "1",
+                               ctx.flag("linear_attn_decode_backend", "--linear-attn-decode-backend"), "triton")
+    yield Finding.proposing(
+        "replayssm-spec", "info",
+        f"speculative decoding reserves {gib(b.intermediate_state_bytes)} of intermediate state "
+        f"({b.draft_tokens} draft tokens x {mib(b.state_slot_bytes)} per request slot); "
+        + ("ReplaySSM drops it (topk 1, triton/flashinfer decode)" if usable else
+           "ReplaySSM would drop it but needs --speculative-eagle-topk 1 and a triton/flashinfer decode backend"),
+        Fix(args=(name, *needs)))
 
 
 def draft_quantization_inherit(ctx: Context) -> Iterator[Finding]:
@@ -218,40 +261,77 @@ def draft_quantization_inherit(ctx: Context) -> Iterator[Finding]:
     if draft.quantization is not None:
         return
     flag = ctx.flag("speculative_draft_model_quantization", "--speculative-draft-model-quantization")
-    yield Finding("draft-quantization-inherit", "warning",
-                  f"--quantization {ctx.launch.get('quantization')} also applies to the draft model, whose "
-                  f"checkpoint is not quantized: loading it fails or reads garbage",
-                  f"{flag} unquant")
+    yield Finding.proposing("draft-quantization-inherit", "warning",
+                            f"--quantization {ctx.launch.get('quantization')} also applies to the draft model, whose "
+                            f"checkpoint is not quantized: loading it fails or reads garbage",
+                            Fix(args=(flag, "unquant")))
+
+
+def _values_of(ctx: Context, name: str) -> tuple[str, ...]:
+    """The values written after `name` on the launch line (its last use)."""
+    return next((u.values for u in reversed(ctx.launch.uses) if u.written == name), ())
+
+
+def _renamed(name: str, new: str, values: tuple[str, ...]) -> Fix:
+    """`name VALUES` written as `new VALUES` (a replacement spelled `--flag=value` is taken whole)."""
+    return Fix(args=(new,) if "=" in new else (new, *values), remove=(name,))
+
+
+def _valid_value(ctx: Context, name: str, value: str, why: str) -> Fix:
+    """A value the release takes for a flag the launch gave a bad one: the flag alone where it takes none, the
+    closest choice, the recommended fraction; else the flag dropped (the release's default)."""
+    flag = ctx.release.flags.get(name) or next((u.flag for u in ctx.launch.uses if u.written == name and u.flag), None)
+    if flag is None:
+        return Fix(remove=(name,))
+    if not flag.takes_value:
+        return Fix(args=(name,))  # setting the flag replaces every spelling of it on the line
+    if flag.choices:
+        close = difflib.get_close_matches(value, list(flag.choices), n=1, cutoff=0)
+        return Fix(args=(name, close[0]))
+    if flag.dest == "mem_fraction_static" and ctx.budget.recommended_mem_fraction_static is not None:
+        return Fix(args=(name, f"{ctx.budget.recommended_mem_fraction_static:.2f}"))
+    default = flag.default if flag.default is not None else "unset"
+    return Fix(remove=(name,), note=f"the release's default: {default}")
 
 
 def flags(ctx: Context) -> Iterator[Finding]:
+    version = ctx.release.version
+    current = [n for n, f in ctx.release.flags.by_name.items() if f.deprecated_for is None and f.refusal is None]
     for name in ctx.launch.unknown:
+        values = _values_of(ctx, name)
         if name in REMOVED_FLAGS:
-            yield Finding("flag-removed", "error",
-                          f"{name} is not a flag of SGLang {ctx.release.version} (removed; argparse rejects the launch)",
-                          REMOVED_FLAGS[name])
+            yield Finding.proposing(
+                "flag-removed", "error",
+                f"{name} is not a flag of SGLang {version} (removed; argparse rejects the launch)",
+                (_renamed(name, REMOVED_FLAGS[name], values), Fix(remove=(name,))))
         else:
-            close = difflib.get_close_matches(name, list(ctx.release.flags.by_name), n=1)
-            yield Finding("flag-unknown", "error",
-                          f"{name} is not a flag of SGLang {ctx.release.version} (argparse rejects the launch)",
-                          close[0] if close else "remove it")
+            close = difflib.get_close_matches(name, current, n=1)
+            yield Finding.proposing(
+                "flag-unknown", "error",
+                f"{name} is not a flag of SGLang {version} (argparse rejects the launch)"
+                + (f"; did you mean {close[0]}?" if close else ""),
+                (_renamed(name, close[0], values) if close else None, Fix(remove=(name,))))
     for name, message in ctx.launch.refused:
-        yield Finding("flag-removed", "error",
-                      f"{name} is refused by SGLang {ctx.release.version}'s parser (argparse rejects the launch)",
-                      message)
+        yield Finding.proposing(
+            "flag-removed", "error",
+            f"{name} is refused by SGLang {version}'s parser (argparse rejects the launch): {message}",
+            Fix(remove=(name,)))
     for name, new in ctx.launch.deprecated:
-        yield Finding("flag-deprecated", "info", f"{name} is deprecated in SGLang {ctx.release.version}", new)
+        yield Finding.proposing("flag-deprecated", "info", f"{name} is deprecated in SGLang {version}; {new} replaces it",
+                                _renamed(name, new, _values_of(ctx, name)))
     for name, value, why in ctx.launch.bad_values:
-        yield Finding("flag-value", "error", f"{name} {value}: {why}".replace("  ", " "), f"{name} <valid value>")
+        yield Finding.proposing("flag-value", "error", f"{name} {value}: {why}".replace("  ", " "),
+                                (_valid_value(ctx, name, value, why), Fix(remove=(name,))))
     for name, value, choices in ctx.launch.unlisted:
         close = difflib.get_close_matches(value, list(choices), n=1)
-        yield Finding("flag-value", "warning",
-                      f"{name} {value} is not one of SGLang {ctx.release.version}'s built-in choices (argparse rejects "
-                      f"it unless a plugin registers it)", f"{name} {close[0]}" if close else f"{name} <one of: "
-                      + ", ".join(choices[:8]) + (", ..." if len(choices) > 8 else "") + ">")
+        yield Finding.proposing(
+            "flag-value", "warning",
+            f"{name} {value} is not one of SGLang {version}'s built-in choices (argparse rejects it unless a plugin "
+            f"registers it; they are {', '.join(choices[:8])}{', ...' if len(choices) > 8 else ''})",
+            (Fix(args=(name, close[0])) if close else None, Fix(remove=(name,))))
     if ctx.launch.stray:
-        yield Finding("flag-value", "error", f"arguments that belong to no flag: {' '.join(ctx.launch.stray)}",
-                      "remove them")
+        yield Finding.proposing("flag-value", "error", f"arguments that belong to no flag: {' '.join(ctx.launch.stray)}",
+                                Fix(remove=tuple(ctx.launch.stray)))
 
 
 def feature_missing(ctx: Context) -> Iterator[Finding]:
@@ -259,7 +339,7 @@ def feature_missing(ctx: Context) -> Iterator[Finding]:
     if algo and ctx.release.spec_algorithms and str(algo).upper() not in ctx.release.spec_algorithms:
         yield Finding("feature-missing", "error",
                       f"SGLang {ctx.release.version} has no speculative algorithm {algo} (DSpark came in 0.5.16)",
-                      "upgrade SGLang (patchkit doctor --version V checks another release)")
+                      "a release that has it: check the launch with patchkit doctor --version of that release")
     for facts, what in ((ctx.model, "model"), (ctx.draft, "draft model")):
         if facts is None or not facts.arch or (what == "draft model" and ctx.model and facts.path == ctx.model.path):
             continue
@@ -267,7 +347,7 @@ def feature_missing(ctx: Context) -> Iterator[Finding]:
             hint = " (DFlash2 came in 0.5.19)" if "DFlash2" in facts.arch else ""
             yield Finding("feature-missing", "error",
                           f"SGLang {ctx.release.version} has no {what} architecture {facts.arch}{hint}",
-                          "upgrade SGLang (patchkit doctor --version V checks another release)")
+                          "a release that has it: check the launch with patchkit doctor --version of that release")
 
 
 def no_buffer_overlap(ctx: Context) -> Iterator[Finding]:
@@ -276,10 +356,10 @@ def no_buffer_overlap(ctx: Context) -> Iterator[Finding]:
     dest = ctx.release.mamba_strategy_dest
     if ctx.launch.get(dest) == "no_buffer" and ctx.launch.is_set(dest) and ctx.release.no_buffer_asserts_overlap \
             and not ctx.launch.get("disable_overlap_schedule", False):
-        yield Finding("no-buffer-overlap", "error",
-                      "the no_buffer mamba strategy without --disable-overlap-schedule asserts at startup "
-                      "(\"no_buffer do not support overlap schedule\")",
-                      "--disable-overlap-schedule")
+        yield Finding.proposing("no-buffer-overlap", "error",
+                                "the no_buffer mamba strategy without --disable-overlap-schedule asserts at startup "
+                                "(\"no_buffer do not support overlap schedule\")",
+                                ctx.set("disable_overlap_schedule", "--disable-overlap-schedule"))
 
 
 def _backends(ctx: Context, *dests: str) -> set[str]:
@@ -297,19 +377,31 @@ class NeedsCapability:
     runs_on: Callable[[tuple[int, int]], bool]  # whether a compute capability runs it
     needs: str
     then: str  # what happens, after the GPU's SM
-    fix: str
+    replacement: str  # the backend to name instead, in every flag that names this one
     applies: Callable[[Context], bool] = lambda ctx: True  # the launch (or model) it concerns
-    # (patch id, then, fix): a note instead of the error where that patch is applied
-    patched: tuple[str, str, str] | None = None
+    # (patch id, then): a note instead of the error where that patch is applied
+    patched: tuple[str, str] | None = None
+    alternative: Callable[[Context], Fix] | None = None  # another fix, tried where the first does not clear it
+
+    def fix(self, ctx: Context) -> Fix:
+        named = [d for d in self.flags if str(ctx.launch.get(d)) == self.backend]
+        return Fix(args=tuple(a for d in named for a in (ctx.flag(d, "--" + d.replace("_", "-")), self.replacement)))
 
     def __call__(self, ctx: Context) -> Iterator[Finding]:
         sm = ctx.gpu.sm
         if sm is None or self.runs_on(sm) or not self.applies(ctx) or self.backend not in _backends(ctx, *self.flags):
             return
-        level, then, fix = "error", self.then, self.fix
+        level, then = "error", self.then
         if self.patched is not None and ctx.patch_states.get(self.patched[0]) == "applied":
-            level, then, fix = "info", *self.patched[1:]
-        yield Finding(self.rule, level, f"{self.needs}; this GPU is SM {sm[0]}.{sm[1]}{then}", fix)
+            level, then = "info", self.patched[1]
+        yield Finding.proposing(self.rule, level, f"{self.needs}; this GPU is SM {sm[0]}.{sm[1]}{then}",
+                                (self.fix(ctx), self.alternative(ctx) if self.alternative and level == "error" else None))
+
+
+def _apply_command(ctx: Context, *patch_ids: str) -> Fix:
+    """`patchkit apply` on the SGLang the doctor checked (its --python / --site-packages / --target)."""
+    only = tuple(a for pid in patch_ids for a in ("--only", pid))
+    return Fix(command=("patchkit", "apply", *ctx.tree_options, *only), patches=patch_ids)
 
 
 _ATTENTION = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
@@ -321,23 +413,23 @@ CAPABILITY_RULES = {rule.rule: rule for rule in (
     NeedsCapability(
         "fp8-triton-sm89", "triton", ("attention_backend", "decode_attention_backend"), lambda sm: sm >= (8, 9),
         "--kv-cache-dtype fp8_e4m3 with the triton attention backend needs SM 8.9 or newer",
-        ", where triton has no fp8e4nv: the first decode fails",
-        "--attention-backend flashinfer (or --kv-cache-dtype fp8_e5m2)",
-        applies=lambda ctx: str(ctx.launch.get("kv_cache_dtype", "auto")) == "fp8_e4m3"),
+        ", where triton has no fp8e4nv: the first decode fails", "flashinfer",
+        applies=lambda ctx: str(ctx.launch.get("kv_cache_dtype", "auto")) == "fp8_e4m3",
+        alternative=lambda ctx: ctx.set("kv_cache_dtype", "--kv-cache-dtype", "fp8_e5m2")),
     NeedsCapability(
         "cutedsl-decode-sm90", "cutedsl", ("linear_attn_decode_backend", "linear_attn_backend"), lambda sm: sm >= (9, 0),
-        "the cutedsl linear-attention decode kernels need SM 9.0 or newer", ": decode hangs",
-        "--linear-attn-decode-backend triton (or patchkit apply --only gdn-cutedsl-decode-sm90, which falls back "
-        "to triton)",
-        patched=("gdn-cutedsl-decode-sm90", ": patchkit's gdn-cutedsl-decode-sm90 makes decode fall back to triton",
-                 "--linear-attn-decode-backend triton")),
+        "the cutedsl linear-attention decode kernels need SM 9.0 or newer", ": decode hangs", "triton",
+        patched=("gdn-cutedsl-decode-sm90", ": patchkit's gdn-cutedsl-decode-sm90 makes decode fall back to triton"),
+        alternative=lambda ctx: _apply_command(ctx, "gdn-cutedsl-decode-sm90")),
     NeedsCapability(
         "flashinfer-gdn-sm90", "flashinfer", _LINEAR_ATTENTION, lambda sm: sm >= (9, 0),
-        "FlashInfer's Gated DeltaNet kernels need SM 9.0 or newer", "", "--linear-attn-backend triton",
+        "FlashInfer's Gated DeltaNet kernels need SM 9.0 or newer", "", "triton",
         applies=lambda ctx: ctx.hybrid),
     NeedsCapability(
         "fa3-sm90", "fa3", _ATTENTION, lambda sm: sm[0] == 9,
-        "FlashAttention 3 (fa3) runs on Hopper (SM 9.0) only", "", "--attention-backend flashinfer (or triton)"),
+        "FlashAttention 3 (fa3) runs on Hopper (SM 9.0) only", "", "flashinfer",
+        alternative=lambda ctx: Fix(args=tuple(a for d in _ATTENTION if ctx.launch.get(d) == "fa3"
+                                               for a in (ctx.flag(d, "--" + d.replace("_", "-")), "triton")))),
 )}
 
 
@@ -350,11 +442,13 @@ def fp8_triton_sm89(ctx: Context) -> Iterator[Finding]:
     if ctx.gpu.sm != (8, 9) or not kv.startswith("fp8"):
         return
     if "triton" in _backends(ctx, *_ATTENTION):
-        yield Finding("fp8-triton-sm89", "warning",
-                      f"--kv-cache-dtype {kv} with the triton attention backend on SM 8.9: triton has no FP8 "
-                      f"tensor-core attention below SM 9.0, decode upcasts every step (slow) and fp8_e4m3 "
-                      f"kernels may fail to compile",
-                      "--attention-backend flashinfer")
+        yield Finding.proposing(
+            "fp8-triton-sm89", "warning",
+            f"--kv-cache-dtype {kv} with the triton attention backend on SM 8.9: triton has no FP8 "
+            f"tensor-core attention below SM 9.0, decode upcasts every step (slow) and fp8_e4m3 "
+            f"kernels may fail to compile",
+            Fix(args=tuple(a for d in _ATTENTION if ctx.launch.get(d) == "triton"
+                           for a in (ctx.flag(d, "--" + d.replace("_", "-")), "flashinfer"))))
 
 
 def dtype_fp16_gdn(ctx: Context) -> Iterator[Finding]:
@@ -364,7 +458,7 @@ def dtype_fp16_gdn(ctx: Context) -> Iterator[Finding]:
     yield Finding("dtype-fp16-gdn", "warning",
                   f"--dtype {ctx.launch.get('dtype')} on a Gated DeltaNet model: the conv state is kept in {conv} "
                   f"(SGLANG_MAMBA_CONV_DTYPE), so the linear layers mix float16 activations with {conv} state",
-                  "--dtype bfloat16")
+                  "--dtype bfloat16", args=(ctx.flag("dtype", "--dtype"), "bfloat16"))
 
 
 def reasoning_parser_forced(ctx: Context) -> Iterator[Finding]:
@@ -373,7 +467,7 @@ def reasoning_parser_forced(ctx: Context) -> Iterator[Finding]:
     yield Finding("reasoning-parser-forced", "warning",
                   "--reasoning-parser qwen3-thinking treats every reply as reasoning (force_reasoning): "
                   "requests with enable_thinking=false get their answer in reasoning_content",
-                  "--reasoning-parser qwen3")
+                  "--reasoning-parser qwen3", args=("--reasoning-parser", "qwen3"))
 
 
 def tool_parser_name(ctx: Context) -> Iterator[Finding]:
@@ -383,10 +477,10 @@ def tool_parser_name(ctx: Context) -> Iterator[Finding]:
         return
     fix = "qwen3_coder" if name in ("qwen3_xml", "qwen3-xml") and "qwen3_coder" in known else None
     close = difflib.get_close_matches(str(name), sorted(known), n=1)
-    yield Finding("tool-parser-name", "error",
-                  f"--tool-call-parser {name} is not a parser of SGLang {ctx.release.version}"
-                  + (" (vLLM's qwen3_xml is SGLang's qwen3_coder)" if fix else ""),
-                  f"--tool-call-parser {fix or (close[0] if close else 'auto')}")
+    yield Finding.proposing("tool-parser-name", "error",
+                            f"--tool-call-parser {name} is not a parser of SGLang {ctx.release.version}"
+                            + (" (vLLM's qwen3_xml is SGLang's qwen3_coder)" if fix else ""),
+                            ctx.set("tool_call_parser", "--tool-call-parser", fix or (close[0] if close else "auto")))
 
 
 def mtp_weights_missing(ctx: Context) -> Iterator[Finding]:
@@ -396,10 +490,13 @@ def mtp_weights_missing(ctx: Context) -> Iterator[Finding]:
     if draft is not None and draft.path.resolve() != ctx.model.path.resolve():
         return
     if ctx.model.has_mtp_weights is False:
-        yield Finding("mtp-weights-missing", "error",
-                      f"{ctx.algo} uses the checkpoint's MTP head, but {ctx.model.path} has no mtp.* weights "
-                      f"(a quantized or pruned export dropped them): the draft runs on random weights",
-                      "use a checkpoint with its mtp.* tensors, or drop --speculative-algorithm")
+        speculative = tuple(dict.fromkeys(u.written for u in ctx.launch.uses
+                                          if u.flag is not None and u.flag.dest.startswith("speculative_")))
+        yield Finding.proposing(
+            "mtp-weights-missing", "error",
+            f"{ctx.algo} uses the checkpoint's MTP head, but {ctx.model.path} has no mtp.* weights "
+            f"(a quantized or pruned export dropped them): the draft runs on random weights",
+            Fix(remove=speculative, note="no speculative decoding; or a checkpoint with its mtp.* tensors"))
 
 
 def pcie_custom_allreduce(ctx: Context) -> Iterator[Finding]:
@@ -408,17 +505,19 @@ def pcie_custom_allreduce(ctx: Context) -> Iterator[Finding]:
     yield Finding("pcie-custom-allreduce", "warning",
                   f"TP {ctx.budget.tp_size} over PCIe with SGLang's custom all-reduce: it needs peer-to-peer "
                   f"access and hangs or is slower than NCCL without NVLink",
-                  "--disable-custom-all-reduce")
+                  "--disable-custom-all-reduce", args=(ctx.flag("disable_custom_all_reduce", "--disable-custom-all-reduce"),))
 
 
 def integrated_gpu_headroom(ctx: Context) -> Iterator[Finding]:
     f = ctx.budget.mem_fraction_static
     if not ctx.gpu.integrated or f is None or f <= 0.80:
         return
-    yield Finding("integrated-gpu-headroom", "warning",
-                  f"unified-memory GPU (GB10 class): --mem-fraction-static {f:.3f} takes the host's RAM too; "
-                  f"the OS and the tokenizer processes need headroom",
-                  f"{ctx.flag('mem_fraction_static', '--mem-fraction-static')} 0.80")
+    yield Finding.proposing(
+        "integrated-gpu-headroom", "warning",
+        f"unified-memory GPU (GB10 class): --mem-fraction-static {f:.3f} takes the host's RAM too; "
+        f"the OS and the tokenizer processes need headroom (at most 0.80)",
+        ctx.fraction_fix(),
+        otherwise="no fraction up to 0.80 leaves this launch enough outside the static pools on this memory")
 
 
 def launch_declarations() -> dict[str, Trigger]:
@@ -433,26 +532,34 @@ def patch_needed(ctx: Context) -> Iterator[Finding]:
     for pid, level, why in triggers:
         state = ctx.patch_states.get(pid)
         if state in NOT_IN_PLACE:
-            yield Finding("patch-needed", level,
-                          f"patchkit patch {pid} is {state} in this SGLang: {why}",
-                          f"patchkit apply --only {pid}")
+            yield Finding.proposing("patch-needed", level, f"patchkit patch {pid} is {state} in this SGLang: {why}",
+                                    _apply_command(ctx, pid),
+                                    otherwise=f"`patchkit status {' '.join(ctx.tree_options)}` names why {pid} is "
+                                              f"{state}".replace("  ", " "))
     # Patches this module has no launch trigger for (e.g. ones added after it) are listed once.
     known = {pid for pid, _, _ in triggers}
     others = sorted(pid for pid, state in ctx.patch_states.items() if state in NOT_IN_PLACE and pid not in known)
     if others:
-        yield Finding("patch-needed", "info",
-                      f"also not applied in this SGLang: {', '.join(others)} (`patchkit list` says what each fixes)",
-                      "patchkit apply")
+        yield Finding.proposing(
+            "patch-needed", "info",
+            f"also not applied in this SGLang: {', '.join(others)} (`patchkit list` says what each fixes)",
+            Fix(command=("patchkit", "apply", *ctx.tree_options), patches=tuple(others)))
 
 
 def budget_negative(ctx: Context) -> Iterator[Finding]:
     b = ctx.budget
     if "budget-negative" not in b.errors:
         return
-    yield Finding("budget-negative", "error",
-                  f"weights ({gib(b.weights_bytes)} + draft {gib(b.draft_weights_bytes)}) and the state pool leave "
-                  f"no memory for the KV cache under mem-fraction-static {b.mem_fraction_static:.3f}: startup fails",
-                  f"raise {ctx.flag('mem_fraction_static', '--mem-fraction-static')}, use more TP ranks or a smaller checkpoint")
+    more_tp = None
+    if ctx.gpu.count is not None and b.tp_size * 2 * (ctx.launch.int_value("pp_size") or 1) * b.dp_replicas <= ctx.gpu.count:
+        more_tp = ctx.set("tp_size", "--tp-size", b.tp_size * 2)
+    yield Finding.proposing(
+        "budget-negative", "error",
+        f"weights ({gib(b.weights_bytes)} + draft {gib(b.draft_weights_bytes)}) and the state pool leave "
+        f"no memory for the KV cache under mem-fraction-static {b.mem_fraction_static:.3f}: startup fails",
+        (ctx.fraction_fix(), more_tp),
+        otherwise="no --mem-fraction-static leaves both the weights and what runs outside the static pools room on "
+                  "this card: more TP ranks or a smaller checkpoint")
 
 
 def gpu_count(ctx: Context) -> Iterator[Finding]:
@@ -462,14 +569,16 @@ def gpu_count(ctx: Context) -> Iterator[Finding]:
     if ctx.gpu.count is None or needed <= ctx.gpu.count:
         return
     shape = f"TP {b.tp_size} x PP {pp}"
+    dp_flag, tp_flag = ctx.flag("dp_size", "--dp-size"), ctx.flag("tp_size", "--tp-size")
     if b.dp_replicas > 1:
         shape = f"DP {b.dp_replicas} x {shape} (each data-parallel replica gets its own TP x PP GPUs)"
-        fix = f"{ctx.flag('dp_size', '--dp-size')} {max(1, ctx.gpu.count // (b.tp_size * pp))}"
+        fix = Fix(args=(dp_flag, str(max(1, ctx.gpu.count // (b.tp_size * pp)))))
         if ctx.gpu.count < b.tp_size * pp:
-            fix = f"{ctx.flag('dp_size', '--dp-size')} 1 {ctx.flag('tp_size', '--tp-size')} {max(1, ctx.gpu.count // pp)}"
+            fix = Fix(args=(dp_flag, "1", tp_flag, str(max(1, ctx.gpu.count // pp))))
     else:
-        fix = f"{ctx.flag('tp_size', '--tp-size')} {max(1, ctx.gpu.count // pp)}"
-    yield Finding("gpu-count", "error", f"{shape} needs {needed} GPUs, this machine has {ctx.gpu.count}", fix)
+        fix = Fix(args=(tp_flag, str(max(1, ctx.gpu.count // pp))))
+    yield Finding.proposing("gpu-count", "error", f"{shape} needs {needed} GPUs, this machine has {ctx.gpu.count}",
+                            fix, otherwise=f"this launch does not fit {ctx.gpu.count} GPU(s) of this size")
 
 
 _TERM_WORDS = {"fixed": "fixed", "prefill_activations": "prefill chunk", "logits_sampler": "logits and sampler",
@@ -486,15 +595,23 @@ def non_static_short(ctx: Context) -> Iterator[Finding]:
         return
     parts = ", ".join(f"{_TERM_WORDS.get(k, k)} {gib(v)}" for k, v in b.non_static_terms.items() if v)
     flag = ctx.flag("mem_fraction_static", "--mem-fraction-static")
-    safe = b.max_safe_mem_fraction_static
-    fix = (f"{flag} {safe:.2f}" if safe is not None and safe > 0 else
-           f"{ctx.flag('chunked_prefill_size', '--chunked-prefill-size')} N smaller (or a smaller checkpoint)")
-    yield Finding("non-static-short", "warning",
-                  f"outside the static pools this launch needs about {gib(needed)} ({parts}), but "
-                  f"(1 - {b.mem_fraction_static:.3f}) x {b.free_at_load_gib:.2f} GiB free leaves {gib(available)}: "
-                  f"it runs out of memory in a large prefill, at CUDA-graph capture or in cuBLAS"
-                  + (f"; the highest {flag} that leaves enough is {safe:.2f}" if safe is not None and safe > 0 else ""),
-                  fix)
+    rec = b.recommended_mem_fraction_static
+    chunk_flag = ctx.flag("chunked_prefill_size", "--chunked-prefill-size")
+    chunk = b.non_static_chunked_prefill_size or 0
+    smaller = [Fix(args=(chunk_flag, str(chunk // k))) for k in (2, 4) if chunk // k >= 256]
+    if b.non_static_cuda_graph_max_bs and b.non_static_cuda_graph_max_bs > 1:
+        graphs = ctx.flag("cuda_graph_max_bs_decode", "") or ctx.flag("cuda_graph_max_bs", "--cuda-graph-max-bs")
+        smaller.append(Fix(args=(chunk_flag, str(max(256, chunk // 4)), graphs,
+                                 str(max(1, b.non_static_cuda_graph_max_bs // 2)))))
+    yield Finding.proposing(
+        "non-static-short", "warning",
+        f"outside the static pools this launch needs about {gib(needed)} ({parts}), but "
+        f"(1 - {b.mem_fraction_static:.3f}) x {b.free_at_load_gib:.2f} GiB free leaves {gib(available)}: "
+        f"it runs out of memory in a large prefill, at CUDA-graph capture or in cuBLAS"
+        + (f"; {flag} {rec:.2f} leaves enough" if rec is not None else ""),
+        (ctx.fraction_fix(), *smaller),
+        otherwise="no fraction, smaller prefill chunk or smaller decode graphs found that leave this launch enough "
+                  "on this card: more TP ranks or a smaller checkpoint")
 
 
 RULES: dict[str, Rule] = {

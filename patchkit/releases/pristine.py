@@ -167,12 +167,22 @@ def install(wheel: Path, dest: Path) -> None:
         raise FetchError(str(exc)) from None
 
 
-def pristine_tree(version: str, progress: Progress = quiet) -> Path:
-    """A cached folder holding the pristine install of a release (for manifests and tracking)."""
+def cached_tree(version: str) -> Path | None:
+    """The pristine install of a release already in the cache (made by `pristine_tree`), else None: nothing is
+    downloaded or unpacked."""
     releases = home() / "releases"
     for folder in sorted(releases.iterdir()) if releases.is_dir() else ():
         if _spelled(folder.name) == Version(version) and (folder / PACKAGE / "__init__.py").is_file():
             return folder
+    return None
+
+
+def pristine_tree(version: str, progress: Progress = quiet) -> Path:
+    """A cached folder holding the pristine install of a release (for manifests and tracking)."""
+    found = cached_tree(version)
+    if found is not None:
+        return found
+    releases = home() / "releases"
     folder = releases / published(version, progress)
     if (folder / PACKAGE / "__init__.py").is_file():
         return folder

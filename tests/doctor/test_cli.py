@@ -44,7 +44,8 @@ def test_json_report_and_exit_0(model, shared_home):
     assert data["gpu"]["total_gib"] == 80 and data["gpu"]["sm"] == "9.0"
     assert BUDGET_KEYS <= set(data["budget"])
     assert data["budget"]["state_slot_bytes"] == 153_944_064
-    assert all(set(f) == {"rule", "level", "message", "fix"} for f in data["findings"])
+    assert all(set(f) == {"rule", "level", "message", "fix", "fix_args", "fix_remove", "fix_command", "alternatives"}
+               for f in data["findings"])
     assert not [f for f in data["findings"] if f["level"] == "error"]
 
 
@@ -227,7 +228,15 @@ def test_version_reads_the_wheel_without_unpacking(model, tmp_path, monkeypatch)
     assert from_tree.exit_code == 0
     wheel_data, tree_data = from_wheel.json(), from_tree.json()
     assert wheel_data["sglang"]["path"] == str(home / "wheels" / wheel.name)
-    assert wheel_data["budget"] == tree_data["budget"] and wheel_data["findings"] == tree_data["findings"]
+    assert wheel_data["budget"] == tree_data["budget"]
+    # The same findings; a printed `patchkit apply` names the tree checked: --target V for the wheel.
+    commands = [(w.pop("fix_command"), t.pop("fix_command"), w.pop("fix"), t.pop("fix"))
+                for w, t in zip(wheel_data["findings"], tree_data["findings"])]
+    assert wheel_data["findings"] == tree_data["findings"]
+    for from_wheel_command, from_tree_command, _, _ in commands:
+        if from_wheel_command:
+            assert from_wheel_command[:4] == ["patchkit", "apply", "--target", "0.5.19"]
+            assert from_tree_command[:4] == ["patchkit", "apply", "--site-packages", str(site)]
 
 
 LAUNCH_PATCH = '''
@@ -274,7 +283,9 @@ def test_a_patches_set_declaring_a_launch_trigger_is_asked_for(model, tmp_path):
             "--gpu-free", "79", "--sm", "9.0", "--json", "--", "--model-path", model, "--mem-fraction-static", "0.88")
     hit = run(*argv, "--tp-size", "2", "--disable-custom-all-reduce")
     assert hit.exit_code == 1, hit.stdout + hit.stderr
-    needed = [f for f in hit.json()["findings"] if f["fix"] == "patchkit apply --only launch-example"]
+    apply = ["patchkit", "apply", "--site-packages", str(site), "--only", "launch-example"]
+    needed = [f for f in hit.json()["findings"] if f["fix_command"] == apply]
     assert [f["level"] for f in needed] == ["error"] and "launch-example is pending" in needed[0]["message"]
+    assert needed[0]["fix"] == " ".join(apply)
     miss = run(*argv, "--tp-size", "2")
-    assert not [f for f in miss.json()["findings"] if f["fix"] == "patchkit apply --only launch-example"]
+    assert not [f for f in miss.json()["findings"] if f["fix_command"] == apply]

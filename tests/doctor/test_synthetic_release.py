@@ -110,3 +110,48 @@ def test_a_need_beyond_the_free_memory_names_no_fraction(site, model):
     budget = run("doctor", "--site-packages", site, *small, "--json", *launch).json()["budget"]
     assert budget["max_safe_mem_fraction_static"] is None
     assert budget["non_static_needed_bytes"] > 1 << 30
+
+
+def test_a_typo_gets_the_flag_it_meant_with_its_value(site, model):
+    """flag-unknown says "did you mean" and its fix is machine-applicable: the flag meant, with the value the typo
+    had, in place of the typo (--json: fix_args and fix_remove); applied, the launch has no error."""
+    result = run("doctor", "--site-packages", site, *GPU, "--json", "--", "--model-path", model,
+                 "--mem-fraction-statc", "0.8")
+    assert result.exit_code == 1, result.stdout + result.stderr
+    typo = next(f for f in result.json()["findings"] if f["rule"] == "flag-unknown")
+    assert typo["message"].endswith("did you mean --mem-fraction-static?")
+    assert typo["fix_args"] == ["--mem-fraction-static", "0.8"] and typo["fix_remove"] == ["--mem-fraction-statc"]
+    assert typo["fix"] == "--mem-fraction-static 0.8 in place of --mem-fraction-statc"
+    assert typo["fix_command"] == [] and typo["alternatives"] == [{"fix": "drop --mem-fraction-statc", "fix_args": [],
+                                                                   "fix_remove": ["--mem-fraction-statc"],
+                                                                   "fix_command": []}]
+    fixed = run("doctor", "--site-packages", site, *GPU, "--json", "--", "--model-path", model,
+                *typo["fix_args"])
+    # (This synthetic release has no Qwen3.5 class: feature-missing stays, an error the launch had before.)
+    assert not [f for f in fixed.json()["findings"] if f["level"] == "error" and f["rule"].startswith("flag-")]
+
+
+def test_bad_values_get_a_value_the_release_takes(site, model):
+    result = run("doctor", "--site-packages", site, *GPU, "--json", "--", "--model-path", model, "--tp-size", "0",
+                 "--kv-cache-dtype", "fp9", "--disable-radix-cache=true")
+    fixes = {f["message"].split()[0]: f for f in result.json()["findings"] if f["rule"] == "flag-value"}
+    assert fixes["--tp-size"]["fix_remove"] == ["--tp-size"] and "default: 1" in fixes["--tp-size"]["fix"]
+    assert fixes["--kv-cache-dtype"]["fix_args"] in (["--kv-cache-dtype", "fp8_e4m3"], ["--kv-cache-dtype", "fp8_e5m2"])
+    assert fixes["--disable-radix-cache"]["fix_args"] == ["--disable-radix-cache"]  # the switch alone
+    assert all("<" not in f["fix"] for f in result.json()["findings"])
+
+
+def test_the_free_memory_given_is_only_the_free_memory(site, model):
+    """--gpu-free without the card's total: the budget takes it as the free memory at load and nothing else (no
+    default fraction estimated from it, no card-size default from it), and says what it assumed instead."""
+    launch = ("--", "--model-path", model)
+    budget = run("doctor", "--site-packages", site, "--gpus", "1", "--gpu-free", "23", "--sm", "8.9", "--json",
+                 *launch).json()["budget"]
+    assert budget["free_at_load_gib"] == 23 and budget["mem_fraction_static"] is None
+    assumed = {term["term"]: term for term in budget["assumed"]}
+    assert "the card's total memory" in assumed and "free at load" not in assumed
+    estimated = run("doctor", "--site-packages", site, "--gpus", "1", "--gpu-memory", "24", "--sm", "8.9", "--json",
+                    *launch).json()["budget"]
+    terms = {term["term"]: term for term in estimated["assumed"]}
+    assert terms["free at load"]["low"] < terms["free at load"]["value"] < terms["free at load"]["high"]
+    assert "mem-fraction-static" in terms

@@ -1,0 +1,156 @@
+"""The doctor's weights per GPU from the release's own model classes (patchkit/doctor/model_classes.py): each
+release's Qwen3.5 classes built for real on `meta` in the behaviour environment, with its own TP / attention-DP
+partitioning, against a count by hand from that code (one process per release, every launch shape in it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from patchkit.doctor import model_classes
+from patchkit.doctor.model_classes import ClassWeights, Unavailable
+from testing import behaviour, releases
+from testing.cli import run
+from testing.doctor import qwen35_config
+
+pytestmark = pytest.mark.behaviour
+
+VERSIONS = [f"0.5.{n}" for n in range(10, 24)]
+D = 2  # bf16
+GROUP = 128  # the W4A16 group size
+
+
+def _linear(out: int, inp: int, w4a16: bool) -> int:
+    """A *ParallelLinear's parameters on one rank: bf16 weight, or compressed-tensors' pack-quantized int4 (eight to
+    an int32 along the input), a bf16 scale per group of 128 and the int64 weight_shape."""
+    return out * inp // 8 * 4 + out * (inp // GROUP) * D + 2 * 8 if w4a16 else out * inp * D
+
+
+def _attention(t: dict, attn_tp: int, w4a16: bool) -> int:
+    """Qwen3.5's gated full attention: qkv_proj holds q and its output gate (2 x heads x head_dim) and k, v
+    (KV heads replicated where attention TP exceeds them), o_proj, and the q/k norms."""
+    head_dim, heads = t["head_dim"], t["num_attention_heads"] // attn_tp
+    kv = max(1, t["num_key_value_heads"] // attn_tp)
+    return (_linear((2 * heads + 2 * kv) * head_dim, t["hidden_size"], w4a16)
+            + _linear(t["hidden_size"], heads * head_dim, w4a16) + 2 * head_dim * D)
+
+
+def _gated_deltanet(t: dict, attn_tp: int, w4a16: bool) -> int:
+    """Qwen3_5GatedDeltaNet: in_proj_qkvz, in_proj_ba, conv1d (kernel taps per channel, not quantized), dt_bias
+    (model dtype), A_log (fp32), the gated norm over one value head, out_proj."""
+    h, key = t["hidden_size"], t["linear_num_key_heads"] * t["linear_key_head_dim"]
+    value, value_heads = t["linear_num_value_heads"] * t["linear_value_head_dim"], t["linear_num_value_heads"]
+    return (_linear((2 * key + 2 * value) // attn_tp, h, w4a16) + _linear(2 * value_heads // attn_tp, h, w4a16)
+            + (2 * key + value) // attn_tp * t["linear_conv_kernel_dim"] * D + value_heads // attn_tp * (D + 4)
+            + t["linear_value_head_dim"] * D + _linear(h, value // attn_tp, w4a16))
+
+
+def _mlp(t: dict, tp: int, w4a16: bool) -> int:
+    """Dense: gate_up and down split over TP. MoE (TP experts, no EP): w13 and w2 of every expert with the
+    intermediate split, the router (replicated), the shared expert and its gate (replicated)."""
+    h = t["hidden_size"]
+    if "num_experts" not in t:
+        inter = t["intermediate_size"]
+        return _linear(2 * inter // tp, h, w4a16) + _linear(h, inter // tp, w4a16)
+    experts, inter, shared = t["num_experts"], t["moe_intermediate_size"], t["shared_expert_intermediate_size"]
+    return (experts * 3 * inter // tp * h * D + experts * h * D + _linear(2 * shared // tp, h, w4a16)
+            + _linear(h, shared // tp, w4a16) + h * D)
+
+
+def language_model(t: dict, tp: int, attn_tp: int, dp_attention: bool, w4a16: bool = False) -> int:
+    """The parameters of `model` (Qwen3_5ForCausalLM) on one rank: the embedding (whole on every rank under
+    attention DP), per layer two norms, the mixer (full attention every 4th layer) and the MLP, the final norm."""
+    h, vocab = t["hidden_size"], t["vocab_size"]  # 248320: a multiple of 64, no vocab padding
+    total = (vocab if dp_attention else vocab // tp) * h * D + h * D
+    for layer in range(t["num_hidden_layers"]):
+        mixer = _attention if (layer + 1) % t["full_attention_interval"] == 0 else _gated_deltanet
+        total += 2 * h * D + mixer(t, attn_tp, w4a16) + _mlp(t, tp, w4a16)
+    return total
+
+
+def mtp_head(t: dict, tp: int, own_vocab: bool) -> int:
+    """Qwen3_5ForCausalLMMTP's parameters on one rank: fc (2h -> h, an nn.Linear: whole), the two pre-fc norms,
+    `model` with its own embedding (unless draft-lmhead-placeholder leaves it empty), one full-attention layer with
+    the target's MLP kind, its norm, and lm_head (own, or empty)."""
+    h, vocab = t["hidden_size"], t["vocab_size"]
+    layer = 2 * h * D + _attention(t, tp, False) + _mlp(t, tp, False)
+    vocab_bytes = vocab // tp * h * D if own_vocab else 0
+    return 2 * h * h * D + 2 * h * D + vocab_bytes + layer + h * D + vocab_bytes
+
+
+# (config, launch flags, TP, attention TP, attention DP on)
+LAUNCHES = {
+    "dense TP 1": ("dense", (), 1, 1, False),
+    "dense TP 2 NEXTN": ("dense", ("--tp-size", "2", "--speculative-algorithm", "NEXTN"), 2, 2, False),
+    "dense TP 4 x attention-DP 2": ("dense", ("--tp-size", "4", "--dp-size", "2", "--enable-dp-attention"), 4, 2, True),
+    "MoE TP 2 NEXTN": ("moe", ("--tp-size", "2", "--speculative-algorithm", "NEXTN"), 2, 2, False),
+    "dense W4A16 TP 2": ("dense-w4a16", ("--tp-size", "2"), 2, 2, False),
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    found = {}
+    for name, kind, w4a16 in (("dense", "dense", False), ("moe", "moe", False), ("dense-w4a16", "dense", True)):
+        (root / name).mkdir()
+        (root / name / "config.json").write_text(json.dumps(qwen35_config(kind, w4a16)))
+        found[name] = str(root / name)
+    return found
+
+
+def _build(site, models, names=tuple(LAUNCHES)):
+    launches = [["--model-path", models[LAUNCHES[n][0]], *LAUNCHES[n][1]] for n in names]
+    return dict(zip(names, model_classes.build(str(behaviour.python()), str(site), launches, sm=(9, 0),
+                                               memory_gib=80.0, gpus=8)))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_rank_holds_what_the_release_code_gives(version, models):
+    results = _build(releases.pristine(version), models)
+    if version == "0.5.10":
+        # 0.5.10's memory_pool_host.py imports sgl_kernel unconditionally; the behaviour environment has no
+        # sgl_kernel (a CUDA wheel), so no Qwen3.5 module imports there: the doctor falls back, saying why.
+        assert all(isinstance(r, Unavailable) and "Qwen3_5" in r.reason for r in results.values()), results
+        return
+    for name, result in results.items():
+        assert isinstance(result, ClassWeights), f"{name}: {result}"
+        kind, _, tp, attn_tp, dp_attention = LAUNCHES[name]
+        text = qwen35_config(*(("moe", False) if kind == "moe" else ("dense", kind.endswith("w4a16"))))["text_config"]
+        params, buffers = result.target_parts["model"]
+        assert params == language_model(text, tp, attn_tp, dp_attention, kind.endswith("w4a16")), name
+        assert result.target_parts["lm_head"][0] == text["vocab_size"] // tp * text["hidden_size"] * D, name
+        # Buffers: the rotary cos/sin cache of the full-attention layers (262,144 positions x 64 rotary dims,
+        # fp32 as on CUDA) and the norms' copies: no more than the cache plus one copy of every norm.
+        assert 262_144 * 64 * 4 <= buffers <= 262_144 * 64 * 4 + 64 * 1024 * 1024, (name, buffers)
+        assert result.target_bytes == sum(p + b for p, b in result.target_parts.values()), name
+        if "NEXTN" in name:
+            assert result.draft_class == "Qwen3_5ForCausalLMMTP"
+            draft_params = sum(p for p, _ in result.draft_parts.values())
+            assert draft_params == mtp_head(text, tp, own_vocab=True), name
+            assert result.draft_own_vocab_bytes == 2 * text["vocab_size"] // tp * text["hidden_size"] * D
+
+
+def test_the_patched_draft_allocates_no_vocab_and_the_doctor_counts_it(release, models):
+    """draft-lmhead-placeholder applied to the tree: the release's MTP class, built from the patched code,
+    allocates no embedding or lm_head of its own; the doctor's budget (model classes) counts the draft's own
+    vocab tensors on the pristine tree (pending) and not on the patched one."""
+    site = release("0.5.19", whole=True)
+    argv = ["--model-path", models["dense"], "--tp-size", "2", "--speculative-algorithm", "NEXTN"]
+    assert run("apply", "--site-packages", site, "--only", "draft-lmhead-placeholder").exit_code == 0
+    patched = _build(site, models, ("dense TP 2 NEXTN",))["dense TP 2 NEXTN"]
+    assert isinstance(patched, ClassWeights) and patched.draft_own_vocab_bytes == 0
+    text = qwen35_config()["text_config"]
+    assert sum(p for p, _ in patched.draft_parts.values()) == mtp_head(text, 2, own_vocab=False)
+
+    gpu = ("--gpus", "2", "--gpu-memory", "80", "--gpu-free", "79", "--sm", "9.0", "--json", "--python",
+           str(behaviour.python()))
+    on_patched = run("doctor", "--site-packages", site, *gpu, "--", *argv, "--max-running-requests", "8")
+    on_pristine = run("doctor", "--site-packages", releases.pristine("0.5.19"), *gpu, "--", *argv,
+                      "--max-running-requests", "8")
+    assert on_patched.exit_code in (0, 1) and on_pristine.exit_code in (0, 1), on_patched.stderr + on_pristine.stderr
+    a, b = on_patched.json()["budget"], on_pristine.json()["budget"]
+    assert a["weights_from"] == b["weights_from"] == "model classes"
+    assert a["weights_bytes"] == b["weights_bytes"] == patched.target_bytes
+    assert b["draft_weights_bytes"] - a["draft_weights_bytes"] == 2 * text["vocab_size"] // 2 * text["hidden_size"] * D
