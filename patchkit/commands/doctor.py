@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from patchkit.commands import output
-from patchkit.commands.locate import locate, release_source
+from patchkit.commands.locate import locate, naming, release_source
 from patchkit.base.constants import EXIT_OK, EXIT_PLAN
 from patchkit.doctor import diagnose
 from patchkit.doctor.gpu import Overrides, parse_sm
@@ -15,15 +15,6 @@ from patchkit.doctor.report import lines
 # What doctor suggests when it finds no SGLang: its own options.
 DOCTOR_TARGET_OPTIONS = ("pass --site-packages DIR, --source DIR, --python PATH, or --version V (that release from "
                          "the package index)")
-
-
-def tree_options(version: str | None, site_packages: str | None, source: str | None, python: str | None
-                 ) -> tuple[str, ...]:
-    """The options that name the SGLang checked, as a printed `patchkit apply` must carry them: --target V for
-    --version V (apply then refuses any other release), the folder or interpreter otherwise."""
-    named = (("--site-packages", site_packages), ("--source", source), ("--target", version))
-    folder = tuple(token for flag, value in named if value for token in (flag, value))
-    return folder if site_packages or source else (("--python", python) if python else ()) + folder
 
 
 def doctor(version: str | None, site_packages: str | None, overrides: Overrides, launch_args: tuple[str, ...],
@@ -43,8 +34,10 @@ def doctor(version: str | None, site_packages: str | None, overrides: Overrides,
     names_tree = python if not (site_packages or source) else None
     target = release_source(version) if version else locate(site_packages, source=source, python=names_tree,
                                                                 options=DOCTOR_TARGET_OPTIONS)
-    report = diagnose(target, list(launch_args), overrides,
-                      tree_options=tree_options(version, site_packages, source, python), python=python)
+    # A printed `patchkit apply` names the SGLang checked: its folder or interpreter, or --target V for --version V
+    # (apply then refuses any other release), and this run's --patches.
+    report = diagnose(target, list(launch_args), overrides, naming=naming(site_packages, source, names_tree, version),
+                      python=python)
     if as_json:
         output.as_json(report.to_dict())
     else:

@@ -26,6 +26,7 @@ from patchkit.doctor.report import Finding, Report
 from patchkit.doctor.release_files import WheelFiles
 from patchkit.base.errors import TargetError, UsageError
 from patchkit.releases.pristine import WheelSource
+from patchkit.store.naming import Naming
 from patchkit.store.target import Target
 
 
@@ -77,14 +78,14 @@ class Run:
     environ: dict[str, str]
     states: dict[str, str]
     status_note: str | None
-    tree_options: tuple[str, ...]  # --python P / --site-packages D / --target V: what a printed command carries
+    naming: Naming  # how the run named the SGLang checked: what a printed `patchkit apply` carries
     python: str | None = None  # where the release's model classes are built (None: no interpreter with torch)
     tree: str | None = None  # the folder the release imports from there
 
 
 def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], overrides: gpu_mod.Overrides,
              probe: bool = True, environ: dict[str, str] | None = None,
-             states: dict[str, str] | None = None, tree_options: tuple[str, ...] = (),
+             states: dict[str, str] | None = None, naming: Naming = Naming(),
              python: str | None = None) -> Report:
     """Everything `patchkit doctor` reports for one launch line against one SGLang; every fix it prints was
     applied to the launch and checked (patchkit/doctor/advice.py). `python`: the interpreter to build the
@@ -103,7 +104,7 @@ def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], ov
     with model_classes.release_tree(target) if builder else nullcontext(None) as tree:
         run = Run(target=target, release=release, overrides=overrides, probe=probe,
                   seen=gpu_mod.query() if probe else {}, environ=environ, states=states, status_note=status_note,
-                  tree_options=tuple(tree_options), python=builder, tree=tree)
+                  naming=naming, python=builder, tree=tree)
         report = check(run, args)
         return advice.verified(report, run, args, lambda again, fixed_states: check(
             replace(run, states=fixed_states), again, advise=False))
@@ -151,7 +152,7 @@ def check(run: Run, args: list[str], advise: bool = True) -> Report:
             cap=advice.INTEGRATED_CAP if gpu.integrated else advice.CAP)
     budget.assumed = assumed.terms(budget, gpu)
     ctx = rules_mod.Context(release=release, launch=launch, model=model, draft=draft, gpu=gpu, budget=budget,
-                            patch_states=states, environ=environ, tree_options=run.tree_options)
+                            patch_states=states, environ=environ, naming=run.naming)
     findings = rules_mod.run(ctx)
     target = run.target
     if gpu.free_gib is None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 from patchkit.doctor.launch import Launch, changed
 from patchkit.doctor.report import Finding, Fix, Report
-from patchkit.errors import UsageError
+from patchkit.base.errors import UsageError
 
 if TYPE_CHECKING:
     from patchkit.doctor import Run

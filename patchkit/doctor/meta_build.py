@@ -297,8 +297,22 @@ def _vocab_own(model):
     return found
 
 
+def _forget_configs():
+    """The release's cached checkpoint configs emptied (`get_config` and what sits beside it): a launch built after
+    another must not see what the one before left there (0.5.11-0.5.13 rewrite a checkpoint's cached config when
+    they make its MTP draft's)."""
+    for name, module in list(sys.modules.items()):
+        if module is None or not ("hf_transformers" in name or name.startswith("sglang.srt.configs")):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear):
+                clear()
+
+
 def build_launch(argv, env, card):
     torch, sam, rc, ps, dp_attention, ModelConfig, loader, set_default_torch_dtype, LoadConfig = env
+    _forget_configs()
     began = time.time()
     result = {"ok": False, "stage": "server args"}
     try:

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from patchkit import releases
-from patchkit.constants import PACKAGE
+from patchkit.base.constants import PACKAGE
 from patchkit.doctor.flags import FlagTable
 from patchkit.doctor.launch import written
-from patchkit.releases import WheelSource
-from patchkit.target import Target
+from patchkit.releases import pristine
+from patchkit.releases.pristine import WheelSource
+from patchkit.store.target import Target
 
 SCRIPT = Path(__file__).with_name("meta_build.py")
 RESULT_PREFIX = "patchkit-meta-build: "  # meta_build.RESULT_PREFIX (that script imports nothing of patchkit)
@@ -78,13 +78,13 @@ def release_tree(target: Target | WheelSource) -> Iterator[str]:
     if not isinstance(target, WheelSource):
         yield str(target.package_dir.parent)
         return
-    cached = releases.cached_tree(target.version)
+    cached = pristine.cached_tree(target.version)
     if cached is not None:
         yield str(cached)
         return
     with tempfile.TemporaryDirectory(prefix="patchkit-doctor-") as folder:
         root = Path(folder).resolve()
-        with releases.open_wheel(target.wheel) as wheel:
+        with pristine.open_wheel(target.wheel) as wheel:
             for info in wheel.infolist():
                 dest = (root / info.filename).resolve()
                 if info.is_dir() or not info.filename.startswith(PACKAGE + "/") or root not in dest.parents:

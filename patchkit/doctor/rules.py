@@ -15,6 +15,7 @@ from patchkit.doctor.release import ReleaseCode
 from patchkit.doctor.report import Finding, Fix, gib, mib
 from patchkit.doctor.triggers import triggered
 from patchkit.authoring.launch_trigger import Trigger
+from patchkit.store.naming import Naming
 
 NOT_IN_PLACE = ("pending", "failed", "drifted")
 
@@ -29,7 +30,7 @@ class Context:
     budget: Budget
     patch_states: dict[str, str] = field(default_factory=dict)
     environ: dict[str, str] = field(default_factory=dict)
-    tree_options: tuple[str, ...] = ()  # what names the SGLang checked, for a printed `patchkit apply`
+    naming: Naming = field(default_factory=Naming)  # how the run named the SGLang checked, for `patchkit apply`
 
     def flag(self, dest: str, fallback: str) -> str:
         """The release's own spelling of a flag (its first name), for a fix."""
@@ -399,9 +400,9 @@ class NeedsCapability:
 
 
 def _apply_command(ctx: Context, *patch_ids: str) -> Fix:
-    """`patchkit apply` on the SGLang the doctor checked (its --python / --site-packages / --target)."""
+    """`patchkit apply` on the SGLang the doctor checked (its --python / --site-packages / --target, --patches)."""
     only = tuple(a for pid in patch_ids for a in ("--only", pid))
-    return Fix(command=("patchkit", "apply", *ctx.tree_options, *only), patches=patch_ids)
+    return Fix(command=tuple(ctx.naming.argv("apply", *only)), patches=patch_ids)
 
 
 _ATTENTION = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
@@ -534,8 +535,7 @@ def patch_needed(ctx: Context) -> Iterator[Finding]:
         if state in NOT_IN_PLACE:
             yield Finding.proposing("patch-needed", level, f"patchkit patch {pid} is {state} in this SGLang: {why}",
                                     _apply_command(ctx, pid),
-                                    otherwise=f"`patchkit status {' '.join(ctx.tree_options)}` names why {pid} is "
-                                              f"{state}".replace("  ", " "))
+                                    otherwise=f"`{ctx.naming.command('status')}` names why {pid} is {state}")
     # Patches this module has no launch trigger for (e.g. ones added after it) are listed once.
     known = {pid for pid, _, _ in triggers}
     others = sorted(pid for pid, state in ctx.patch_states.items() if state in NOT_IN_PLACE and pid not in known)
@@ -543,7 +543,7 @@ def patch_needed(ctx: Context) -> Iterator[Finding]:
         yield Finding.proposing(
             "patch-needed", "info",
             f"also not applied in this SGLang: {', '.join(others)} (`patchkit list` says what each fixes)",
-            Fix(command=("patchkit", "apply", *ctx.tree_options), patches=tuple(others)))
+            Fix(command=tuple(ctx.naming.argv("apply")), patches=tuple(others)))
 
 
 def budget_negative(ctx: Context) -> Iterator[Finding]:

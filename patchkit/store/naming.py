@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 # The commands that work on one SGLang, and those of them that also take `--target`; kept in step
 # with the click commands by tests/unit/test_next_commands.py.
-NAMES_A_TREE = frozenset({"apply", "status", "revert", "diff", "clean", "verify", "capture"})
+NAMES_A_TREE = frozenset({"apply", "status", "revert", "diff", "clean", "verify", "capture", "doctor"})
 TAKES_TARGET = frozenset({"apply", "status", "revert", "diff"})
 
 
@@ -25,9 +25,9 @@ class Naming:
     version: str | None = None
     patches: tuple[str, ...] = ()
 
-    def command(self, verb: str, *args: str, patches: tuple[str, ...] = ()) -> str:
-        """`patchkit [--patches P]... VERB ARGS [OPTION VALUE] [--target V]`, every word quoted for a
-        POSIX shell; the options only where VERB has them. `patches`: more sets after the run's."""
+    def argv(self, verb: str, *args: str, patches: tuple[str, ...] = ()) -> list[str]:
+        """`patchkit [--patches P]... VERB ARGS [OPTION VALUE] [--target V]` as words (`doctor --json` gives a fix
+        command so); the options only where VERB has them. `patches`: more sets after the run's."""
         words = ["patchkit"]
         for folder in (*self.patches, *patches):
             words += ["--patches", folder]
@@ -36,4 +36,8 @@ class Naming:
             words += [self.option, self.value]
         if verb in TAKES_TARGET and self.version is not None:
             words += ["--target", self.version]
-        return " ".join(shlex.quote(word) for word in words)
+        return words
+
+    def command(self, verb: str, *args: str, patches: tuple[str, ...] = ()) -> str:
+        """`argv`, every word quoted for a POSIX shell."""
+        return " ".join(shlex.quote(word) for word in self.argv(verb, *args, patches=patches))

@@ -235,8 +235,8 @@ def test_version_reads_the_wheel_without_unpacking(model, tmp_path, monkeypatch)
     assert wheel_data["findings"] == tree_data["findings"]
     for from_wheel_command, from_tree_command, _, _ in commands:
         if from_wheel_command:
-            assert from_wheel_command[:4] == ["patchkit", "apply", "--target", "0.5.19"]
-            assert from_tree_command[:4] == ["patchkit", "apply", "--site-packages", str(site)]
+            assert from_wheel_command[:2] == ["patchkit", "apply"] and from_wheel_command[-2:] == ["--target", "0.5.19"]
+            assert from_tree_command[-2:] == ["--site-packages", str(site)]
 
 
 LAUNCH_PATCH = '''
@@ -283,7 +283,8 @@ def test_a_patches_set_declaring_a_launch_trigger_is_asked_for(model, tmp_path):
             "--gpu-free", "79", "--sm", "9.0", "--json", "--", "--model-path", model, "--mem-fraction-static", "0.88")
     hit = run(*argv, "--tp-size", "2", "--disable-custom-all-reduce")
     assert hit.exit_code == 1, hit.stdout + hit.stderr
-    apply = ["patchkit", "apply", "--site-packages", str(site), "--only", "launch-example"]
+    # The printed apply names the tree checked and the --patches set the patch comes from.
+    apply = ["patchkit", "--patches", str(folder), "apply", "--only", "launch-example", "--site-packages", str(site)]
     needed = [f for f in hit.json()["findings"] if f["fix_command"] == apply]
     assert [f["level"] for f in needed] == ["error"] and "launch-example is pending" in needed[0]["message"]
     assert needed[0]["fix"] == " ".join(apply)

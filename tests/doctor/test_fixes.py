@@ -82,7 +82,7 @@ def q4(tmp_path_factory):
 @pytest.mark.parametrize("version", RELEASES)
 def test_every_fix_applied_gives_a_launch_with_no_error(version, q4):
     from patchkit.doctor import patch_states
-    from patchkit.target import find_in
+    from patchkit.store.target import find_in
     from testing.releases import pristine
 
     states = patch_states(find_in(pristine(version)))
