@@ -29,7 +29,7 @@ def update(versions: tuple[str, ...], out: str | None = None, as_json: bool = Fa
     for version in wanted:
         fresh = _describe(version)
         path = folder / f"{fresh.version}.json"  # the release's own spelling: v0.5.17 and 0.5.17.0 write 0.5.17.json
-        atomic_write(path, fresh.to_json().encode())
+        atomic_write(path, fresh.to_json().encode(), 0o644)  # as the checkout has it (mkstemp's 0600 hides it from other users)
         verdicts = {pid: e.verdict for pid, e in sorted(fresh.patches.items())}
         written.append({"version": fresh.version, "path": str(path), "verdicts": verdicts})
         if not as_json:  # one line as each is written (a long run shows its progress)

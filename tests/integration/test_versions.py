@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import stat
 import shutil
 
 import pytest
@@ -121,6 +122,7 @@ def test_manifest_update_writes_the_release_spelling(cached_home, tmp_path):
     assert [row["path"] for row in result.json()["manifests"]] == [str(tmp_path / f"{SPELLED}.json")] * 2
     assert [p.name for p in tmp_path.iterdir()] == [f"{SPELLED}.json"]
     assert (tmp_path / f"{SPELLED}.json").read_bytes() == (checkout_folder() / f"{SPELLED}.json").read_bytes()
+    assert stat.S_IMODE((tmp_path / f"{SPELLED}.json").stat().st_mode) == 0o644  # readable as the checkout's are
 
 
 def test_track_and_doctor_take_any_spelling(cached_home, tmp_path):
