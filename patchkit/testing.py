@@ -21,6 +21,9 @@ from patchkit.authoring.patch import Patch
 class PatchTest:
     PATCH: type[Patch]
     PATH = "sglang/example.py"
+    # Samples of the files the patch consults (its CONSULTS), by path: on the tree of every engine
+    # run beside the sample at PATH, so that `precondition` reads them.
+    CONSULTED: dict[str, str] = {}
 
     def parse(self, source: str) -> cst.Module:
         """The whole-file tree of a sample. Every sample a test parses is also run through the
@@ -60,18 +63,22 @@ class PatchTest:
         """(verdict, bytes written or the error) of the engine on the dedented `source` at `rel`
         (PATH), checked to be the same parsing the patch's PARTS only and parsing the whole file."""
         rel = rel or self.PATH
-        data = textwrap.dedent(source).encode()
-        parts, whole = _engine_run(self.PATCH, rel, data, whole=False), _engine_run(self.PATCH, rel, data, whole=True)
+        files: dict[str, bytes | None] = {path: textwrap.dedent(text).encode() for path, text in self.CONSULTED.items()}
+        files[rel] = textwrap.dedent(source).encode()
+        parts, whole = _engine_run(self.PATCH, rel, files, whole=False), _engine_run(self.PATCH, rel, files, whole=True)
         assert parts == whole, (
             f"{self.PATCH.ID}: parsing only its PARTS of {rel} gives {parts!r}, the whole file {whole!r}: "
             "PARTS must name everything its probes and edits read")
         return parts
 
 
-def _engine_run(cls: type[Patch], rel: str, data: bytes, whole: bool) -> tuple[str, bytes | str | None]:
-    """The engine's verdict on `data` at `rel`, and the bytes it renders there (or the error)."""
+def _engine_run(cls: type[Patch], rel: str, files: dict[str, bytes | None], whole: bool) -> tuple[str, bytes | str | None]:
+    """The engine's verdict on the sample at `rel` (with the other `files` of the tree), and the
+    bytes it renders there (or the error)."""
     from patchkit.engine import decide
     from patchkit.engine import view as view_mod
+
+    data = files[rel]
 
     target = types.SimpleNamespace(site=Path("/nonexistent"), read=lambda path: None, version="0")
     view = view_mod.View(target=target, state=None, manifest=None)  # type: ignore[arg-type]
@@ -79,7 +86,7 @@ def _engine_run(cls: type[Patch], rel: str, data: bytes, whole: bool) -> tuple[s
     if whole:
         view.skeleton = lambda rel, data: None  # type: ignore[method-assign]
     try:
-        verdict = decide.evaluate(view, cls.ID, {rel: data}).state
+        verdict = decide.evaluate(view, cls.ID, files).state
     except PatchkitError as exc:
         return "error", str(exc)
     view.pristine = lambda path: data if path == rel else None  # type: ignore[method-assign, assignment]

@@ -31,3 +31,12 @@ def states(site: Path) -> dict[str, str]:
     result = run("status", "--site-packages", site, "--json")
     assert result.exit_code == 0, result.stderr
     return {p["id"]: p["state"] for p in result.json()["patches"]}
+
+
+def fully_applied(version: str) -> dict[str, str]:
+    """{patch id: state} of `version` once every patch that applies there is applied: the
+    committed manifest's verdicts, `applies` read as `applied` (the others keep theirs)."""
+    from patchkit.releases import manifest
+
+    return {pid: "applied" if entry.verdict == "applies" else entry.verdict
+            for pid, entry in manifest.load(version).patches.items()}

@@ -65,3 +65,9 @@ class PatchKind(Protocol):
         """The command that re-makes the patch for SGLang `version` after an upstream change,
         where there is one (a diff: `rebase`), else None (`track` shows what changed)."""
         ...
+
+    def precondition(self, read: Read) -> str | None:
+        """Why the patch is not applicable on the tree `read` gives, decided from files it reads
+        but never writes (its CONSULTS: a rule the release keeps elsewhere), else None. An
+        AnchorError when that rule cannot be found makes it `failed`."""
+        ...

@@ -158,6 +158,11 @@ class Patch(m.MatcherDecoratableTransformer):
     # Files of which at least one must exist for the patch to apply at all (default: any
     # target). A patch whose secondary edits only make sense beside its main one names it here.
     REQUIRES: ClassVar[tuple[str, ...]] = ()
+    # Files of the release the patch reads but never writes: where the release keeps a rule that
+    # decides whether the patch is needed at all (e.g. a validator refusing the setting the patch
+    # would choose). `precondition` gets them; their hashes key the manifests and the verdict
+    # cache with the targets'.
+    CONSULTS: ClassVar[tuple[str, ...]] = ()
     # Per target file, the top-level classes the patch reads and edits there (`patchkit.authoring.anchor`),
     # each said once: the members parsed, the marks it holds once patched, the methods `track`
     # watches. SCOPE, PARTS, MARKS, ANCHOR_SYMBOLS and WATCH are derived from it.
@@ -287,6 +292,9 @@ class Patch(m.MatcherDecoratableTransformer):
 
     def upstream_remedy(self, version: str) -> str | None:
         return None
+
+    def precondition(self, read: Read) -> str | None:
+        return None  # its own files decide
 
     # --- probes ------------------------------------------------------------------------------
 

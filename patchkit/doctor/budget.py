@@ -199,12 +199,15 @@ def default_mem_fraction(launch: Launch, model: ModelFacts, gpu_total_gib: float
     return fraction
 
 
-def resolve_mamba_strategy(release: ReleaseCode, launch: Launch, model: ModelFacts) -> tuple[str, bool]:
+def resolve_mamba_strategy(release: ReleaseCode, launch: Launch, model: ModelFacts,
+                           patch_states: dict[str, str] | None = None) -> tuple[str, bool]:
     """(strategy, disable_overlap_schedule) after `_handle_mamba_radix_cache` (server_args.py; from
     0.5.19 the mamba-radix-cache override in arg_groups/overrides.py): `auto` becomes extra_buffer
     when overlap or paging is wanted and the architecture supports it with the triton linear-attention
     backend, else no_buffer with the overlap scheduler turned off. 0.5.10-0.5.13 read
-    `--mamba-scheduler-strategy` and turn `auto` into no_buffer whatever the launch."""
+    `--mamba-scheduler-strategy` and turn `auto` into no_buffer whatever the launch. With
+    spec-mamba-lazy-buffer applied, a draft with the overlap scheduler on, one pipeline stage and no
+    PD disaggregation gets extra_buffer_lazy instead (its snippet's conditions)."""
     strategy = str(launch.get(release.mamba_strategy_dest, "auto"))
     disable_overlap = bool(launch.get("disable_overlap_schedule", False))
     if launch.get("disable_radix_cache", False) or strategy != "auto":
@@ -214,7 +217,10 @@ def resolve_mamba_strategy(release: ReleaseCode, launch: Launch, model: ModelFac
     page = _int(launch.get("page_size"), 1) or 1
     supports = model.is_hybrid_gdn and str(launch.get("linear_attn_backend", "triton")) == "triton"
     if (not disable_overlap or page > 1) and supports:
-        return "extra_buffer", disable_overlap
+        lazy = ((patch_states or {}).get("spec-mamba-lazy-buffer") == "applied" and launch.get("speculative_algorithm")
+                and not disable_overlap and (launch.int_value("pp_size") or 1) == 1
+                and str(launch.get("disaggregation_mode", "null")) == "null")
+        return "extra_buffer_lazy" if lazy else "extra_buffer", disable_overlap
     return "no_buffer", True
 
 
@@ -392,7 +398,8 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     b.requested_max_running_requests = requested
 
     if model.is_hybrid_gdn:
-        rest = _hybrid_state(b, release, launch, model, environ, rest, requested, attn_tp, dp, algo, draft_tokens)
+        rest = _hybrid_state(b, release, launch, model, environ, rest, requested, attn_tp, dp, algo, draft_tokens,
+                             patch_states)
 
     if rest <= 0:
         b.errors.append("budget-negative")
@@ -550,7 +557,8 @@ def _requests_only(b: Budget, release: ReleaseCode, launch: Launch, model: Model
 
 
 def _hybrid_state(b: Budget, release: ReleaseCode, launch: Launch, model: ModelFacts, environ: dict, rest: float,
-                  requested: int | None, attn_tp: int, dp: int, algo: str | None, draft_tokens: int | None) -> float:
+                  requested: int | None, attn_tp: int, dp: int, algo: str | None, draft_tokens: int | None,
+                  patch_states: dict[str, str]) -> float:
     """`handle_max_mamba_cache` (0.5.14-0.5.15) / `_handle_max_mamba_cache` (0.5.16 on): the state pool
     and the speculative intermediate state come out of the budget before the KV pool is sized."""
     b.hybrid = True
@@ -559,7 +567,7 @@ def _hybrid_state(b: Budget, release: ReleaseCode, launch: Launch, model: ModelF
     conv, ssm = gdn_state_bytes(model, attn_tp, _DTYPE_BYTES.get(str(ssm_name), 4), _DTYPE_BYTES.get(str(conv_name), 2))
     per_req = conv + ssm
     b.conv_state_bytes, b.ssm_state_bytes, b.state_slot_bytes = conv, ssm, per_req
-    strategy, disable_overlap = resolve_mamba_strategy(release, launch, model)
+    strategy, disable_overlap = resolve_mamba_strategy(release, launch, model, patch_states)
     ratio = mamba_ratio(release, launch, strategy, disable_overlap, environ)
     b.slots_per_request = ratio
     pad = 1 if release.padding_slot else 0

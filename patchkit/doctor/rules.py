@@ -363,6 +363,43 @@ def no_buffer_overlap(ctx: Context) -> Iterator[Finding]:
                                 ctx.set("disable_overlap_schedule", "--disable-overlap-schedule"))
 
 
+LAZY_BUFFER_PATCH = "spec-mamba-lazy-buffer"
+
+
+def _lazy_buffer_runs_with_drafts(ctx: Context) -> bool:
+    """Whether this release runs extra_buffer_lazy with a draft: the patch spec-mamba-lazy-buffer's
+    own reading of the release's extra_buffer validator (its precondition), said once there."""
+    from patchkit.base.errors import PatchkitError
+    from patchkit.engine import registry
+
+    found = [cls for cls in registry.load_all() if cls.ID == LAZY_BUFFER_PATCH]
+    if not found:
+        return False
+    try:
+        return found[0]().precondition(lambda rel: ctx.release.files.read(rel.removeprefix("sglang/"))) is None
+    except PatchkitError:
+        return False  # no extra_buffer validator to read: nothing to advise
+
+
+def spec_extra_buffer(ctx: Context) -> Iterator[Finding]:
+    """An explicit extra_buffer mamba strategy with speculative decoding (sglang#36537), where the
+    release would run extra_buffer_lazy instead (what spec-mamba-lazy-buffer makes `auto` pick)."""
+    dest = ctx.release.mamba_strategy_dest
+    if (not ctx.hybrid or ctx.algo is None or ctx.launch.get("disable_radix_cache", False)
+            or not ctx.launch.is_set(dest) or str(ctx.launch.get(dest)) != "extra_buffer"):
+        return
+    # The lazy buffer needs the overlap scheduler, one pipeline stage and no PD disaggregation:
+    # elsewhere it would not start, and there is nothing better to advise.
+    if (ctx.launch.get("disable_overlap_schedule", False) or (ctx.launch.int_value("pp_size") or 1) > 1
+            or str(ctx.launch.get("disaggregation_mode", "null")) != "null" or not _lazy_buffer_runs_with_drafts(ctx)):
+        return
+    yield Finding("spec-extra-buffer", "warning",
+                  f"the extra_buffer mamba strategy with speculative decoding ({ctx.algo}): once the radix cache "
+                  f"evicts, the accept length can fall to 1.00 and stay there until a restart (sglang#36537: 92% of "
+                  f"samples at KV usage >= 0.6; none with extra_buffer_lazy)",
+                  f"{ctx.flag(dest, '--mamba-radix-cache-strategy')} extra_buffer_lazy")
+
+
 def _backends(ctx: Context, *dests: str) -> set[str]:
     return {str(ctx.launch.get(d)) for d in dests if ctx.launch.get(d)}
 
@@ -630,6 +667,7 @@ RULES: dict[str, Rule] = {
     "replayssm-spec": replayssm_spec,
     "draft-quantization-inherit": draft_quantization_inherit,
     "no-buffer-overlap": no_buffer_overlap,
+    "spec-extra-buffer": spec_extra_buffer,
     "fp8-triton-sm89": fp8_triton_sm89,
     "cutedsl-decode-sm90": CAPABILITY_RULES["cutedsl-decode-sm90"],
     "flashinfer-gdn-sm90": CAPABILITY_RULES["flashinfer-gdn-sm90"],

@@ -105,6 +105,15 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
     required = [rel for rel in (patch.REQUIRES or targets) if rel not in whole]
     if required and not any(read(rel) is not None for rel in required):
         return PatchStatus(pid, NOT_APPLICABLE, (), "no target file: " + ", ".join(required))
+    # A rule the release keeps in another file (CONSULTS) may say the patch is not needed at all.
+    try:
+        unneeded = guarded(patch, "precondition", ", ".join(patch.CONSULTS), lambda: patch.precondition(read))
+    except PatchCrashed as exc:
+        return PatchStatus(pid, FAILED, tuple(present), str(exc), crashed=True)
+    except AnchorError as exc:
+        return PatchStatus(pid, FAILED, tuple(present), str(exc))
+    if unneeded:
+        return PatchStatus(pid, NOT_APPLICABLE, tuple(present), unneeded)
     missing = [rel for rel in targets if rel not in present and rel not in whole]
     verdicts: dict[str, str] = {}
     details: list[str] = []

@@ -30,7 +30,7 @@ def describe(target: Any) -> manifest_mod.Manifest:
         # patch reads. None for "no target file", which `matrix` turns into a search of the package.
         patch = view.patches[pid]
         reads = {} if s.state == NOT_APPLICABLE and not s.files else {
-            rel: view.sha(rel) for rel in dict.fromkeys((*patch.TARGETS, *patch.REQUIRES))}
+            rel: view.sha(rel) for rel in dict.fromkeys((*patch.TARGETS, *patch.REQUIRES, *patch.CONSULTS))}
         entries[pid] = manifest_mod.PatchEntry(verdict=STATE_VERDICT[s.state], files=recorded, reads=reads)
         files.update({rel: view.sha(rel) for rel in recorded})  # type: ignore[misc]
     return manifest_mod.Manifest(version=target.version, patches=entries, files=files,

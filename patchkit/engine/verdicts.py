@@ -101,7 +101,7 @@ class VerdictCache:
         parts = [__version__, _code_digest(), patch.ID, identity.digest(patch.ID)]
         parts += patch.verdict_inputs()  # a diff patch: where its pre-image is
         present = False
-        for rel in (*patch.TARGETS, *patch.REQUIRES):
+        for rel in (*patch.TARGETS, *patch.REQUIRES, *patch.CONSULTS):
             data = source.read(rel)
             present = present or data is not None
             parts.append(f"{rel}={'absent' if data is None else sha256(data)}")

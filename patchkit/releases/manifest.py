@@ -5,7 +5,7 @@ alone, without parsing (or importing libcst).
 A manifest also records what its verdicts were decided from, so that `matrix` can reuse them
 without parsing where that is provably the same verdict (`verdicts.from_manifest`): the sha256
 of every patch source it was made with (`patch_sha256`, the digest the image labels carry) and,
-per patch, the sha256 of every file the patch reads (`reads`: its TARGETS and REQUIRES, null
+per patch, the sha256 of every file the patch reads (`reads`: its TARGETS, REQUIRES and CONSULTS, null
 when absent)."""
 
 from __future__ import annotations

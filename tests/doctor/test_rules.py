@@ -161,6 +161,28 @@ def test_no_buffer_overlap(model):
            "no-buffer-overlap")
 
 
+def test_spec_extra_buffer(model):
+    # An explicit extra_buffer with a draft where the release runs extra_buffer_lazy with one (0.5.18+).
+    argv = spec(model, "--max-running-requests", "8", "--mamba-radix-cache-strategy", "extra_buffer")
+    f = fires("0.5.20", argv, "spec-extra-buffer")
+    assert f.fix == "--mamba-radix-cache-strategy extra_buffer_lazy" and "36537" in f.message
+    silent("0.5.16", argv, "spec-extra-buffer")  # its validator refuses the lazy buffer with a draft
+    silent("0.5.20", [*argv, "--disable-overlap-schedule"], "spec-extra-buffer")  # lazy would not start
+    silent("0.5.20", spec(model, "--max-running-requests", "8"), "spec-extra-buffer")  # auto: the patch's case
+    silent("0.5.20", base(model, "--mamba-radix-cache-strategy", "extra_buffer"), "spec-extra-buffer")  # no draft
+
+
+def test_spec_mamba_lazy_buffer_applied_counts_the_lazy_slots(model):
+    # `auto` with a draft: extra_buffer holds 5 state slots per request with overlap, the lazy
+    # buffer 4 (kv_cache_configurator's "overlap 5->4, lazy 4->3" without the decode-lock skip).
+    argv = spec(model, "--max-running-requests", "8")
+    assert run("0.5.20", argv).budget.slots_per_request == 5
+    assert run("0.5.20", argv, states={"spec-mamba-lazy-buffer": "applied"}).budget.slots_per_request == 4
+    assert run("0.5.20", [*argv, "--disable-overlap-schedule"],
+               states={"spec-mamba-lazy-buffer": "applied"}).budget.slots_per_request == \
+        run("0.5.20", [*argv, "--disable-overlap-schedule"]).budget.slots_per_request
+
+
 def test_fp8_triton_sm89(model):
     argv = base(model, "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "triton")
     fires("0.5.20", argv, "fp8-triton-sm89", sm="8.9")

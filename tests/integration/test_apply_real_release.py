@@ -9,7 +9,7 @@ import pytest
 
 from patchkit.releases import manifest
 from patchkit.engine import registry
-from testing.cli import run, states
+from testing.cli import fully_applied, run, states
 from testing.releases import MODEL_CONFIG, pristine, snapshot
 
 pytestmark = pytest.mark.integration
@@ -17,6 +17,7 @@ pytestmark = pytest.mark.integration
 # What 0.5.17 needs (from its code, recorded in manifests/0.5.17.json), in registry order:
 # derived, so that adding a patch does not break these tests.
 NEEDED_0_5_17 = [pid for pid in registry.patch_ids() if manifest.load("0.5.17").patches[pid].verdict == "applies"]
+APPLIED_0_5_17 = fully_applied("0.5.17")  # every patch's state once all that apply there are applied
 assert {"mtp-layer-detection", "draft-lmhead-placeholder"} <= set(NEEDED_0_5_17)
 FALLBACK = b'getattr(\n                self.hf_text_config, "mtp_num_hidden_layers", None\n            )'
 
@@ -73,9 +74,10 @@ def test_status_json_before_and_after(release):
     before = run("status", "--site-packages", site, "--json").json()
     assert before["sglang"] == {"version": "0.5.17", "path": str(site)}
     assert {"id": "mtp-layer-detection", "state": "pending", "files": [MODEL_CONFIG], "detail": ""} in before["patches"]
-    assert {p["id"]: p["state"] for p in before["patches"]} == dict.fromkeys(NEEDED_0_5_17, "pending")
+    assert {p["id"]: p["state"] for p in before["patches"]} == {pid: "pending" if state == "applied" else state
+                                                                 for pid, state in APPLIED_0_5_17.items()}
     run("apply", "--site-packages", site)
-    assert states(site) == dict.fromkeys(NEEDED_0_5_17, "applied")
+    assert states(site) == APPLIED_0_5_17
 
 
 def test_dry_run_prints_diff_and_writes_nothing(release):
@@ -116,7 +118,7 @@ def test_only_and_skip(release):
     skipped = run("apply", "--site-packages", site, "--skip", "mtp-layer-detection")
     assert skipped.exit_code == 0
     assert FALLBACK not in (site / MODEL_CONFIG).read_bytes()
-    assert states(site) == {**dict.fromkeys(NEEDED_0_5_17, "applied"), "mtp-layer-detection": "pending"}
+    assert states(site) == {**APPLIED_0_5_17, "mtp-layer-detection": "pending"}
     only = run("apply", "--site-packages", site, "--only", "mtp-layer-detection")
     assert only.exit_code == 0 and FALLBACK in (site / MODEL_CONFIG).read_bytes()
     assert run("revert", "--site-packages", site, "--only", "mtp-layer-detection").exit_code == 0

@@ -14,7 +14,7 @@ from dockerfile_parse import DockerfileParser
 from patchkit.image.dockerfile import HOME as HOME_DIR
 from patchkit.image.dockerfile import WHEEL_DIR
 from testing.checkout import wheel_home
-from testing.cli import run
+from testing.cli import fully_applied, run
 from testing.releases import HOME, REPO, pristine
 
 pytestmark = pytest.mark.integration
@@ -176,7 +176,7 @@ def test_run_steps_in_a_fresh_venv_produce_a_verified_patched_sglang(tmp_path, p
     status = subprocess.run([patchkit, "status", "--site-packages", site, "--json"], env=env, capture_output=True,
                             text=True)
     states = {p["id"]: p["state"] for p in json.loads(status.stdout)["patches"]}
-    assert set(states.values()) == {"applied"}
+    assert states == fully_applied("0.5.17")
     # patchkit and its dependencies stayed out of the serving Python.
     probe = "import importlib.util as u; print([m for m in ('patchkit', 'libcst', 'click') if u.find_spec(m)])"
     assert subprocess.run([serving, "-c", probe], capture_output=True, text=True, cwd=tmp_path).stdout.strip() == "[]"
