@@ -109,7 +109,11 @@ class CpuOffloadTiedParams(Patch):
         "multiple values for keys [...], which are tied'. Each distinct tensor is now moved once and "
         "shared by its names (as 0.5.21 does)."
     )
-    UPSTREAM = ("sglang 0.5.21: offloader._get_offloaded_device_state (state_dict(keep_vars=True), one move per tensor)",)
+    UPSTREAM = ("sglang 0.5.21: OffloaderV1's hook builds its state with offloader._get_offloaded_device_state "
+                "(state_dict(keep_vars=True), one move per distinct tensor): this patch's helper, no narrower (0.5.21 "
+                "also keeps weights cached as plain attributes resident); the pull request that carried it is not named "
+                "in the release",
+                "sgl-project/sglang#36509 (open: tie_weights=False in both functional_call sites, the same defect)")
     DROP_WHEN = "drop for releases >= 0.5.21 (the offloader moves each distinct tensor once)"
     APPLIES_TO = ">=0.5.10,<0.5.21"
     LAUNCH = Trigger(

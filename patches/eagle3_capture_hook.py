@@ -84,7 +84,9 @@ class Eagle3CaptureHook(Patch):
         "_is_layer_to_capture instead, so capture silently does nothing and the speculative path fails "
         "when it unpacks (hidden_states, aux). The patch adds 0.5.22's decoder-level method and routes to it."
     )
-    UPSTREAM = ("sglang 0.5.22: decoder-level set_eagle3_layers_to_capture, VL wrapper delegates",)
+    UPSTREAM = ("sglang 0.5.22: Qwen3_5ForCausalLM.set_eagle3_layers_to_capture flags the layers and "
+                "Qwen3VLForConditionalGeneration's method delegates to it: this patch's methods, no narrower",
+                "sgl-project/sglang#38307 (open: the same fix, proposed against main)")
     DROP_WHEN = "drop for releases >= 0.5.22 (decoder-level set_eagle3_layers_to_capture upstream)"
     APPLIES_TO = ">=0.5.11,<0.5.22"
     LAUNCH = Trigger(level="error", speculative=("EAGLE3",), model=("qwen3.5",),

@@ -55,6 +55,8 @@ _QWEN3_5_ARCH = string("Qwen3_5ForConditionalGeneration")
 _MENTIONS_QWEN3_5 = m.If(test=m.MatchIfTrue(lambda test: bool(m.findall(test, _QWEN3_5_ARCH))))
 # Upstream's fix (0.5.18, the draft rewrite): the Qwen3.5 draft branch also sets the text config.
 _SETS_TEXT_NEXTN = m.Assign(targets=[m.AssignTarget(target=self_attr("hf_text_config", "num_nextn_predict_layers"))])
+_SETS_TEXT_NEXTN_TO_A_NUMBER = m.Assign(targets=[m.AssignTarget(target=self_attr("hf_text_config", "num_nextn_predict_layers"))],
+                                        value=m.Integer())
 _GETATTR_MTP = m.Call(func=m.Name("getattr"), args=[m.DoNotCare(), m.Arg(string("mtp_num_hidden_layers")), m.ZeroOrMore()])
 
 
@@ -65,6 +67,11 @@ def _lines_reading_mtp(fn: cst.FunctionDef) -> list[cst.CSTNode]:
         line for line in walk_statements(fn)
         if isinstance(line, cst.SimpleStatementLine) and id(line) not in ours and m.findall(line, _GETATTR_MTP)
     ]
+
+
+def _qwen3_5_draft_branches(tree: cst.Module) -> list[cst.CSTNode]:
+    """The `if`s of ModelConfig that name the Qwen3.5 architecture (its draft rewrite among them)."""
+    return [branch for cls in MODEL_CONFIG_CLASS.find(tree) for branch in walk_statements(cls) if m.matches(branch, _MENTIONS_QWEN3_5)]
 
 
 class MtpLayerDetection(Patch):
@@ -78,6 +85,9 @@ class MtpLayerDetection(Patch):
     )
     UPSTREAM = ("sglang 0.5.18: Qwen3.5 draft rewrite sets hf_text_config.num_nextn_predict_layers = 1",)
     DROP_WHEN = "drop for releases >= 0.5.18 (the draft rewrite sets hf_text_config.num_nextn_predict_layers)"
+    UPSTREAM_NARROWER = ("the Qwen3.5 draft rewrite sets the MTP depth to 1 instead of reading "
+                         "text_config.mtp_num_hidden_layers: the same for one-layer MTP heads, one layer for a "
+                         "checkpoint with more")
     APPLIES_TO = ">=0.5.10,<0.5.18"  # 0.5.18 fixed it upstream (the manifests: upstream-fixed from there)
     LAUNCH = Trigger(
         level="warning", speculative=("EAGLE", "EAGLE3", "NEXTN", "STANDALONE"), model=("mtp-draft", "mtp-depth-unread"),
@@ -87,6 +97,12 @@ class MtpLayerDetection(Patch):
     TARGETS = (MODEL_CONFIG,)
     ANCHORS = {MODEL_CONFIG: (MODEL_CONFIG_CLASS,)}
     RUNTIME_SWITCH = declared(ID)
+
+    def is_upstream_narrower(self, path: str, tree: cst.Module) -> bool:
+        # 0.5.18's shape: the Qwen3.5 draft branch sets the depth to a number, not to the
+        # checkpoint's mtp_num_hidden_layers.
+        return any(m.matches(line, m.SimpleStatementLine(body=[_SETS_TEXT_NEXTN_TO_A_NUMBER]))
+                   for branch in _qwen3_5_draft_branches(tree) for line in walk_statements(branch))
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         for cls in MODEL_CONFIG_CLASS.find(tree):

@@ -22,6 +22,8 @@ The `--enable-torch-symm-mem` guard asks the same decision.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -33,6 +35,7 @@ from patchkit.launch_trigger import Trigger
 from patchkit.matchers import capture
 from patchkit.patch import Patch
 from patchkit.template import Snippet
+from patchkit.upstream_change import MERGED, OPEN, UpstreamChange
 
 MULTIMEM_AG = "sglang/srt/distributed/device_communicators/triton_symm_mem_ag.py"
 TORCH_SYMM_MEM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
@@ -145,10 +148,31 @@ _SYMM_MEM_IMPORT = m.SimpleStatementLine(
 )
 _IMPORT = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
 _DOCSTRING = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())])
-# A future upstream switch for the multimem all-gather (issue text: SGLANG_DISABLE_MULTIMEM_AG).
+# sglang#36110 (merged): SGLANG_DISABLE_MULTIMEM_AG, a switch a user sets by hand (off by default).
 _UPSTREAM_SWITCH = m.SimpleString(value=m.MatchIfTrue(lambda raw: "SGLANG_DISABLE_MULTIMEM_AG" in raw)) | m.Attribute(
     attr=m.Name("SGLANG_DISABLE_MULTIMEM_AG")
 )
+# sglang#40485 (open): MultimemAllGatherer turns multimem off by itself where the local GPUs have no
+# peer access (torch.cuda.can_device_access_peer), outside this patch's own functions.
+_ASKS_PEER_ACCESS = m.Call(func=m.Attribute(attr=m.Name("can_device_access_peer")))
+_OURS = m.FunctionDef(name=m.Name(m.MatchIfTrue(lambda name: name.startswith("_patchkit_"))))
+
+
+def _asks_peer_access(tree: cst.Module) -> bool:
+    return any(m.findall(node, _ASKS_PEER_ACCESS) for node in tree.body if not m.matches(node, _OURS))
+
+
+def _holds(found: Callable[[cst.Module], bool]) -> Callable[[Callable[[str], bytes | None]], bool]:
+    """Whether a tree's multimem all-gather module holds a shape (for `track`)."""
+    def check(read: Callable[[str], bytes | None]) -> bool:
+        data = read(MULTIMEM_AG)
+        if data is None:
+            return False
+        try:
+            return found(cst.parse_module(data))
+        except cst.ParserSyntaxError:
+            return False
+    return check
 
 
 class SymmMemKillSwitch(Patch):
@@ -163,8 +187,23 @@ class SymmMemKillSwitch(Patch):
         "in-process on the first call, one log line; =1 always, =0 never. Where the switch blocks, "
         "--enable-torch-symm-mem fails at once with a message naming the switch."
     )
-    UPSTREAM = ("no upstream switch up to 0.5.23",)
-    DROP_WHEN = "drop when a release honours SGLANG_DISABLE_MULTIMEM_AG (an upstream switch for the multimem all-gather)"
+    UPSTREAM = ("sgl-project/sglang#36110 (merged 2026-08-23, in no release up to 0.5.23): SGLANG_DISABLE_MULTIMEM_AG, "
+                "a switch set by hand",
+                "sgl-project/sglang#40485 (open): MultimemAllGatherer off where the local GPUs have no peer access")
+    DROP_WHEN = ("drop when MultimemAllGatherer turns torch symmetric memory off by itself where its rendezvous would "
+                 "crash (#40485 for GPUs without peer access); #36110's SGLANG_DISABLE_MULTIMEM_AG only lets a user "
+                 "turn it off by hand, which a server on such a box does not do")
+    DROP_WAITS_ON = (
+        UpstreamChange("sgl-project/sglang#40485", OPEN, "2026-12-03",
+                       "MultimemAllGatherer asks the driver for peer access and skips multimem without it",
+                       _holds(_asks_peer_access)),
+        UpstreamChange("sgl-project/sglang#36110", MERGED, "2026-12-03",
+                       "SGLANG_DISABLE_MULTIMEM_AG forces the NCCL all-gather (off by default: a user sets it by hand)",
+                       _holds(lambda tree: bool(m.findall(tree, _UPSTREAM_SWITCH)))),
+    )
+    UPSTREAM_NARROWER = ("MultimemAllGatherer skips symmetric memory only where the local GPUs have no peer access: "
+                         "not on a WSL2 host or where a GPU has no multicast support, and --enable-torch-symm-mem "
+                         "is not refused")
     APPLIES_TO = ">=0.5.15"
     LAUNCH = Trigger(level="error", hardware=("tp>1", "pcie-or-wsl"),
                      why="symmetric memory's rendezvous dies with SIGFPE on PCIe/WSL2 with TP > 1")
@@ -185,9 +224,12 @@ class SymmMemKillSwitch(Patch):
     RUNTIME_SWITCH = (f"{ENV_DISABLE}=symm-mem-kill-switch", f"{ENV}=0")
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
-        if path != MULTIMEM_AG:
-            return False
-        return bool(m.findall(tree, _UPSTREAM_SWITCH))
+        # Upstream's fix, by its shape: the all-gatherer decides by itself (#40485's peer-access
+        # check). #36110's switch alone is no fix: off by default, the crash stays until set by hand.
+        return path == MULTIMEM_AG and _asks_peer_access(tree)
+
+    def is_upstream_narrower(self, path: str, tree: cst.Module) -> bool:
+        return self.is_fixed_upstream(path, tree)  # a peer-access check is all upstream has proposed
 
     @edit(m.Module(), "the module", files=(MULTIMEM_AG,))
     def install_switch(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:

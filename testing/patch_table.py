@@ -11,6 +11,8 @@ from pathlib import Path
 
 from patchkit.releases import manifest
 from patchkit.engine import registry
+from patchkit.releases.versions import runs
+from patchkit.engine.upstream import detail_notes
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -31,20 +33,6 @@ def verdicts() -> dict[str, dict[str, str]]:
     return table
 
 
-def runs(versions: list[str], chosen: set[str]) -> str:
-    """The chosen releases as runs of neighbours in the manifests' order: '0.5.10-0.5.17, 0.5.20'."""
-    spans: list[list[str]] = []
-    previous = False
-    for version in versions:
-        if version in chosen:
-            if previous:
-                spans[-1][1] = version
-            else:
-                spans.append([version, version])
-        previous = version in chosen
-    return ", ".join(a if a == b else f"{a}-{b}" for a, b in spans) or "-"
-
-
 def patch_table() -> str:
     versions = manifest.available()
     by_patch = verdicts()
@@ -58,12 +46,17 @@ def patch_table() -> str:
 
 
 def matrix() -> str:
+    """The matrix as `matrix --markdown` prints it (a starred cell: the verdict's detail follows)."""
     versions = manifest.available()
     by_patch = verdicts()
+    details = {pid: {v: entry.detail for v in versions if (entry := manifest.load(v).patches.get(pid)) and entry.detail}
+               for pid in by_patch}
     lines = ["| patch | " + " | ".join(versions) + " |", "| --- |" + " --- |" * len(versions)]
     for patch_id in sorted(by_patch):
-        lines.append(f"| `{patch_id}` | " + " | ".join(by_patch[patch_id].get(v, "-") for v in versions) + " |")
-    return "\n".join(lines)
+        lines.append(f"| `{patch_id}` | " + " | ".join(by_patch[patch_id].get(v, "-") + ("*" if v in details[patch_id] else "")
+                                                     for v in versions) + " |")
+    notes = detail_notes([{"id": pid, "details": details[pid]} for pid in sorted(by_patch)], versions)
+    return "\n".join(lines + ([""] if notes else []) + [f"* {note}" for note in notes])
 
 
 def between(text: str, marks: tuple[str, str]) -> str | None:

@@ -35,6 +35,12 @@ from patchkit.authoring.kind import Read
 from patchkit.base.errors import AnchorError, PatchkitError
 from patchkit.authoring.matchers import classes
 from patchkit.authoring.template import Snippet
+from patchkit.authoring.upstream_change import UpstreamChange
+
+
+def upstream_narrower_note(what: str) -> str:
+    """The detail of an upstream-fixed verdict whose upstream fix does less than the patch."""
+    return f"upstream's fix is narrower than this patch: {what}"
 
 
 class SkipPatch(PatchkitError):
@@ -149,6 +155,13 @@ class Patch(m.MatcherDecoratableTransformer):
     UPSTREAM: ClassVar[tuple[str, ...]] = ()
     # When the patch can be dropped, in words ("drop when #12345 ships").
     DROP_WHEN: ClassVar[str] = ""
+    # How upstream's fix, where a release has it, does less than the patch (one phrase): `list`
+    # shows it, and an upstream-fixed verdict on code `is_upstream_narrower` finds in that shape
+    # carries it as its detail (status, matrix, the manifests).
+    UPSTREAM_NARROWER: ClassVar[str] = ""
+    # The upstream changes DROP_WHEN names (`patchkit.upstream_change`), as looked up by hand:
+    # `track` says whether the release it reaches holds each (a merged one may be in none yet).
+    DROP_WAITS_ON: ClassVar[tuple[UpstreamChange, ...]] = ()
     # PEP 440 specifier of the SGLang releases the patch was written and verified for. A hint:
     # the probes on the code decide; outside the range the engine only warns.
     APPLIES_TO: ClassVar[str]
@@ -314,8 +327,16 @@ class Patch(m.MatcherDecoratableTransformer):
         return checked
 
     def notes(self, path: str, tree: cst.Module) -> list[str]:
-        """What a status detail says about this file beyond its verdict (none by default)."""
+        """What a status detail says about this file beyond its verdict: by default, that
+        upstream's fix there is narrower than the patch (UPSTREAM_NARROWER), where it is."""
+        if self.UPSTREAM_NARROWER and self.is_upstream_narrower(path, tree):
+            return [upstream_narrower_note(self.UPSTREAM_NARROWER)]
         return []
+
+    def is_upstream_narrower(self, path: str, tree: cst.Module) -> bool:
+        """True when the file holds upstream's fix in the shape that does less than the patch
+        (what UPSTREAM_NARROWER says); never asked of a patch that declares none."""
+        return False
 
     def is_fixed_upstream(self, path: str, tree: cst.Module) -> bool:
         """True when the file holds upstream's own fix: describe the shape of that fix, never

@@ -19,6 +19,8 @@ def list_patches(as_json: bool) -> int:
             "targets": list(p.TARGETS),
             "upstream": list(p.UPSTREAM),
             "drop_when": p.DROP_WHEN,
+            "upstream_narrower": p.UPSTREAM_NARROWER or None,
+            "drop_waits_on": [change.to_dict() for change in p.DROP_WAITS_ON],
             "runtime_switch": list(p.RUNTIME_SWITCH),
             "no_runtime_switch": None if p.RUNTIME_SWITCH else (p.NO_RUNTIME_SWITCH or None),
         }
@@ -40,6 +42,11 @@ def list_patches(as_json: bool) -> int:
             output.line(f"    upstream: {ref}")
         if row["drop_when"]:
             output.line(f"    {row['drop_when']}")
+        for change in row["drop_waits_on"]:
+            output.line(f"    the drop condition names {change['ref']} ({change['state']} upstream when looked up on {change['checked']}): "
+                        f"{change['what']}")
+        if row["upstream_narrower"]:
+            output.line(f"    upstream's fix, where a release has it, is narrower: {row['upstream_narrower']}")
         if "made_for" in row:
             output.line(f"    {release_blobs.made_for_text(row['made_for'])}")
             for pid, files in row["stacked_on"].items():

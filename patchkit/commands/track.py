@@ -37,12 +37,25 @@ def track(first: str, last: str, git_path: str | None, as_json: bool) -> int:
                 output.line(f"      {side}: {verdict['detail'] or verdict['file']}")
         if row["drop_when"]:
             output.line(f"      {row['drop_when']}")
+        for change in row["waits_on"]:
+            output.line(f"      {waits_on(change, sources[1].version)}")
     for row in report.patches:
         if row["diff"]:
             output.line()
             output.line(f"# {row['id']}: upstream changes under the patch")
             output.text(row["diff"])
     return code
+
+
+def waits_on(change: dict, release: str) -> str:
+    """One line on an upstream change a drop condition waits on, for the release `track` reaches:
+    a change merged upstream but not in that release is said as such (the condition is not met)."""
+    looked_up = f"{change['state']} upstream when looked up on {change['checked']}"
+    if change["in_to"]:
+        return f"{change['ref']} ({looked_up}) is in {release}: {change['what']}"
+    if change["state"] == "merged":
+        return f"{change['ref']} ({looked_up}) is not in {release} yet, so the drop condition is not met: {change['what']}"
+    return f"{change['ref']} ({looked_up}), not in {release}: {change['what']}"
 
 
 def matrix(first: str | None, last: str | None, fmt: str, with_post: bool = False) -> int:
@@ -62,18 +75,25 @@ def matrix(first: str | None, last: str | None, fmt: str, with_post: bool = Fals
     if fmt == "json":
         output.as_json(table)
         return code
-    for cell in table["failed"]:  # the table says `failed`; why is on stderr
-        output.warn(f"SGLang {cell['version']}: {cell['detail']}")
+    for failure in table["failed"]:  # the table says `failed`; why is on stderr
+        output.warn(f"SGLang {failure['version']}: {failure['detail']}")
+    # A cell whose verdict says more (upstream's fix narrower than the patch) is starred, the
+    # detail follows the table.
+    def cell(row: dict, version: str) -> str:
+        return row["states"][version] + ("*" if version in row["details"] else "")
+
     if fmt == "markdown":
         output.line("| patch | " + " | ".join(table["versions"]) + " |")
         output.line("| --- |" + " --- |" * len(table["versions"]))
         for row in table["patches"]:
-            output.line(f"| `{row['id']}` | " + " | ".join(row["states"][v] for v in table["versions"]) + " |")
+            output.line(f"| `{row['id']}` | " + " | ".join(cell(row, v) for v in table["versions"]) + " |")
     else:
         width = max(len(row["id"]) for row in table["patches"])
-        output.line(f"{'patch':<{width}}  " + "  ".join(f"{v:<14}" for v in table["versions"]))
+        output.line(f"{'patch':<{width}}  " + "  ".join(f"{v:<15}" for v in table["versions"]))
         for row in table["patches"]:
-            output.line(f"{row['id']:<{width}}  " + "  ".join(f"{row['states'][v]:<14}" for v in table["versions"]))
+            output.line(f"{row['id']:<{width}}  " + "  ".join(f"{cell(row, v):<15}" for v in table["versions"]))
+    for note in upstream.detail_notes(table["patches"], table["versions"]):
+        output.line(f"* {note}")
     for row in table["patches"]:
         if "made_for" in row:
             output.line(f"{row['id']}: {release_blobs.made_for_text(row['made_for'])}")

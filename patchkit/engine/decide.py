@@ -49,7 +49,7 @@ def fast_status(view: View, pid: str) -> PatchStatus | None:
         return None  # a file the patch reads is not the release's (or is there where the release has none)
     if state and any(rel in state.files for rel in entry.files):
         return None  # another patch changed a shared file: read the code
-    return PatchStatus(pid, VERDICT_STATE[entry.verdict], entry.files)
+    return PatchStatus(pid, VERDICT_STATE[entry.verdict], entry.files, entry.detail)
 
 
 def _digest(pid: str) -> str | None:

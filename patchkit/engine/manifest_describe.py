@@ -9,7 +9,7 @@ from typing import Any, Callable
 from patchkit.engine import decide, identity, registry
 from patchkit.releases import manifest as manifest_mod
 from patchkit.base.errors import PlanError, TargetError
-from patchkit.engine.patch_status import NOT_APPLICABLE, PENDING, STATE_VERDICT
+from patchkit.engine.patch_status import NOT_APPLICABLE, PENDING, STATE_VERDICT, UPSTREAM_FIXED
 from patchkit.engine.view import code_view
 
 
@@ -31,7 +31,10 @@ def describe(target: Any) -> manifest_mod.Manifest:
         patch = view.patches[pid]
         reads = {} if s.state == NOT_APPLICABLE and not s.files else {
             rel: view.sha(rel) for rel in dict.fromkeys((*patch.TARGETS, *patch.REQUIRES, *patch.CONSULTS))}
-        entries[pid] = manifest_mod.PatchEntry(verdict=STATE_VERDICT[s.state], files=recorded, reads=reads)
+        # An upstream-fixed verdict's detail (upstream's fix narrower than the patch) is kept: the
+        # fast path shows it without parsing.
+        detail = s.detail if s.state == UPSTREAM_FIXED else ""
+        entries[pid] = manifest_mod.PatchEntry(verdict=STATE_VERDICT[s.state], files=recorded, reads=reads, detail=detail)
         files.update({rel: view.sha(rel) for rel in recorded})  # type: ignore[misc]
     return manifest_mod.Manifest(version=target.version, patches=entries, files=files,
                                  patch_sha256=identity.digests(registry.patch_ids()))

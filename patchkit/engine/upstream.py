@@ -98,15 +98,15 @@ class Verdict:
 
 
 def judge(source: Source, view: view_mod.View | None = None, cache: VerdictCache | None = None,
-          settled: dict[str, str] | None = None, ids: Collection[str] | None = None) -> dict[str, Verdict]:
-    """Each patch's verdict on a source (from `settled`, {id: state} already known without
-    parsing, or from `cache`, a VerdictCache, when it has it); only the patches `ids` when given."""
+          settled: dict[str, tuple[str, str]] | None = None, ids: Collection[str] | None = None) -> dict[str, Verdict]:
+    """Each patch's verdict on a source (from `settled`, {id: (state, detail)} already known
+    without parsing, or from `cache`, a VerdictCache, when it has it); only the patches `ids` when given."""
     verdicts = {}
     for patch in registry.load_all():
         if ids is not None and patch.ID not in ids:
             continue
         if settled and patch.ID in settled:
-            verdicts[patch.ID] = Verdict(settled[patch.ID], None, "")
+            verdicts[patch.ID] = Verdict(settled[patch.ID][0], None, settled[patch.ID][1])
             continue
         key = cache.key(patch, source) if cache is not None and hasattr(source, "listing_fingerprint") else None
         hit = cache.get(key) if cache is not None and key else None
@@ -235,6 +235,9 @@ def track(source_from: Source, source_to: Source) -> Track:
             "id": pid,
             "upstream": list(patch.UPSTREAM),
             "drop_when": patch.DROP_WHEN,
+            # Each change the drop condition waits on, and whether either release holds it.
+            "waits_on": [{**change.to_dict(), "in_from": change.found(source_from.read), "in_to": change.found(source_to.read)}
+                         for change in patch.DROP_WAITS_ON],
             "from": before[pid].to_dict(),
             "to": after[pid].to_dict(),
             "diff": diff,
@@ -268,8 +271,23 @@ def _clashes(source: Source, verdicts: dict[str, Verdict], clashes: list[dict[st
     return {pid: Verdict(BROKEN, clash.file, clash.detail) for pid, clash in found.items()}
 
 
+def detail_notes(rows: list[dict[str, Any]], versions: list[str]) -> list[str]:
+    """One line per patch and detail of a matrix's `details` ({version: detail} per row): the
+    releases it holds on, then the detail (an upstream fix narrower than the patch)."""
+    from patchkit.releases.versions import runs
+
+    lines = []
+    for row in rows:
+        by_detail: dict[str, set[str]] = {}
+        for version, detail in row.get("details", {}).items():
+            by_detail.setdefault(detail, set()).add(version)
+        lines += [f"{row['id']} ({runs(versions, where)}): {detail}" for detail, where in by_detail.items()]
+    return lines
+
+
 def matrix(sources: Iterable[Source], cache: VerdictCache | None = None) -> dict[str, Any]:
-    """{"versions": [...], "patches": [{"id", "states": {version: state}, "upstream", "drop_when"}],
+    """{"versions": [...], "patches": [{"id", "states": {version: state}, "details": {version: detail},
+    "upstream", "drop_when"}],
     "failed": [...], "clashes": [{"id", "version", "file", "under", "detail"}]}
 
     `sources` may be an iterator that downloads the next release while this one is judged. The
@@ -301,6 +319,9 @@ def matrix(sources: Iterable[Source], cache: VerdictCache | None = None) -> dict
         row = {
             "id": patch.ID,
             "states": {source.version: verdicts[source.version][patch.ID].state for source in judged},
+            # What an upstream-fixed verdict says beyond itself (upstream's fix narrower than the patch).
+            "details": {source.version: verdict.detail for source in judged
+                        if (verdict := verdicts[source.version][patch.ID]).state == UPSTREAM_FIXED and verdict.detail},
             "upstream": list(patch.UPSTREAM),
             "drop_when": patch.DROP_WHEN,
         }

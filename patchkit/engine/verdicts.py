@@ -50,9 +50,10 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
-def from_manifest(source: Source) -> dict[str, str]:
-    """{patch id: matrix state} for the patches whose verdict on `source` (a release read from
-    its wheel) the committed manifest settles by hashes alone.
+def from_manifest(source: Source) -> dict[str, tuple[str, str]]:
+    """{patch id: (matrix state, detail)} for the patches whose verdict on `source` (a release read
+    from its wheel) the committed manifest settles by hashes alone (the detail: what the probes
+    said beyond the verdict, such as an upstream fix narrower than the patch).
 
     A verdict is decided by patchkit's engine, the sources of the patch set (a patch's probes and
     transform, and the other patches on the same files, whose SCOPE shapes the part that is
@@ -79,7 +80,7 @@ def from_manifest(source: Source) -> dict[str, str]:
             hashes[rel] = None if data is None else sha256(data)
         return hashes[rel]
 
-    return {pid: entry.verdict for pid, entry in found.patches.items()
+    return {pid: (entry.verdict, entry.detail) for pid, entry in found.patches.items()
             if entry.reads and all(sha(rel) == digest for rel, digest in entry.reads.items())}
 
 

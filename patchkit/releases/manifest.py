@@ -35,6 +35,9 @@ class PatchEntry:
     # verdict is "no target file" (matrix then looks for moved code across the whole package).
     # Not compared by `==` (`manifest check` compares it where the patch set is unchanged).
     reads: dict[str, str | None] = field(default_factory=dict, compare=False)
+    # What the verdict says beyond itself where the probes said it (an upstream fix narrower than
+    # the patch), shown by `status` and `matrix` as they would show it parsing the release.
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class Manifest:
             patches[pid] = {"verdict": e.verdict, "files": list(e.files)}
             if e.reads:
                 patches[pid]["reads"] = dict(sorted(e.reads.items()))
+            if e.detail:
+                patches[pid]["detail"] = e.detail
         data: dict = {"schema": MANIFEST_SCHEMA, "sglang": self.version, "patches": patches,
                       "files": dict(sorted(self.files.items()))}
         if self.patch_sha256:
@@ -95,7 +100,10 @@ def parse(raw: str, where: str) -> Manifest:
             if missing:
                 raise TargetError(f"{where}: patch {pid}: no pristine sha256 for {missing[0]}")
             reads = {_check_path(path, where): _digest(sha, where) for path, sha in entry.get("reads", {}).items()}
-            patches[pid] = PatchEntry(verdict=entry["verdict"], files=entry_files, reads=reads)
+            detail = entry.get("detail", "")
+            if not isinstance(detail, str):
+                raise TargetError(f"{where}: patch {pid}: detail {detail!r} is not a string")
+            patches[pid] = PatchEntry(verdict=entry["verdict"], files=entry_files, reads=reads, detail=detail)
         digests = {str(pid): _digest(sha, where) or "" for pid, sha in data.get("patch_sha256", {}).items()}
         if "" in digests.values():
             raise TargetError(f"{where}: patch_sha256 holds a null digest")

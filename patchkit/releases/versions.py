@@ -36,3 +36,17 @@ def public(version: Version) -> Version:
 def release_of(version: Version) -> Version:
     """The release a post, dev or local build belongs to: 0.5.17.post1 -> 0.5.17."""
     return Version(version.base_version)
+
+
+def runs(versions: list[str], chosen: set[str]) -> str:
+    """The chosen releases as runs of neighbours in `versions`' order: '0.5.10-0.5.17, 0.5.20'."""
+    spans: list[list[str]] = []
+    previous = False
+    for version in versions:
+        if version in chosen:
+            if previous:
+                spans[-1][1] = version
+            else:
+                spans.append([version, version])
+        previous = version in chosen
+    return ", ".join(a if a == b else f"{a}-{b}" for a, b in spans) or "-"

@@ -1,8 +1,10 @@
 """The patched ModelConfig of real SGLang 0.5.17, imported on the CPU, sizes the MTP draft
-by its one MTP layer instead of all 64 layers."""
+by its one MTP layer instead of all 64 layers; with a two-layer MTP head, the patch counts 2 where
+upstream's fix (0.5.18+) counts 1, which `status` says."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,23 @@ def test_target_model_is_unchanged_by_the_patch(release):
     result = run_probe(site, probe, str(CONFIG_DIR))
     assert result["architecture"] == "Qwen3_5ForConditionalGeneration"
     assert result["num_nextn_predict_layers"] is None
+
+
+def test_a_two_layer_head_tells_the_patch_from_upstreams_narrower_fix(release, tmp_path):
+    config = json.loads((CONFIG_DIR / "config.json").read_text())
+    config["text_config"]["mtp_num_hidden_layers"] = 2
+    two_layers = tmp_path / "two-layer-mtp"
+    two_layers.mkdir()
+    (two_layers / "config.json").write_text(json.dumps(config))
+
+    patched = release("0.5.17", whole=True)
+    assert run("apply", "--site-packages", patched, "--only", "mtp-layer-detection").exit_code == 0
+    said = run_probe(patched, HERE / "probe_mtp_layers.py", str(two_layers))
+    assert (said["num_nextn_predict_layers"], said["draft_num_layers"]) == (2, 2)
+
+    upstream = release("0.5.23", whole=True)
+    said = run_probe(upstream, HERE / "probe_mtp_layers.py", str(two_layers))
+    assert (said["num_nextn_predict_layers"], said["draft_num_layers"]) == (1, 1)  # the checkpoint says 2
+    verdict = {p["id"]: p for p in run("status", "--site-packages", upstream, "--json").json()["patches"]}
+    assert verdict["mtp-layer-detection"]["state"] == "upstream-fixed"
+    assert verdict["mtp-layer-detection"]["detail"].startswith("upstream's fix is narrower than this patch")

@@ -52,6 +52,21 @@ def test_matrix_reads_wheels_and_caches_verdicts(wheels_home, monkeypatch):
     assert warm.stdout == cold.stdout
 
 
+def test_matrix_and_list_say_where_upstreams_fix_is_narrower(wheels_home):
+    # mtp-layer-detection: upstream (0.5.18+) sets the draft depth to 1, the patch reads it.
+    table = run("matrix", "--from", VERSIONS[0], "--to", VERSIONS[-1], "--json").json()
+    details = {row["id"]: row["details"] for row in table["patches"]}
+    narrower = details.pop("mtp-layer-detection")
+    assert sorted(narrower) == ["0.5.18", "0.5.19"] and not any(details.values())
+    assert all(text.startswith("upstream's fix is narrower than this patch: ") for text in narrower.values())
+    text = run("matrix", "--from", VERSIONS[0], "--to", VERSIONS[-1]).stdout
+    assert "upstream-fixed* " in text and f"* mtp-layer-detection (0.5.18-0.5.19): {narrower['0.5.18']}" in text
+    listed = {row["id"]: row for row in run("list", "--json").json()["patches"]}
+    assert narrower["0.5.18"].endswith(listed["mtp-layer-detection"]["upstream_narrower"])
+    # Declared by two patches; symm-mem-kill-switch's narrower fix (sglang#40485) is in no release yet.
+    assert [pid for pid, row in listed.items() if row["upstream_narrower"]] == ["mtp-layer-detection", "symm-mem-kill-switch"]
+
+
 class _Altered:
     """A release whose one file has other bytes than the release's."""
 

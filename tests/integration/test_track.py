@@ -36,6 +36,21 @@ def test_mtp_upstream_fixed_between_0_5_17_and_0_5_19(cached_home):
     assert mtp["drop_when"] and mtp["upstream"]
 
 
+def test_a_drop_condition_waiting_on_a_merged_but_unreleased_change_says_so(cached_home):
+    # symm-mem-kill-switch waits on sglang#40485 (open) and names sglang#36110, merged upstream
+    # but in no release up to 0.5.23: track says it is not in the release, so the patch stays.
+    report = run("track", "--from", "0.5.22", "--to", "0.5.23", "--json").json()
+    symm = by_id(report)["symm-mem-kill-switch"]
+    waits = {change["ref"]: change for change in symm["waits_on"]}
+    assert waits["sgl-project/sglang#36110"]["state"] == "merged" and not waits["sgl-project/sglang#36110"]["in_to"]
+    assert waits["sgl-project/sglang#40485"]["state"] == "open" and not waits["sgl-project/sglang#40485"]["in_to"]
+    assert symm["to"]["state"] == "applies"
+    assert all(row["waits_on"] == [] for pid, row in by_id(report).items() if pid != "symm-mem-kill-switch")
+    text = run("track", "--from", "0.5.22", "--to", "0.5.23").stdout
+    assert "sgl-project/sglang#36110 (merged upstream when looked up on " in text
+    assert "is not in 0.5.23 yet, so the drop condition is not met" in text
+
+
 def test_mamba_applies_at_two_file_paths(cached_home):
     report = run("track", "--from", "0.5.19", "--to", "0.5.20", "--json").json()
     mamba = by_id(report)["mamba-slot-graceful"]
@@ -66,7 +81,8 @@ def test_matrix_json(cached_home):
         "0.5.17": "applies", "0.5.18": "upstream-fixed", "0.5.19": "upstream-fixed",
     }
     markdown = run("matrix", "--from", "0.5.17", "--to", "0.5.19", "--markdown").stdout
-    assert "| `mtp-layer-detection` | applies | upstream-fixed | upstream-fixed |" in markdown
+    assert "| `mtp-layer-detection` | applies | upstream-fixed* | upstream-fixed* |" in markdown  # upstream's fix narrower
+    assert "\n* mtp-layer-detection (0.5.18-0.5.19): upstream's fix is narrower than this patch: " in markdown
 
 
 @pytest.fixture(scope="module")

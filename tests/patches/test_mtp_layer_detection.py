@@ -4,6 +4,7 @@ import pytest
 
 from patchkit.base.errors import AnchorError
 from patchkit.authoring.patch import SkipPatch
+from patchkit.patch import upstream_narrower_note
 from patchkit.patches.mtp_layer_detection import MtpLayerDetection
 from testing.patch_test import PatchTest
 
@@ -73,6 +74,20 @@ class TestMtpLayerDetection(PatchTest):
 
     def test_upstream_fix_recognised(self):
         assert MtpLayerDetection().is_fixed_upstream(self.PATH, self.parse(UPSTREAM_FIXED))
+
+    def test_upstream_fix_that_sets_the_depth_to_1_is_narrower_and_says_so(self):
+        # status/matrix: the verdict stays upstream-fixed, its detail names what upstream leaves out.
+        patch = MtpLayerDetection()
+        assert patch.is_upstream_narrower(self.PATH, self.parse(UPSTREAM_FIXED))
+        assert patch.notes(self.PATH, self.parse(UPSTREAM_FIXED)) == [upstream_narrower_note(patch.UPSTREAM_NARROWER)]
+        verdict, _ = self.engine_run(UPSTREAM_FIXED)
+        assert verdict == "upstream-fixed"
+        # Upstream reading the checkpoint's depth instead: a fix as wide as the patch, nothing said.
+        reads = UPSTREAM_FIXED.replace("            self.hf_text_config.num_nextn_predict_layers = 1\n",
+                                       '            self.hf_text_config.num_nextn_predict_layers = getattr(\n'
+                                       '                self.hf_text_config, "mtp_num_hidden_layers", 1)\n')
+        assert patch.is_fixed_upstream(self.PATH, self.parse(reads))
+        assert not patch.is_upstream_narrower(self.PATH, self.parse(reads)) and patch.notes(self.PATH, self.parse(reads)) == []
 
     def test_upstream_fallback_of_its_own_recognised(self):
         tree = self.parse(BEFORE.replace(

@@ -65,11 +65,26 @@ class TestKillSwitchInMultimemAllGather(PatchTest):
         with pytest.raises(AnchorError, match="anchor not found"):
             SymmMemKillSwitch().transform(self.PATH, self.parse("import torch\n"))
 
-    def test_upstream_switch_recognised(self):
-        fixed = AG_BEFORE + '\nif os.environ.get("SGLANG_DISABLE_MULTIMEM_AG"):\n    pass\n'
-        assert SymmMemKillSwitch().is_fixed_upstream(self.PATH, self.parse(fixed))
-        via_envs = AG_BEFORE + "\nif envs.SGLANG_DISABLE_MULTIMEM_AG.get():\n    pass\n"
-        assert SymmMemKillSwitch().is_fixed_upstream(self.PATH, self.parse(via_envs))
+    def test_a_switch_set_by_hand_is_no_upstream_fix(self):
+        # sglang#36110: off by default, the crash stays until a user sets it; the patch still applies.
+        for switch in ('\nif os.environ.get("SGLANG_DISABLE_MULTIMEM_AG"):\n    pass\n',
+                       "\nif envs.SGLANG_DISABLE_MULTIMEM_AG.get():\n    pass\n"):
+            tree = self.parse(AG_BEFORE + switch)
+            assert not SymmMemKillSwitch().is_fixed_upstream(self.PATH, tree)
+            assert self.engine_run(AG_BEFORE + switch)[0] == "pending"
+            (change,) = [c for c in SymmMemKillSwitch.DROP_WAITS_ON if c.ref.endswith("#36110")]
+            assert change.found(lambda rel: (AG_BEFORE + switch).encode() if rel == self.PATH else None)
+
+    def test_upstream_peer_access_check_is_a_narrower_fix(self):
+        # sglang#40485's shape: the all-gatherer asks the driver for peer access itself.
+        fixed = AG_BEFORE + ("\ndef _local_gpus_have_peer_access():\n    return all(torch.cuda.can_device_access_peer(a, b)"
+                             " for a in range(2) for b in range(2) if a != b)\n")
+        patch = SymmMemKillSwitch()
+        assert patch.is_fixed_upstream(self.PATH, self.parse(fixed)) and patch.is_upstream_narrower(self.PATH, self.parse(fixed))
+        assert self.engine_run(fixed)[0] == "upstream-fixed"
+        (change,) = [c for c in SymmMemKillSwitch.DROP_WAITS_ON if c.ref.endswith("#40485")]
+        assert change.found(lambda rel: fixed.encode() if rel == self.PATH else None)
+        assert not change.found(lambda rel: AG_BEFORE.encode() if rel == self.PATH else None)
 
 
 class TestGuardOnEnableTorchSymmMem(PatchTest):
