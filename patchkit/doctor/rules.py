@@ -393,11 +393,11 @@ def spec_extra_buffer(ctx: Context) -> Iterator[Finding]:
     if (ctx.launch.get("disable_overlap_schedule", False) or (ctx.launch.int_value("pp_size") or 1) > 1
             or str(ctx.launch.get("disaggregation_mode", "null")) != "null" or not _lazy_buffer_runs_with_drafts(ctx)):
         return
-    yield Finding("spec-extra-buffer", "warning",
-                  f"the extra_buffer mamba strategy with speculative decoding ({ctx.algo}): once the radix cache "
-                  f"evicts, the accept length can fall to 1.00 and stay there until a restart (sglang#36537: 92% of "
-                  f"samples at KV usage >= 0.6; none with extra_buffer_lazy)",
-                  f"{ctx.flag(dest, '--mamba-radix-cache-strategy')} extra_buffer_lazy")
+    yield Finding.proposing("spec-extra-buffer", "warning",
+                            f"the extra_buffer mamba strategy with speculative decoding ({ctx.algo}): once the radix cache "
+                            f"evicts, the accept length can fall to 1.00 and stay there until a restart (sglang#36537: 92% "
+                            f"of samples at KV usage >= 0.6; none with extra_buffer_lazy)",
+                            ctx.set(dest, "--mamba-radix-cache-strategy", "extra_buffer_lazy"))
 
 
 def _backends(ctx: Context, *dests: str) -> set[str]:
@@ -469,6 +469,23 @@ CAPABILITY_RULES = {rule.rule: rule for rule in (
         alternative=lambda ctx: Fix(args=tuple(a for d in _ATTENTION if ctx.launch.get(d) == "fa3"
                                                for a in (ctx.flag(d, "--" + d.replace("_", "-")), "triton")))),
 )}
+
+
+# The FP4 KV cache recipes a GPU below SM 10.0 runs without native FP4 (nvfp4 is refused there
+# by the release itself from 0.5.18).
+_FP4_KV = ("fp4_e2m1", "fp4_mx_block16")
+
+
+def fp4_kv_below_sm100(ctx: Context) -> Iterator[Finding]:
+    """An FP4 KV cache on a GPU without native FP4: it runs, every decode step dequantizing it."""
+    kv, sm = str(ctx.launch.get("kv_cache_dtype", "auto")), ctx.gpu.sm
+    if kv not in _FP4_KV or sm is None or sm >= (10, 0):
+        return
+    yield Finding.proposing("fp4-kv-below-sm100", "warning",
+                            f"--kv-cache-dtype {kv} on SM {sm[0]}.{sm[1]}: below SM 10.0 there is no native FP4, so every "
+                            f"decode step dequantizes the KV cache (FP4 KV decode measured at 4.4-5.4x the cost of FP8 KV "
+                            f"on SM 8.0, flashinfer#4746); it halves the KV bytes of FP8 at that price",
+                            ctx.set("kv_cache_dtype", "--kv-cache-dtype", "fp8_e5m2"))
 
 
 def fp8_triton_sm89(ctx: Context) -> Iterator[Finding]:
@@ -669,6 +686,7 @@ RULES: dict[str, Rule] = {
     "no-buffer-overlap": no_buffer_overlap,
     "spec-extra-buffer": spec_extra_buffer,
     "fp8-triton-sm89": fp8_triton_sm89,
+    "fp4-kv-below-sm100": fp4_kv_below_sm100,
     "cutedsl-decode-sm90": CAPABILITY_RULES["cutedsl-decode-sm90"],
     "flashinfer-gdn-sm90": CAPABILITY_RULES["flashinfer-gdn-sm90"],
     "fa3-sm90": CAPABILITY_RULES["fa3-sm90"],

@@ -13,6 +13,7 @@ import pytest
 
 from testing.behaviour import run_probe
 from testing.cli import run, states
+from testing.releases import pristine
 
 pytestmark = pytest.mark.behaviour
 
@@ -24,16 +25,17 @@ UNCHANGED = ("no_draft", "pd_prefill", "no_overlap_paged", "pipeline_stages", "e
 
 @pytest.mark.parametrize("version", [f"0.5.{minor}" for minor in range(15, 24)])
 def test_auto_under_speculative_decoding(release, version, monkeypatch):
-    site = release(version, whole=True)
-    before = run_probe(site, PROBE)
-    assert before["module"].startswith(str(site))
+    untouched = pristine(version)  # read only: a copy is made where the patch is applied
+    before = run_probe(untouched, PROBE)
+    assert before["module"].startswith(str(untouched))
     for case in SPECULATIVE:
         assert before[case] == {"strategy": "extra_buffer", "validator": "accepted"}  # the defect's setting
     refused = [draft for draft in ("nextn", "dflash") if before[f"lazy_with_{draft}"] != "accepted"]
     if refused:  # the release cannot run the lazy buffer with some draft: nothing to do here
-        assert states(site)[ID] == "not-applicable"
+        assert states(untouched)[ID] == "not-applicable"
         return
 
+    site = release(version, whole=True)
     assert run("apply", "--site-packages", site, "--only", ID).exit_code == 0
     after = run_probe(site, PROBE)
     for case in SPECULATIVE:

@@ -183,6 +183,14 @@ def test_spec_mamba_lazy_buffer_applied_counts_the_lazy_slots(model):
         run("0.5.20", [*argv, "--disable-overlap-schedule"]).budget.slots_per_request
 
 
+def test_fp4_kv_below_sm100(model):
+    argv = base(model, "--kv-cache-dtype", "fp4_mx_block16")
+    f = fires("0.5.20", argv, "fp4-kv-below-sm100", sm="8.6")
+    assert f.level == "warning" and "SM 8.6" in f.message and f.fix == "--kv-cache-dtype fp8_e5m2"
+    silent("0.5.20", argv, "fp4-kv-below-sm100", sm="10.0")
+    silent("0.5.20", base(model, "--kv-cache-dtype", "fp8_e5m2"), "fp4-kv-below-sm100", sm="8.6")
+
+
 def test_fp8_triton_sm89(model):
     argv = base(model, "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "triton")
     fires("0.5.20", argv, "fp8-triton-sm89", sm="8.9")
