@@ -7,7 +7,7 @@ import os
 import sys
 
 from patchkit import __version__
-from patchkit.base.constants import ENV_HOME
+from patchkit.base.home import home
 
 # How many crash logs are kept; older ones are removed when a new one is written.
 KEEP_LOGS = 20
@@ -24,8 +24,7 @@ def note_sglang_version(version: str | None) -> None:
 
 
 def log_dir() -> str:
-    home = os.environ.get(ENV_HOME) or os.path.join(os.path.expanduser("~"), ".cache", "patchkit")
-    return os.path.join(home, "logs")
+    return str(home() / "logs")
 
 
 def header() -> str:

@@ -16,12 +16,11 @@ from __future__ import annotations
 import ast
 import functools
 import json
-import os
 import re
 from pathlib import Path
 
 from patchkit.engine import registry
-from patchkit.base.constants import ENV_HOME
+from patchkit.base.home import home
 from patchkit.base.errors import PatchkitError
 from patchkit.base.util import atomic_write, read_regular, sha256
 
@@ -169,7 +168,7 @@ def _read(path: Path) -> bytes:
 
 
 def _cache_path() -> Path:
-    return Path(os.environ.get(ENV_HOME) or Path.home() / ".cache" / "patchkit") / CACHE_FILE
+    return home() / CACHE_FILE
 
 
 @functools.lru_cache(maxsize=None)

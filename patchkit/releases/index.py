@@ -14,6 +14,7 @@ import time
 from packaging.version import InvalidVersion, Version
 
 from patchkit.base.constants import PACKAGE
+from patchkit.base.home import home
 from patchkit.releases import pristine
 
 KEPT_FOR = 24 * 3600.0  # seconds: a new release is heard of the next day at the latest
@@ -60,7 +61,7 @@ def _known() -> list[str]:
 
 def versions() -> list[str]:
     """Every release of the index, oldest first (post releases included)."""
-    path = pristine.home() / _FILE
+    path = home() / _FILE
     try:
         with open(path, "rb") as handle:
             saved = json.loads(handle.read(_LIMIT))

@@ -16,7 +16,8 @@ from typing import Callable, Iterator
 
 from packaging.version import InvalidVersion, Version
 
-from patchkit.base.constants import ENV_HOME, PACKAGE
+from patchkit.base.constants import PACKAGE
+from patchkit.base.home import home
 from patchkit.base.errors import FetchError, PatchkitError
 from patchkit.base.util import dies_with_parent, run
 
@@ -28,10 +29,6 @@ Progress = Callable[[str], None]
 
 def quiet(line: str) -> None:
     pass
-
-
-def home() -> Path:
-    return Path(os.environ.get(ENV_HOME) or Path.home() / ".cache" / "patchkit")
 
 
 def wheel_cache() -> Path:
