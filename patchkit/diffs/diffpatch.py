@@ -634,6 +634,9 @@ class DiffPatch(Patch):
     and reverts those like any target; the diff stays one change over all of them."""
 
     DIFF: ClassVar[DiffPatchFile]
+    # {path: its section}: the engine asks per file, so a lookup is not a scan of every section
+    # (a scan made `status` of a 16,000-section diff quadratic).
+    FILES: ClassVar[dict[str, FileDiff]] = {}
     SOURCE: ClassVar[Path]
     NOTES: ClassVar[tuple[str, ...]] = ()
     # {id of a loaded diff it is stacked on: the files} (told from the index hashes, `stacks`).
@@ -677,15 +680,15 @@ class DiffPatch(Patch):
             self._elsewhere = finder(lambda: [rel for rel in python_files() if rel not in self.TARGETS], read)
 
     def _file(self, path: str) -> FileDiff:
-        return next(f for f in self.DIFF.files if f.path == path)
+        return self.FILES[path]
 
     def _own(self, path: str) -> bool:
-        return any(f.path == path for f in self.DIFF.files)
+        return path in self.FILES
 
     def file_change(self, path: str) -> str | None:
         """CREATED or DELETED for a file the diff creates or deletes (the engine writes or removes
         it whole), else None."""
-        file = next((f for f in self.DIFF.files if f.path == path), None)
+        file = self.FILES.get(path)
         if file is None:
             return None
         return CREATED if file.old_path is None else DELETED if file.new_path is None else None
@@ -835,11 +838,11 @@ def patch_class(path: Path, origin: str, diff: DiffPatchFile | None = None) -> t
         except OSError as exc:
             raise PlanError(f"cannot read {path}: {exc.strerror}") from None
         diff = load(data, str(path))
-    targets = tuple(dict.fromkeys(f.path for f in diff.files))
+    files = {f.path: f for f in diff.files}  # one section per file (unidiff.parse refuses two)
     attrs: dict[str, Any] = {
         "ID": diff.id, "TITLE": diff.title, "RATIONALE": diff.rationale, "UPSTREAM": diff.upstream,
-        "APPLIES_TO": diff.applies_to, "TARGETS": targets, "STACK_AFTER": diff.after,
-        "DIFF": diff, "SOURCE": path, "NOTES": diff.notes, "__module__": __name__,
+        "APPLIES_TO": diff.applies_to, "TARGETS": tuple(files), "STACK_AFTER": diff.after,
+        "DIFF": diff, "FILES": files, "SOURCE": path, "NOTES": diff.notes, "__module__": __name__,
     }
     name = "Diff_" + diff.id.replace("-", "_")
     return type(name, (DiffPatch,), attrs)
