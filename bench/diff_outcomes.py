@@ -20,7 +20,8 @@ With `--field POST` (0.5.15.post1, 0.5.12.post1) the diff is the field's (testin
 `--stacked`: the diff stacked on it, `--cuh`: the .cuh of sglang/jit_kernel/), the post releases
 are rows too, and per file patchkit and `git apply --3way` are compared: files each leaves clean
 (patchkit: written or already there, no conflict; git: "Applied patch ... cleanly"), files clean in
-both with identical bytes, and files git merges cleanly that patchkit calls a conflict.
+both with identical bytes (a file clean in both with other bytes is named), and files git merges
+cleanly that patchkit calls a conflict (named).
 Prints one table; the numbers are reproducible from the releases alone.
 """
 
@@ -152,10 +153,13 @@ def field_table(args: argparse.Namespace) -> None:
         theirs = git_3way_files(field.before, target, field.text, "python/")
         same = sum(1 for rel, data in theirs.items() if rel in mine and mine[rel] == data)
         worse = sorted(rel for rel in theirs if rel not in mine)
+        other = sorted(rel for rel, data in theirs.items() if rel in mine and mine[rel] != data)
         counts = resolution.counts()
+        said = [f"git clean, patchkit conflict: {', '.join(worse)}"] if worse else []
+        said += [f"both clean, other bytes: {', '.join(other)}"] if other else []
         print(f"{version:<13} {len(mine):>4}/{len(files):<3} {len(theirs):>5}/{len(files):<3} {same:>16} "
               f"{len(worse):>20} | {counts['transplanted']:>6} {counts['merged']:>6} {counts['moved']:>5} "
-              f"{counts['upstream']:>5} {counts['conflict']:>5}" + (f"  ({', '.join(worse)})" if worse else ""),
+              f"{counts['upstream']:>5} {counts['conflict']:>5}" + (f"  ({'; '.join(said)})" if said else ""),
               flush=True)
 
 

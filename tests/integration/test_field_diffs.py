@@ -56,32 +56,58 @@ def test_on_a_fresh_home_the_post_release_base_is_named_fetched_and_shown(tmp_pa
     assert row["made_for"] == [{"version": "0.5.15.post1", "matched": 30, "total": 30}]
 
 
+# Where git's 3-way merge is "clean" with other bytes than patchkit's: git writes a change the
+# release already has a second time (the field's 0.5.12.post1 diff adds ResponseReasoningParam.summary
+# and RESPONSE_TOOL_TYPES, which 0.5.16 and 0.5.17 hold beside changed lines: git's file has both
+# twice); patchkit finds every unit upstream and leaves the release's bytes.
+GIT_DUPLICATES = {("0.5.12.post1", "0.5.16"): {"sglang/srt/entrypoints/openai/protocol.py": b"RESPONSE_TOOL_TYPES = Literal["},
+                  ("0.5.12.post1", "0.5.17"): {"sglang/srt/entrypoints/openai/protocol.py": b"RESPONSE_TOOL_TYPES = Literal["}}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("version", ["0.5.16", "0.5.20"])
-def test_never_worse_than_git_apply_3way(version):
-    """Per file, on a repository made from the diff's base (its pre-image blobs) with the release's
-    files committed on top: every file `git apply --3way` applies cleanly is clean for patchkit too,
-    with the same bytes. On 0.5.20 the unit-level merge conflicted in xgrammar_backend.py and
-    communication_op.py, which git merges: the whole-file 3-way merge takes them (red without it)."""
+@pytest.mark.parametrize("post", ["0.5.15.post1", "0.5.12.post1"])
+def test_never_worse_than_git_apply_3way(post):
+    """Per file, on every release 0.5.10-0.5.23 and the post releases, on a repository made from the
+    diff's base (its pre-image blobs) with the release's files committed on top: every file
+    `git apply --3way` applies cleanly is clean for patchkit too (issue 29 item 6: 0 such files),
+    with the same bytes but where git writes a change twice (GIT_DUPLICATES). On 0.5.20 the
+    unit-level merge conflicted in xgrammar_backend.py and communication_op.py, which git merges:
+    the whole-file 3-way merge takes them (red without it)."""
     from patchkit.diffs import diffpatch, unidiff
     from patchkit.releases.pristine import WheelSource
     from testing.diffs import git_3way_files
+    from testing.field_diffs import releases_after
     from testing.releases import HOME
 
+    field = field_diff(post)
+    diff = unidiff.parse(field.text, field.name)
+    worse, other = {}, {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATCHKIT_HOME", str(HOME))
-        field = field_diff("0.5.15.post1")
-        source = WheelSource(version)
-        resolution = diffpatch.resolve(unidiff.parse(field.text, field.name), source.read,
-                                       python_files=source.python_files)
-        mine = {f.rel: f.after for f in resolution.files if f.how != diffpatch.ABSENT and not f.conflicts}
-        theirs = git_3way_files(field.before, {rel: source.read(rel) for rel in field.after}, field.text, "python/")
-    assert theirs and not [rel for rel in theirs if rel not in mine]
-    assert {rel: mine[rel] for rel in theirs} == theirs
-    if version == "0.5.20":
-        whole = {f.rel for f in resolution.files for u in f.units if u.detail.startswith("merged with the whole file")}
-        assert whole == {"sglang/srt/constrained/xgrammar_backend.py", "sglang/srt/distributed/communication_op.py"}
-        assert whole <= set(mine) and not whole & set(theirs)
+        for version in releases_after(post):
+            source = WheelSource(version)
+            resolution = diffpatch.resolve(diff, source.read, python_files=source.python_files,
+                                           package_files=source.package_files)
+            mine = {f.rel: f.after for f in resolution.files if f.how != diffpatch.ABSENT and not f.conflicts}
+            theirs = git_3way_files(field.before, {rel: source.read(rel) for rel in field.after}, field.text, "python/")
+            assert theirs, version
+            if missing := sorted(rel for rel in theirs if rel not in mine):
+                worse[version] = missing
+            for rel in theirs:
+                if rel in mine and mine[rel] != theirs[rel]:
+                    other[(post, version)] = {**other.get((post, version), {}), rel: theirs[rel]}
+                    assert mine[rel] == source.read(rel)  # patchkit: every unit upstream
+            if post == "0.5.15.post1" and version == "0.5.20":
+                whole = {f.rel for f in resolution.files for u in f.units
+                         if u.detail.startswith("merged with the whole file")}
+                assert whole == {"sglang/srt/constrained/xgrammar_backend.py", "sglang/srt/distributed/communication_op.py"}
+                assert whole <= set(mine) and not whole & set(theirs)
+    assert not worse, worse
+    assert {key: set(files) for key, files in other.items()} == {
+        key: set(files) for key, files in GIT_DUPLICATES.items() if key[0] == post}
+    for key, files in other.items():
+        for rel, data in files.items():
+            assert data.count(GIT_DUPLICATES[key][rel]) == 2, (key, rel)
 
 
 def _take_the_patch_side(text: bytes) -> bytes:
