@@ -127,3 +127,13 @@ def releases_after(post: str) -> list[str]:
     """The releases 0.5.10-0.5.23 a field diff is rebased onto, with the post releases the tests fetch."""
     finals = [f"0.5.{minor}" for minor in range(10, 24)]
     return sorted([*finals, *NEXT], key=Version)
+
+
+def take_the_patch_side(text: bytes) -> bytes:
+    """A user's resolution of every block (docs/diffs.md's tree route): a unit's merge conflict takes
+    the patch's side; a block for a change that found no place (its release side names where it was
+    looked for) goes."""
+    import re
+
+    text = re.sub(rb"<<<<<<< release: [^\n]*\n=======\n.*?>>>>>>> patch[^\n]*\n", b"", text, flags=re.S)
+    return re.sub(rb"<<<<<<< release\n.*?=======\n(.*?)>>>>>>> patch\n", rb"\1", text, flags=re.S)

@@ -213,6 +213,37 @@ def list_command(as_json) -> None:
 
 
 @main.command()
+@click.option("--to", "to", metavar="V", help="The release to move the patch set to.")
+@click.option("--from", "first", metavar="V0", help="The release the patches are for now (default: the tree's "
+              "release, from its state file or installed version; else the release the loaded diffs were made for).")
+@click.option("-o", "--output", "out", metavar="DIR", help="Where the re-made diffs, the conflict trees and "
+              "REPORT.md go (default: ./patchkit-bump-V; a new or empty folder).")
+@click.option("--launch", "launches", multiple=True, metavar="\"ARGS\"", help="A sglang.launch_server line to "
+              "check with doctor on V0 and on V, side by side (repeatable).")
+@click.option("--continue", "resume", metavar="DIR", help="Complete a bump once the conflict blocks in DIR are "
+              "resolved: re-check them against V, write the set and the report.")
+@click.option("--latest", is_flag=True, help="V: the newest release on the package index.")
+@targeting
+@click.option("--gpus", type=int, metavar="N", help="For --launch: GPUs on the machine (default: nvidia-smi).")
+@click.option("--gpu-memory", type=float, metavar="GIB", help="For --launch: total memory per GPU.")
+@click.option("--gpu-free", type=float, metavar="GIB", help="For --launch: free memory per GPU at weight load.")
+@click.option("--sm", metavar="MAJOR.MINOR", help="For --launch: compute capability.")
+@click.option("--json", "fmt", flag_value="json", help="The report as JSON (for CI).")
+@click.option("--markdown", "fmt", flag_value="markdown", help="The report as Markdown (REPORT.md) on stdout.")
+def bump(to, first, out, launches, resume, latest, site_packages, source, python, gpus, gpu_memory, gpu_free, sm,
+         fmt) -> None:
+    """Move every patch in force to release V: each one's verdict on V0 and V, the diffs re-made
+    for V into DIR, conflicts to resolve there, launch lines checked on both, REPORT.md. Never
+    writes the tree or its state."""
+    from patchkit.commands.bump import bump as run
+    from patchkit.doctor.gpu import Overrides
+
+    overrides = Overrides(gpus=gpus, gpu_memory=gpu_memory, gpu_free=gpu_free, sm=sm)
+    _exit(lambda: run(to, first, out, launches, fmt or "text", resume, latest, site_packages, source, python,
+                      overrides))
+
+
+@main.command()
 @click.argument("patch_id", metavar="ID")
 @click.option("--target", "target", required=True, metavar="FILE", help="The file it edits, e.g. sglang/srt/managers/scheduler.py.")
 @click.option("--class", "cls", default="TODO", show_default=True, metavar="NAME", help="The class it edits.")

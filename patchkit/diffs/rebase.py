@@ -145,7 +145,6 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
     upstream: dict[str, str] = {}
     for pid in stacks.ordered(diffs):
         written: dict[str, bytes] = {}  # the rebased lower diffs' files, clean ones only
-        post: dict[str, bytes] = {}  # the lower diffs' own post-images
         notes: list[str] = []
         for lower in under.get(pid, {}):
             if lower not in done:
@@ -157,16 +156,10 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
                 elif change.rel in conflicted:
                     notes.append(f"{change.rel}: {lower} conflicts there on SGLang {to}; {pid} is rebased on the "
                                  f"release's file (rebase it again once {lower} is resolved)")
-            for file in diffs[lower].files:
-                pre = release_blobs.pre_image(file)
-                patched = None if pre is None else diffpatch.apply_hunks(pre, file.hunks)
-                if patched is not None:
-                    post[file.path] = patched
+        base_of = stacked_base([diffs[lower] for lower in under.get(pid, {}) if lower in done])
+
         def read_on(rel: str, written: dict[str, bytes] = written) -> bytes | None:
             return written[rel] if rel in written else read(rel)
-
-        def base_of(file: FileDiff, post: dict[str, bytes] = post) -> bytes | None:
-            return post.get(file.path) or release_blobs.pre_image(file)
 
         label = ", ".join(f"{lower}'s post-image" for lower in under.get(pid, {})) or None
         try:
@@ -178,3 +171,20 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
             continue
         done[pid] = replace(made, notes=(*made.notes, *notes))
     return [(pid, done.get(pid) or upstream[pid]) for pid in stacks.ordered(diffs)]
+
+
+def stacked_base(lowers: list[DiffPatchFile]) -> Callable[[FileDiff], bytes | None]:
+    """The pre-image of a file of a diff made on top of `lowers`: their own post-image of it (their
+    pre-image from the cached release, their hunks applied), else a cached release's file by its hash."""
+    post: dict[str, bytes] = {}
+    for lower in lowers:
+        for file in lower.files:
+            pre = release_blobs.pre_image(file)
+            patched = None if pre is None else diffpatch.apply_hunks(pre, file.hunks)
+            if patched is not None:
+                post[file.path] = patched
+
+    def base_of(file: FileDiff) -> bytes | None:
+        return post.get(file.path) or release_blobs.pre_image(file)
+
+    return base_of

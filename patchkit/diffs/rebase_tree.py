@@ -43,19 +43,22 @@ def write_tree(made: Rebased, data: bytes, folder: Path) -> list[str]:
     `folder` must be empty or not exist (nothing of the user's is overwritten)."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UsageError(f"--tree {folder}: not an empty folder; name a new one (nothing of yours is overwritten)")
-    written = []
-    for change in made.changes:
-        if change.after is None:
-            continue  # a file the diff deletes: nothing to edit
-        path = folder / change.rel
+    files = tree_files(made, data)
+    for rel, content in files.items():
+        path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, change.after, 0o644)
-        written.append(change.rel)
+        atomic_write(path, content, 0o644)
+    return [rel for rel in files if rel != RECORD]
+
+
+def tree_files(made: Rebased, data: bytes) -> dict[str, bytes]:
+    """The tree in memory: {path in the folder: bytes}, V's file of each section (a file the diff
+    deletes: nothing to edit) and the record (`data`: the input diff, whose header it keeps)."""
+    files = {change.rel: change.after for change in made.changes if change.after is not None}
     record = {"schema": SCHEMA, "id": made.diff.id, "name": made.diff.name, "to": made.to,
               "prefix": made.diff.prefix, "header": base64.b64encode(data[:_header_end(data)]).decode(),
               "files": {c.rel: c.before is not None for c in made.changes}}
-    atomic_write(folder / RECORD, json.dumps(record, indent=1).encode(), 0o644)
-    return written
+    return {**files, RECORD: json.dumps(record, indent=1).encode()}
 
 
 def _header_end(data: bytes) -> int:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 # The commands that work on one SGLang, and those of them that also take `--target`; kept in step
 # with the click commands by tests/unit/test_next_commands.py.
-NAMES_A_TREE = frozenset({"apply", "status", "revert", "diff", "clean", "verify", "capture", "doctor"})
+NAMES_A_TREE = frozenset({"apply", "status", "revert", "diff", "clean", "verify", "capture", "doctor", "bump"})
 TAKES_TARGET = frozenset({"apply", "status", "revert", "diff"})
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from testing.checkout import wheel_home
 from testing.cli import run
-from testing.field_diffs import field_diff
+from testing.field_diffs import field_diff, take_the_patch_side
 
 pytestmark = pytest.mark.integration
 
@@ -110,15 +110,6 @@ def test_never_worse_than_git_apply_3way(post):
             assert data.count(GIT_DUPLICATES[key][rel]) == 2, (key, rel)
 
 
-def _take_the_patch_side(text: bytes) -> bytes:
-    """A user's resolution of every block: a unit's merge conflict takes the patch's side; a block
-    for a change that found no place (its release side names where it was looked for) goes."""
-    import re
-
-    text = re.sub(rb"<<<<<<< release: [^\n]*\n=======\n.*?>>>>>>> patch[^\n]*\n", b"", text, flags=re.S)
-    return re.sub(rb"<<<<<<< release\n.*?=======\n(.*?)>>>>>>> patch\n", rb"\1", text, flags=re.S)
-
-
 @pytest.mark.slow
 def test_conflicts_are_resolved_in_a_tree_and_continue_writes_the_diff(tmp_path, monkeypatch, release):
     """issue 29: the blocks in a .patch span the release's lines as `+` lines and cannot be resolved
@@ -139,7 +130,7 @@ def test_conflicts_are_resolved_in_a_tree_and_continue_writes_the_diff(tmp_path,
     assert refused.exit_code == 1 and ": a conflict block is still there (<<<<<<< release)" in refused.stderr
     assert not (out).exists()
     for rel in report["files"]:
-        (tree / rel).write_bytes(_take_the_patch_side((tree / rel).read_bytes()))
+        (tree / rel).write_bytes(take_the_patch_side((tree / rel).read_bytes()))
     done = run("rebase", "--continue", tree, "-o", out)
     assert done.exit_code == 0, done.stderr
     text = (out).read_text()

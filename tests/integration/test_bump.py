@@ -1,0 +1,184 @@
+"""`patchkit bump` on real releases (issue 30): every patch in force moved to a new release in one
+command, with a verdict each, and nothing in the tree changed by any of it."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from testing.checkout import wheel_home
+from testing.cli import run
+
+pytestmark = pytest.mark.integration
+
+UPSTREAM_FIXED_ON_0_5_23 = {"cpu-offload-tied-params", "eagle3-capture-hook", "mtp-layer-detection"}
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    """sha256 of every file under `root` (and the set of them): what `bump` must leave as it was."""
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.17", "0.5.23"))))
+
+
+def test_the_built_in_set_from_0_5_17_to_0_5_23(home, tmp_path, release):
+    """The tree (0.5.17, patched: its state file says the release) is read, never written: V0 comes
+    from it; three patches are upstream-fixed on 0.5.23, each a drop with its upstream reference
+    and the units of 0.5.23 that hold the patched form; mtp-layer-detection's upstream fix is
+    narrower (the depth hard-coded to 1); the rest carry over; exit 0."""
+    site = release("0.5.17")
+    assert run("apply", "--site-packages", site).exit_code == 0
+    before = tree_hashes(site)
+    out = tmp_path / "bump"
+    done = run("bump", "--to", "0.5.23", "--site-packages", site, "-o", out, "--json")
+    assert done.exit_code == 0, done.stderr
+    report = done.json()
+    assert (report["from"], report["to"], report["complete"]) == ("0.5.17", "0.5.23", True)
+    rows = {row["id"]: row for row in report["patches"]}
+    drops = {pid for pid, row in rows.items() if row["action"] == "drop"}
+    assert drops == UPSTREAM_FIXED_ON_0_5_23 == set(report["drops"])
+    for pid in drops:
+        assert rows[pid]["on_from"] == "applies" and rows[pid]["on_to"] == "upstream-fixed"
+        assert rows[pid]["upstream"] and rows[pid]["evidence"], rows[pid]
+    assert any(e.startswith("sglang/srt/utils/offloader.py:") for e in rows["cpu-offload-tied-params"]["evidence"])
+    assert "sets the MTP depth to 1" in rows["mtp-layer-detection"]["detail"]
+    assert {row["action"] for pid, row in rows.items() if pid not in drops} <= {"carries over"}
+    assert not report["conflicts"]
+    text = (out / "REPORT.md").read_text()
+    assert "| patch | on 0.5.17 | on 0.5.23 | action |" in text
+    assert "| `mtp-layer-detection` | applies | upstream-fixed | drop |" in text
+    assert "narrower than this patch" in text and "## Drops" in text
+    assert run("bump", "--to", "0.5.23", "--from", "0.5.17", "--markdown", "-o", tmp_path / "md").stdout == \
+        (tmp_path / "md" / "REPORT.md").read_text()
+    assert tree_hashes(site) == before  # nothing in the tree (state file included) changed
+
+
+FIELD_ID = "v0-5-15-post1-sglang"
+
+
+def _field_set(folder: Path) -> tuple[Path, Path]:
+    """Two diffs built from real upstream changes: the field's 30-file diff on 0.5.15.post1 and a
+    4-file diff stacked on it (testing.field_diffs)."""
+    from testing.field_diffs import field_diff, stacked_diff
+
+    folder.mkdir()
+    return field_diff("0.5.15.post1").write(folder), stacked_diff("0.5.15.post1").write(folder)
+
+
+@pytest.mark.slow
+def test_two_real_diffs_one_stacked_to_0_5_16(tmp_path, monkeypatch, release):
+    """V0 from the diffs' index hashes (no tree, no --from): 0.5.15.post1; to 0.5.16 the field's diff
+    is rebased unit by unit, the stacked one carries over onto it; both written under their own
+    names, and they apply on 0.5.16 in order."""
+    from testing.checkout import checkout, git
+    from testing.field_diffs import field_diff
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.16"))))
+    lower, upper = _field_set(tmp_path / "set")
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "set", "bump", "--to", "0.5.16", "-o", out, "--json")
+    assert done.exit_code == 0, done.stderr
+    report = done.json()
+    assert report["from"] == "0.5.15.post1"
+    rows = {row["id"]: row for row in report["patches"]}
+    assert rows[FIELD_ID]["action"] == "rebased" and rows[FIELD_ID]["counts"]
+    assert rows[FIELD_ID + "-extra"]["on_from"] == "applies"  # on top of the field's diff
+    assert rows[FIELD_ID + "-extra"]["action"] in ("carries over", "rebased")
+    repo = checkout(release("0.5.16", extra=tuple(field_diff("0.5.15.post1").after)), tmp_path / "repo")
+    for name in (lower.name, upper.name):
+        applied = git(repo, "apply", out / name, check=False)
+        assert applied.returncode == 0, (name, applied.stderr)
+
+
+@pytest.mark.slow
+def test_two_real_diffs_to_0_5_23_conflicts_resolved_in_dir_and_continue(tmp_path, monkeypatch, release):
+    """To 0.5.23 the field's diff conflicts (named `file:Class.method`, a tree to resolve in DIR) and
+    the stacked one waits on it (it conflicts in the files they share): exit 1, nothing of the tree
+    touched. Resolved the way the docs say (each block in DIR/NAME.tree/), `--continue` re-makes the
+    stacked one on top (its own blocks, a second round), then exit 0 with a set that applies on
+    0.5.23 in order and is `pending` there."""
+    from testing.checkout import checkout, git
+    from testing.field_diffs import take_the_patch_side
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.23"))))
+    from testing.releases import copy_minimal
+
+    _field_set(tmp_path / "set")
+    site = copy_minimal("0.5.23", tmp_path / "tree", ())
+    before = tree_hashes(site)
+    out = tmp_path / "bump"
+    made = run("--patches", tmp_path / "set", "bump", "--to", "0.5.23", "--from", "0.5.15.post1",
+               "--site-packages", site, "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    report = made.json()
+    rows = {row["id"]: row for row in report["patches"]}
+    assert rows[FIELD_ID]["action"] == "conflicts" and rows[FIELD_ID]["tree"] == "v0.5.15.post1-sglang.tree"
+    names = {c["name"] for c in rows[FIELD_ID]["conflicts"]}
+    assert "sglang/srt/disaggregation/prefill.py:PrefillBootstrapQueue.__init__" in names
+    assert all(c["name"].startswith("sglang/") and ":" in c["name"] for c in report["conflicts"])
+    assert rows[FIELD_ID + "-extra"]["waits_on"] == [FIELD_ID]
+    assert "## Conflicts" in (out / "REPORT.md").read_text()
+
+    def resolve() -> None:
+        for path in out.glob("*.tree/sglang/**/*.py"):
+            path.write_bytes(take_the_patch_side(path.read_bytes()))
+
+    resolve()
+    second = run("bump", "--continue", out, "--json")
+    assert second.exit_code == 1, second.stderr  # the stacked diff, re-made on top, has blocks of its own
+    rows = {row["id"]: row for row in second.json()["patches"]}
+    assert rows[FIELD_ID]["action"] == "rebased" and rows[FIELD_ID + "-extra"]["tree"]
+    resolve()
+    done = run("bump", "--continue", out, "--json")
+    assert done.exit_code == 0, done.stderr
+    assert done.json()["complete"] and not done.json()["conflicts"]
+    written = [out / "v0.5.15.post1-sglang.patch", out / "v0.5.15.post1-sglang-extra.patch"]
+    files = {rel for path in written for rel in _files_of(path)}
+    fresh = release("0.5.23", extra=tuple(files))
+    repo = checkout(fresh, tmp_path / "repo")
+    for path in written:  # the set applies on 0.5.23, in order
+        applied = git(repo, "apply", path, check=False)
+        assert applied.returncode == 0, (path.name, applied.stderr)
+    states = {p["id"]: p["state"] for p in run("--patches", written[0], "status", "--site-packages", fresh,
+                                                "--json").json()["patches"]}
+    assert states[FIELD_ID] == "pending"
+    assert tree_hashes(site) == before
+
+
+def _files_of(path: Path) -> list[str]:
+    from patchkit.diffs import unidiff
+
+    return [f.path for f in unidiff.parse(path.read_bytes(), path.name).files]
+
+
+@pytest.mark.slow
+def test_a_launch_line_whose_flag_0_5_23_renamed(home, tmp_path):
+    """--cuda-graph-max-bs is a deprecated alias of --cuda-graph-max-bs-decode on 0.5.14-0.5.19 (the
+    line runs on 0.5.17) and gone from 0.5.20 (argparse rejects it): the renamed flag, the error that
+    appears and the note that goes, and the budget on both; the launch does not change the exit code."""
+    from testing.doctor import model_folder
+
+    model = model_folder(tmp_path / "qwen3.8-27b")
+    line = f"--model-path {model} --cuda-graph-max-bs 8 --context-length 65536"
+    done = run("bump", "--from", "0.5.17", "--to", "0.5.23", "-o", tmp_path / "bump", "--gpus", "1",
+               "--gpu-memory", "80", "--gpu-free", "79", "--sm", "9.0", "--launch", line, "--json")
+    assert done.exit_code == 0, done.stderr
+    (launch,) = done.json()["launches"]
+    assert launch["renamed"] == [["--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"]]
+    assert any(text.startswith("error flag-removed: --cuda-graph-max-bs is not a flag of SGLang 0.5.23")
+               for text in launch["appeared"])
+    assert any(text.startswith("info flag-deprecated: --cuda-graph-max-bs") for text in launch["disappeared"])
+    budget = {what: (old, new) for what, old, new in launch["budget"]}
+    assert {"KV tokens", "state slots", "max safe --mem-fraction-static"} <= set(budget)
+    assert all(old != "?" and new != "?" for old, new in budget.values())
+    text = (tmp_path / "bump" / "REPORT.md").read_text()
+    assert "- renamed on 0.5.23: `--cuda-graph-max-bs` -> `--cuda-graph-max-bs-decode`" in text
+    missing = run("bump", "--from", "0.5.17", "--to", "0.5.23", "-o", tmp_path / "none",
+                  "--launch", f"--model-path {tmp_path / 'nothing'}")
+    assert missing.exit_code == 2 and not (tmp_path / "none").exists()

@@ -1,0 +1,57 @@
+"""`patchkit bump`'s usage and unknown-release exits, offline: one error line, nothing written."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from testing.cli import run
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A home whose package index list is fresh (no pip asked): 0.5.17 and 0.5.23."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "index-versions.json").write_text(json.dumps({"at": time.time(), "versions": ["0.5.17", "0.5.23"]}))
+    monkeypatch.setenv("PATCHKIT_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    return home
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "bump needs --to V or --latest"),
+    (("--to", "0.5.23", "--latest"), "bump needs --to V or --latest"),
+    (("--continue", "x", "--to", "0.5.23"), "--continue DIR takes no --to"),
+    (("--to", "banana"), "banana"),
+    (("--to", "0.5.23", "--launch", "--model-path 'x"), "--launch"),
+    (("--to", "0.5.23", "--from", "0.5.23"), "is the release the patches are for already"),
+])
+def test_usage_errors_exit_2_and_write_nothing(home, tmp_path, args, message):
+    result = run("bump", *args)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    assert not list(tmp_path.glob("patchkit-bump-*"))
+
+
+def test_a_folder_holding_other_files_is_not_written_into(home, tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    result = run("bump", "--to", "0.5.23", "--from", "0.5.17", "-o", folder)
+    assert result.exit_code == 2 and "not a new or empty folder" in result.stderr
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]
+
+
+def test_a_release_the_index_does_not_have_exits_3_before_any_download(home, tmp_path):
+    result = run("bump", "--to", "0.5.99", "--from", "0.5.17")
+    assert result.exit_code == 3, result.stderr
+    assert "SGLang 0.5.99 is not on the package index (newest: 0.5.23)" in result.stderr
+    assert not list(tmp_path.glob("patchkit-bump-*")) and not (home / "wheels").exists()
+
+
+def test_continue_on_a_folder_without_a_record_exits_2(home, tmp_path):
+    result = run("bump", "--continue", tmp_path)
+    assert result.exit_code == 2 and ".patchkit-bump.json" in result.stderr
