@@ -40,8 +40,8 @@ class PatchKind(Protocol):
         ...
 
     # --- the patch on one tree ---
-    def bind_package(self, python_files: Callable[[], list[str]], read: Read) -> None:
-        """The package's other files (as the release has them), bound once per tree."""
+    def bind_package(self, package_files: Callable[[], list[str]], read: Read) -> None:
+        """The package's other files (every file of it, as the release has them), bound once per tree."""
         ...
 
     def targets_for(self, read: Read) -> tuple[str, ...]:

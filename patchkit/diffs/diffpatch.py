@@ -351,6 +351,16 @@ def _followed(file: FileDiff, base: Callable[[], bytes | None], elsewhere: Elsew
     return FileResolution(rel, ABSENT, None, after, units, found.notes, found.elsewhere, found.moved)
 
 
+def _uncreatable(file: FileDiff, markers: bool) -> FileResolution:
+    """A file the diff creates in a folder the release does not have, which no other file of the
+    diff says went anywhere: a conflict naming the folder (with `markers`, the section creates it
+    holding the diff's hunk as a block: move it where that package is now)."""
+    folder = file.path.rsplit("/", 1)[0]
+    why = f"the diff creates it in {folder}/, which is not in this release"
+    return FileResolution(file.path, ABSENT, None, absent_blocks(file, why) if markers else None,
+                          (UnitOutcome(file.path, "<file>", CONFLICT, why),))
+
+
 def absent_blocks(file: FileDiff, why: str) -> bytes:
     """Every hunk of a file the release does not have, each as a block (`block`)."""
     return b"".join(block(f"{file.path}: hunk at line {hunk.old_start}: {why}", [_hunk_head(hunk), *hunk.lines],
@@ -557,19 +567,31 @@ def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: b
     if python_files is not None:
         listing = python_files
         elsewhere = finder(lambda: [rel for rel in listing() if rel not in diff_files], read)
+    moves: dict[str, str] = {}  # a file of the diff -> where this release has it (its folder moved)
+    if package_files is not None:
+        for file in diff.files:
+            if file.old_path and file.new_path and read(file.path) is None:
+                moved_to = relocated(file, package_files, read, find_base, diff_files)
+                if moved_to is not None:
+                    moves[file.path] = moved_to
+    folders: set[str] = set()
     files = []
     for file in diff.files:
+        own = file
+        if file.path in moves:
+            file = dataclasses.replace(file, old_path=moves[file.path], new_path=moves[file.path])
+        elif file.old_path is None and package_files is not None and read(file.path) is None:
+            folders = folders or {rel.rsplit("/", 1)[0] for rel in package_files()}
+            if file.path.rsplit("/", 1)[0] not in folders:
+                moved_to = created_destination(file.path, moves, lambda rel: rel.rsplit("/", 1)[0] in folders)
+                if moved_to is None:
+                    files.append(_uncreatable(file, markers))
+                    continue
+                file = dataclasses.replace(file, new_path=moved_to)
         target = read(file.path)
-        moved_to, own = None, file.path
-        if target is None and package_files is not None and file.old_path and file.new_path:
-            moved_to = relocated(file, package_files, read, find_base, diff_files)
-        if moved_to is not None:
-            file = dataclasses.replace(file, old_path=moved_to, new_path=moved_to)
-            target = read(moved_to)
-        found = resolve_file(file, target, _base(file, target, find_base), markers, elsewhere=elsewhere, follow=True)
-        if moved_to is not None:
-            found = dataclasses.replace(found, notes=(*found.notes, f"moved: {moved_to} is where this release has "
-                                        f"{own} (its folder moved)"))
+        found = resolve_file(file, target, _base(own, target, find_base), markers, elsewhere=elsewhere, follow=True)
+        if file.path != own.path:
+            found = dataclasses.replace(found, notes=(*found.notes, _moved_folder(file.path, own.path)))
         files.append(found)
     edits: dict[str, dict[str, bytes]] = {}
     for found in files:
@@ -580,6 +602,31 @@ def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: b
         moved = tuple(u for f in files for u in f.units if u.file == other)
         files.append(FileResolution(other, PER_UNIT, data, _with_units(data, replace), moved))
     return Resolution(tuple(files), diff.notes)
+
+
+def created_destination(rel: str, moves: dict[str, str], can_create: Callable[[str], bool]) -> str | None:
+    """Where a file the diff creates in a folder the release does not have goes: the same place
+    in the folder its package went to with another file of the diff (`moves`: that file's path ->
+    where the release has it, `relocated`). The two paths' common tail (`jit_kernel/csrc/dsa` ->
+    `kernels/jit/csrc/dsa`: `csrc/dsa`) leaves the part that moved (`sglang/jit_kernel` ->
+    `sglang/kernels/jit`). None when no move covers its folder or the new folder is not there."""
+    folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    for old, new in moves.items():
+        old_parts, new_parts = old.split("/")[:-1], new.split("/")[:-1]
+        same = 0
+        while same < min(len(old_parts), len(new_parts)) and old_parts[-1 - same] == new_parts[-1 - same]:
+            same += 1
+        old_root = "/".join(old_parts[:len(old_parts) - same])
+        new_root = "/".join(new_parts[:len(new_parts) - same])
+        if old_root and old_root != new_root and (folder == old_root or folder.startswith(old_root + "/")):
+            candidate = new_root + rel[len(old_root):]
+            if can_create(candidate):
+                return candidate
+    return None
+
+
+def _moved_folder(moved_to: str, own: str) -> str:
+    return f"moved: {moved_to} is where this release has {own} (its folder moved)"
 
 
 SIMILAR = 0.8  # how much of a file's pre-image must be in its namesake for the folder to have moved
@@ -648,7 +695,10 @@ class DiffPatch(Patch):
         self._elsewhere: Elsewhere | None = None
         self._read: Callable[[str], bytes | None] | None = None
         self._folders: set[str] | None = None
-        self._listing: Callable[[], list[str]] | None = None
+        self._package: Callable[[], list[str]] | None = None
+        # {where this tree has a file of the diff whose folder moved: (its section, that section
+        # at the new path)}, from the last targets_for (`relocated`).
+        self._relocated: dict[str, tuple[FileDiff, FileDiff]] = {}
         # {another file: [(own file, unit, pre-image form, patched form)]}, from the last targets_for.
         self._moves: dict[str, list[tuple[str, str, bytes, bytes]]] | None = None
 
@@ -672,34 +722,43 @@ class DiffPatch(Patch):
     def before_change(self, path: str, data: bytes) -> bytes | None:
         return apply_hunks(data, self._file(path).hunks, reverse=True) if self._own(path) else None
 
-    def bind_package(self, python_files: Callable[[], list[str]], read: Callable[[str], bytes | None]) -> None:
+    def bind_package(self, package_files: Callable[[], list[str]], read: Callable[[str], bytes | None]) -> None:
         """The installed package's other files, where a unit absent from its file is looked for
-        (bound once per instance: one View, one tree); `read` gives the release's bytes of a file."""
+        and a file whose folder moved is found (bound once per instance: one View, one tree);
+        `read` gives the release's bytes of a file."""
         if self._elsewhere is None:
-            self._read, self._listing = read, python_files
-            self._elsewhere = finder(lambda: [rel for rel in python_files() if rel not in self.TARGETS], read)
+            listed: list[str] = []
+
+            def python_files() -> list[str]:
+                if not listed:
+                    listed.extend(rel for rel in package_files() if rel.endswith(".py"))
+                return listed
+
+            self._read, self._package = read, package_files
+            self._elsewhere = finder(lambda: [rel for rel in python_files() if rel not in self.FILES], read)
 
     def _file(self, path: str) -> FileDiff:
-        return self.FILES[path]
+        """The section of a file (at the path this tree has it, where its folder moved)."""
+        return self._relocated[path][1] if path in self._relocated else self.FILES[path]
 
     def _own(self, path: str) -> bool:
-        return path in self.FILES
+        return path in self.FILES or path in self._relocated
 
     def file_change(self, path: str) -> str | None:
         """CREATED or DELETED for a file the diff creates or deletes (the engine writes or removes
         it whole), else None."""
-        file = self.FILES.get(path)
-        if file is None:
+        if not self._own(path):
             return None
+        file = self._file(path)
         return CREATED if file.old_path is None else DELETED if file.new_path is None else None
 
     def creatable(self, path: str) -> str | None:
         """Why a file the diff creates cannot be created on this tree (its folder is not in the
         package: patchkit creates no folders), else None."""
-        if self._listing is None or "/" not in path:
+        if self._package is None or "/" not in path:
             return None
         if self._folders is None:
-            self._folders = {rel.rsplit("/", 1)[0] for rel in self._listing()}
+            self._folders = {rel.rsplit("/", 1)[0] for rel in self._package()}
         folder = path.rsplit("/", 1)[0]
         return None if folder in self._folders else f"{path}: the diff creates it in {folder}/, which is not in this release"
 
@@ -709,17 +768,40 @@ class DiffPatch(Patch):
             from patchkit.diffs import release_blobs
 
             file = self._file(path)
-            self._resolved[key] = resolve_file(file, data, _base(file, data, release_blobs.pre_image), count=False,
-                                               elsewhere=self._elsewhere, follow=True)
+            # A moved file's pre-image is the release file at the diff's own path.
+            own = self._relocated[path][0] if path in self._relocated else file
+            found = resolve_file(file, data, _base(own, data, release_blobs.pre_image), count=False,
+                                 elsewhere=self._elsewhere, follow=True)
+            if path in self._relocated:
+                found = dataclasses.replace(found, notes=(*found.notes, _moved_folder(path, own.path)))
+            self._resolved[key] = found
         return self._resolved[key]
 
     def targets_for(self, read: Callable[[str], bytes | None]) -> tuple[str, ...]:
         """The files this diff writes on the tree `read` gives (see the class docstring), in a
         fixed order: its own files as the diff lists them, then the other files, sorted."""
+        from patchkit.diffs import release_blobs
+
         own: list[str] = []
         moves: dict[str, list[tuple[str, str, bytes, bytes]]] = {}
+        self._relocated = {}
+        placed: dict[str, str] = {}  # a file of the diff -> where this tree has it (its folder moved)
+        for file in self.DIFF.files:
+            if file.old_path and file.new_path and self._package is not None and read(file.path) is None:
+                # A file whose folder moved (any kind: .cuh, .json, .py) is judged where it is now.
+                moved_to = relocated(file, self._package, read, release_blobs.pre_image, set(self.FILES))
+                if moved_to is not None:
+                    self._relocated[moved_to] = (file, dataclasses.replace(file, old_path=moved_to, new_path=moved_to))
+                    placed[file.path] = moved_to
+        for file in self.DIFF.files:  # then a created file goes where its folder went with them
+            if file.old_path is None and (moved_to := self._created_in_moved_folder(file.path)) is not None:
+                self._relocated[moved_to] = (file, dataclasses.replace(file, new_path=moved_to))
+                placed[file.path] = moved_to
         for file in self.DIFF.files:
             rel = file.path
+            if rel in placed:
+                own.append(placed[rel])
+                continue
             data = read(rel)
             if self.file_change(rel) is not None or not rel.endswith(".py"):
                 own.append(rel)
@@ -735,6 +817,14 @@ class DiffPatch(Patch):
                 moves.setdefault(other, []).append((rel, name, before, after))
         self._moves = moves
         return tuple(dict.fromkeys([*own, *sorted(moves)]))
+
+    def _created_in_moved_folder(self, rel: str) -> str | None:
+        """Where a file the diff creates goes on this tree (`created_destination`), None where
+        its folder is there or nothing says where it went (`creatable` then names the folder)."""
+        if self.creatable(rel) is None:
+            return None
+        moves = {file.path: moved_to for moved_to, (file, _) in self._relocated.items() if file.old_path}
+        return created_destination(rel, moves, lambda path: self.creatable(path) is None)
 
     def _moves_into(self, path: str) -> list[tuple[str, str, bytes, bytes]]:
         if self._moves is None:

@@ -177,7 +177,7 @@ def bind_package(view: View, patch: "Patch") -> None:
     """The package's other files, as the release has them, bound to `patch` (a diff patch looks
     there for a changed unit absent from its file), where the tree can list them (a Target can;
     the matrix's wheel sources bind their own)."""
-    listing = getattr(view.target, "python_files", None)
+    listing = getattr(view.target, "package_files", None)
     if listing is not None:
         patch.bind_package(listing, view.pristine)
 

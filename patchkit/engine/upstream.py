@@ -1,6 +1,6 @@
 """Track patches across SGLang releases and git revisions: needed, upstream-fixed, moved, broken.
 
-A source is anything with `read(rel)`, `version`, `label` and `python_files()`: an installed
+A source is anything with `read(rel)`, `version`, `label`, `python_files()` and `package_files()`: an installed
 release (`target.Target`) or a git revision (`GitSource`, read straight from the object
 database, no work tree). Each patch is judged by its own probes on the code; only its target
 files are parsed, except when they are gone, when the patch's anchor symbols are looked for
@@ -47,6 +47,8 @@ class Source(Protocol):
 
     def python_files(self) -> list[str]: ...
 
+    def package_files(self) -> list[str]: ...
+
 
 class GitSource:
     """One revision of a local SGLang clone (package under python/sglang), read without checkout."""
@@ -83,8 +85,11 @@ class GitSource:
         return blob.data_stream.read() if blob.type == "blob" else None
 
     def python_files(self) -> list[str]:
+        return [rel for rel in self.package_files() if rel.endswith(".py")]
+
+    def package_files(self) -> list[str]:
         paths = [str(getattr(item, "path", "")) for item in self._package.traverse() if getattr(item, "type", None) == "blob"]
-        return sorted(path[len(self.PREFIX):] for path in paths if path.endswith(".py"))
+        return sorted(path[len(self.PREFIX):] for path in paths)
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,11 @@ class Target:
         """Every .py file of the package, relative to the site folder (for finding moved code)."""
         return sorted(p.relative_to(self.site).as_posix() for p in self.package_dir.rglob("*.py"))
 
+    def package_files(self) -> list[str]:
+        """Every file of the package, any kind (for a file whose folder moved), relative to the site folder."""
+        return sorted(p.relative_to(self.site).as_posix() for p in self.package_dir.rglob("*")
+                      if p.is_file() and "__pycache__" not in p.parts)
+
 
 def is_runtime_file(rel: str) -> bool:
     """A file directly in the runtime report's package or dist-info (nothing else outside `sglang/`)."""

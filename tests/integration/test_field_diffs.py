@@ -194,3 +194,68 @@ def test_a_cuh_whose_folder_moved_is_rebased_where_it_is_now(tmp_path, monkeypat
     applied = git(repo, "apply", out, check=False)
     assert applied.returncode == 0, applied.stderr
     assert (repo / "python" / CUH_NEW).read_bytes() == (pristine("0.5.18") / CUH_NEW).read_bytes()
+
+
+# A module the diff creates beside the .cuh's package in 0.5.16's folder (sglang/jit_kernel/), and
+# where it goes on 0.5.17, where that package is sglang/kernels/jit/.
+CREATED_OLD = "sglang/jit_kernel/fused_store_index_cache_ref.py"
+CREATED_NEW = "sglang/kernels/jit/fused_store_index_cache_ref.py"
+
+
+@pytest.mark.slow
+def test_status_and_apply_follow_a_folder_that_moved(tmp_path, monkeypatch, release):
+    """issue 29 item 8: status and apply read a file of the diff whose folder moved as missing
+    (`failed`: rebase first). The .cuh of sglang/jit_kernel/ edited on 0.5.16 is judged, applied,
+    verified and reverted at sglang/kernels/jit/ on 0.5.17 (0.5.18's bytes there), matrix says it
+    applies; a module the diff creates in that package goes where the package went, and one in a
+    folder no file of the diff says went anywhere is `failed`, naming the folder; rebase does the
+    same (the second: a conflict block; it was a section creating the file where V has no folder)."""
+    from testing.diffs import git_diff
+    from testing.field_diffs import CUH_NEW, CUH_OLD, cuh_diff
+    from testing.releases import pristine, snapshot
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.16", "0.5.17"))))
+    cuh = cuh_diff()
+    module = b"def reference():\n    return None\n"
+    path = tmp_path / "kernel.patch"
+    path.write_bytes(git_diff({**cuh.before, CREATED_OLD: None}, {**cuh.after, CREATED_OLD: module}, prefix="python/"))
+    site = release("0.5.17", extra=(CUH_NEW, "sglang/kernels/jit/__init__.py"))
+    before = snapshot(site)
+    found = {p["id"]: p for p in run("--patches", path, "status", "--site-packages", site, "--json").json()["patches"]}
+    row = found["kernel"]
+    assert row["state"] == "pending", row
+    assert row["files"] == sorted([CUH_NEW, CREATED_NEW]), row
+    assert f"moved: {CUH_NEW} is where this release has {CUH_OLD} (its folder moved)" in row["detail"]
+    applied = run("--patches", path, "apply", "--only", "kernel", "--site-packages", site)
+    assert applied.exit_code == 0, applied.stderr
+    assert (site / CUH_NEW).read_bytes() == (pristine("0.5.18") / CUH_NEW).read_bytes()
+    assert (site / CREATED_NEW).read_bytes() == module and not (site / "sglang/jit_kernel").exists()
+    found = {p["id"]: p for p in run("--patches", path, "status", "--site-packages", site, "--json").json()["patches"]}
+    assert found["kernel"]["state"] == "applied", found["kernel"]
+    checks = {c["check"]: c for c in run("--patches", path, "verify", "--site-packages", site, "--json").json()["checks"]}
+    assert checks[CUH_NEW] == {"check": CUH_NEW, "result": "ok", "detail": "recorded bytes"}, checks
+    assert f"import {CUH_NEW.replace('/', '.')}" not in str(checks)  # a .cuh is not a module
+    reverted = run("--patches", path, "revert", "--site-packages", site)
+    assert reverted.exit_code == 0, reverted.stderr
+    assert snapshot(site) == before
+    table = run("--patches", path, "matrix", "--from", "0.5.16", "--to", "0.5.17", "--json").json()
+    assert next(r for r in table["patches"] if r["id"] == "kernel")["states"] == {"0.5.16": "applies",
+                                                                                    "0.5.17": "applies"}
+    # A module created in a folder that is not in 0.5.17 and that no file of the diff went from.
+    stray = tmp_path / "stray.patch"
+    stray.write_bytes(git_diff({**cuh.before, "sglang/jit_kernel_extra/x.py": None},
+                               {**cuh.after, "sglang/jit_kernel_extra/x.py": module}, prefix="python/"))
+    found = {p["id"]: p for p in run("--patches", stray, "status", "--site-packages", site, "--json").json()["patches"]}
+    assert found["stray"]["state"] == "failed"
+    assert ("sglang/jit_kernel_extra/x.py: the diff creates it in sglang/jit_kernel_extra/, which is not in this "
+            "release") in found["stray"]["detail"], found["stray"]
+    # rebase the same way: the module follows its package, the stray one is a block naming its folder.
+    made = run("rebase", path, "--to", "0.5.17", "-o", tmp_path / "kernel-0.5.17.patch")
+    assert made.exit_code == 0, made.stderr
+    sections = [line for line in (tmp_path / "kernel-0.5.17.patch").read_text().splitlines() if line.startswith("diff --git")]
+    assert sections == [f"diff --git a/python/{rel} b/python/{rel}" for rel in (CUH_NEW, CREATED_NEW)]
+    made = run("rebase", stray, "--to", "0.5.17", "-o", tmp_path / "stray-0.5.17.patch")
+    assert made.exit_code == 1
+    assert ("conflict: sglang/jit_kernel_extra/x.py:<file>: the diff creates it in sglang/jit_kernel_extra/, which "
+            "is not in this release") in made.stderr
+    assert "+<<<<<<< release: sglang/jit_kernel_extra/x.py" in (tmp_path / "stray-0.5.17.patch").read_text()
