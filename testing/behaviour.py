@@ -13,7 +13,7 @@ import tempfile
 import venv
 from pathlib import Path
 
-from testing.releases import CACHE, REPO
+from testing.releases import CACHE, REPO, making
 
 REQUIREMENTS = REPO / "tests" / "behaviour" / "requirements.txt"
 
@@ -24,13 +24,13 @@ def python() -> Path:
     interpreter = root / "bin" / "python"
     if (root / ".complete").exists():
         return interpreter
-    shutil.rmtree(root, ignore_errors=True)
-    venv.EnvBuilder(with_pip=True).create(root)
-    subprocess.run(
-        [str(interpreter), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", str(REQUIREMENTS)],
-        check=True,
-    )
-    (root / ".complete").touch()
+    with making(root.name):
+        if not (root / ".complete").exists():
+            shutil.rmtree(root, ignore_errors=True)
+            venv.EnvBuilder(with_pip=True).create(root)
+            subprocess.run([str(interpreter), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r",
+                            str(REQUIREMENTS)], check=True)
+            (root / ".complete").touch()
     return interpreter
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.releases import CACHE
+from testing.releases import CACHE, making
 
 TOOLS = ("podman", "runc", "mmdebstrap", "docker-registry")
 SUITE = "bookworm"
@@ -75,6 +75,13 @@ def base_tar() -> Path:
     if tar.is_file():
         return tar
     BASE_CACHE.mkdir(parents=True, exist_ok=True)
+    with making(tar.relative_to(CACHE).as_posix()):
+        if not tar.is_file():
+            _mmdebstrap(tar)
+    return tar
+
+
+def _mmdebstrap(tar: Path) -> None:
     partial = tar.with_suffix(f".{os.getpid()}.partial")
     hook = ('mkdir -p "$1/usr/local/share/ca-certificates" && '
             f'for f in {HOST_CAS}/*.crt; do [ -e "$f" ] && cp "$f" "$1/usr/local/share/ca-certificates/"; done; '
@@ -87,7 +94,6 @@ def base_tar() -> Path:
         partial.unlink(missing_ok=True)
         pytest.fail(f"mmdebstrap failed:\n{proc.stderr[-3000:]}")
     os.replace(partial, tar)
-    return tar
 
 
 @contextlib.contextmanager

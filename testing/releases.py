@@ -3,9 +3,12 @@ folder the tests own (`.cache/tests`, or $PATCHKIT_TEST_CACHE), then copied per 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 from pathlib import Path
+from typing import Iterator
 
 from patchkit.releases import pristine as releases
 from patchkit.base.constants import ENV_HOME
@@ -15,6 +18,17 @@ CACHE = Path(os.environ.get("PATCHKIT_TEST_CACHE") or REPO / ".cache" / "tests")
 HOME = CACHE / "home"  # a PATCHKIT_HOME whose wheels/ and releases/ persist between runs
 
 MODEL_CONFIG = "sglang/srt/configs/model_config.py"
+
+
+@contextlib.contextmanager
+def making(entry: str) -> Iterator[None]:
+    """Held while `CACHE / entry` (a venv, a base image...) is made: the test sessions and xdist
+    workers that need it at once wait for the first one instead of building into the same folder
+    together; the caller checks again, under the lock, whether it is there now."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{entry}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # dropped when the file closes
+        yield
 
 
 def pristine(version: str) -> Path:

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import atexit
-import fcntl
 import hashlib
 import http.client
 import json
@@ -37,7 +36,7 @@ from pathlib import Path
 
 from testing import behaviour
 from testing.containers import free_port
-from testing.releases import CACHE, REPO, copy_release
+from testing.releases import CACHE, REPO, copy_release, making
 
 REQUIREMENTS = REPO / "tests" / "server" / "requirements.txt"
 STANDIN = REPO / "testing" / "sgl_kernel_standin"
@@ -67,9 +66,7 @@ def layer() -> Path:
     root = CACHE / f"server-venv-{key}"
     if (root / ".complete").exists():
         return root
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f"server-venv-{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another test session may be building it
+    with making(root.name):
         if not (root / ".complete").exists():
             _build(root, base)
     return root

@@ -38,10 +38,30 @@ def pytest_unconfigure(config):
         shutil.rmtree(home, ignore_errors=True)
 
 
+# With pytest-xdist (`pytest -n 2 --dist loadgroup`, the README's command), a
+# test goes to whichever worker is free, except a test in an `xdist_group`: each group runs on one
+# worker. Grouped here: a module whose tests share a module- or class-scoped fixture (a release
+# patched once, a podman store and registry, a server), so that it is made once, not per worker;
+# and the server tier as a whole, so that one SGLang server (about 3 GB) runs at a time.
+_SHARED_SCOPES = ("module", "class", "package")
+
+
+def _xdist_group(item) -> str | None:
+    if item.get_closest_marker("server"):
+        return "server"
+    for definitions in item._fixtureinfo.name2fixturedefs.values():
+        if definitions and definitions[-1].scope in _SHARED_SCOPES:
+            return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(item.get_closest_marker(name) for name in _SLOW_MARKS):
             item.add_marker(pytest.mark.slow)
+        if not item.get_closest_marker("xdist_group") and (group := _xdist_group(item)):
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _local(address) -> bool:
@@ -98,15 +118,26 @@ def builtin_patches_only():
 @pytest.fixture(scope="session")
 def patchkit_wheel(tmp_path_factory) -> Path:
     """patchkit as a wheel, as a user builds it (`pip wheel --no-deps` of this checkout, its build
-    dependencies from the index, cached): built once per session for every test that needs one."""
+    dependencies from the index, cached): built once per test run for every test that needs one."""
+    import fcntl
     import subprocess
     import sys
 
     from testing.releases import REPO
 
-    out = tmp_path_factory.mktemp("patchkit-wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(REPO)], check=True,
-                   capture_output=True)
+    # Under xdist each worker has a session of its own: the wheel goes into the folder above the
+    # workers' temporary folders, built by the first worker that needs it, under a lock.
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    out = shared / "patchkit-wheel"
+    with open(shared / "patchkit-wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.is_dir():
+            staging = Path(tempfile.mkdtemp(prefix="patchkit-wheel-", dir=shared))
+            subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(staging), str(REPO)],
+                           check=True, capture_output=True)
+            staging.rename(out)
     (wheel,) = out.glob("*.whl")
     return wheel
 
