@@ -24,6 +24,7 @@ PROBES = {
     "autoround-packed-mapping": ("probe_autoround.py", ()),
     "cpu-offload-tied-params": ("probe_offload_tied.py", ()),
     "draft-lmhead-placeholder": ("probe_draft_lmhead.py", ()),
+    "fp4-kv-sm100": ("probe_fp4_kv.py", ("8.6", "10.0", "8.6:bf16")),
     "fp8-kv-triton-sm89": ("probe_triton_fp8.py", ("8.6:float8_e4m3fn", "9.0:float8_e4m3fn", "8.6:bfloat16")),
     "gdn-cutedsl-decode-sm90": ("probe_gdn_decode.py", ("8.6", "9.0")),
     "mamba-slot-graceful": ("probe_mamba_donation.py", ()),
