@@ -15,6 +15,7 @@ from patchkit.doctor.release import ReleaseCode
 from patchkit.doctor.report import Finding, Fix, gib, mib
 from patchkit.doctor.triggers import triggered
 from patchkit.authoring.launch_trigger import Trigger
+from patchkit.base.constants import ENV_DISABLE
 from patchkit.store.naming import Naming
 
 NOT_IN_PLACE = ("pending", "failed", "drifted")
@@ -472,19 +473,26 @@ CAPABILITY_RULES = {rule.rule: rule for rule in (
 
 
 # The FP4 KV cache recipes a GPU below SM 10.0 runs without native FP4 (nvfp4 is refused there
-# by the release itself from 0.5.18).
+# by the release itself from 0.5.16).
 _FP4_KV = ("fp4_e2m1", "fp4_mx_block16")
+_FP4_PATCH = "fp4-kv-sm100"
 
 
 def fp4_kv_below_sm100(ctx: Context) -> Iterator[Finding]:
-    """An FP4 KV cache on a GPU without native FP4: it runs, every decode step dequantizing it."""
+    """An FP4 KV cache on a GPU without native FP4: it runs, every decode step dequantizing it,
+    unless fp4-kv-sm100 is applied, which refuses it at start-up (its switch not set)."""
     kv, sm = str(ctx.launch.get("kv_cache_dtype", "auto")), ctx.gpu.sm
     if kv not in _FP4_KV or sm is None or sm >= (10, 0):
         return
-    yield Finding.proposing("fp4-kv-below-sm100", "warning",
-                            f"--kv-cache-dtype {kv} on SM {sm[0]}.{sm[1]}: below SM 10.0 there is no native FP4, so every "
-                            f"decode step dequantizes the KV cache (FP4 KV decode measured at 4.4-5.4x the cost of FP8 KV "
-                            f"on SM 8.0, flashinfer#4746); it halves the KV bytes of FP8 at that price",
+    cost = ("below SM 10.0 there is no native FP4, so every decode step dequantizes the KV cache (FP4 KV decode "
+            "measured at 4.4-5.4x the cost of FP8 KV on SM 8.0, flashinfer#4746)")
+    switched_off = {item.strip() for item in ctx.environ.get(ENV_DISABLE, "").split(",")}  # as the snippet reads it
+    if ctx.patch_states.get(_FP4_PATCH) == "applied" and _FP4_PATCH not in switched_off:
+        level, then = "error", (f"; patchkit's {_FP4_PATCH} refuses it at start-up "
+                                f"({ENV_DISABLE}={_FP4_PATCH} lets it run at that cost)")
+    else:
+        level, then = "warning", "; it halves the KV bytes of FP8 at that price"
+    yield Finding.proposing("fp4-kv-below-sm100", level, f"--kv-cache-dtype {kv} on SM {sm[0]}.{sm[1]}: {cost}{then}",
                             ctx.set("kv_cache_dtype", "--kv-cache-dtype", "fp8_e5m2"))
 
 

@@ -191,6 +191,17 @@ def test_fp4_kv_below_sm100(model):
     silent("0.5.20", base(model, "--kv-cache-dtype", "fp8_e5m2"), "fp4-kv-below-sm100", sm="8.6")
 
 
+def test_fp4_kv_below_sm100_refused_where_fp4_kv_sm100_is_applied(model):
+    argv, applied = base(model, "--kv-cache-dtype", "fp4_mx_block16"), {"fp4-kv-sm100": "applied"}
+    f = fires("0.5.20", argv, "fp4-kv-below-sm100", sm="8.6", states=applied)
+    assert f.level == "error" and "fp4-kv-sm100 refuses it at start-up" in f.message
+    assert f.fix == "--kv-cache-dtype fp8_e5m2"
+    switched_off = fires("0.5.20", argv, "fp4-kv-below-sm100", sm="8.6", states=applied,
+                         environ={"SGLANG_PATCHKIT_DISABLE": "symm-mem-kill-switch, fp4-kv-sm100"})
+    assert switched_off.level == "warning" and "refuses" not in switched_off.message
+    silent("0.5.20", argv, "fp4-kv-below-sm100", sm="10.0", states=applied)
+
+
 def test_fp8_triton_sm89(model):
     argv = base(model, "--kv-cache-dtype", "fp8_e4m3", "--attention-backend", "triton")
     fires("0.5.20", argv, "fp8-triton-sm89", sm="8.9")
