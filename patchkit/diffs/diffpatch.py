@@ -913,7 +913,8 @@ def order_stacks(classes: list[type[DiffPatch]]) -> None:
     blobs, `stacks`) comes after it on their shared files, as `Patchkit-After:` would say."""
     from patchkit.diffs import release_blobs, stacks
 
-    found = stacks.stacked_on({cls.ID: cls.DIFF for cls in classes}, release_blobs.made_for_a_release)
+    found = stacks.stacked_on({cls.ID: cls.DIFF for cls in classes}, release_blobs.made_for_a_release,
+                              release_blobs.on_lower_tree)
     for cls in classes:
         under = found.get(cls.ID, {})
         cls.STACKED_ON = under

@@ -140,7 +140,7 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
     diffs = {diff.id: diff for diff, _ in items}
     raw = {diff.id: data for diff, data in items}
 
-    under = stacks.stacked_on(diffs, release_blobs.made_for_a_release)
+    under = stacks.stacked_on(diffs, release_blobs.made_for_a_release, release_blobs.on_lower_tree)
     done: dict[str, Rebased] = {}
     upstream: dict[str, str] = {}
     for pid in stacks.ordered(diffs):

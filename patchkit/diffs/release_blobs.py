@@ -141,6 +141,22 @@ def made_for_a_release(diff: DiffPatchFile) -> bool:
     return bool(best) and best[0].matched == best[0].total
 
 
+def on_lower_tree(upper: DiffPatchFile, lower: DiffPatchFile, shared: list[str]) -> bool:
+    """Whether `upper` was made on the tree `lower` leaves: its files other than `shared` (those
+    whose pre-image is `lower`'s post-image) hold, as pre-image, the files of a release `lower`
+    was made for (every file of it matched). For `stacks.stacked_on`."""
+    rest = [f for f in upper.files if f.old_path and f.old_blob and f.path not in shared]
+    wheels = cached_wheels()
+    for match in made_for(lower):
+        if match.matched != match.total or match.version not in wheels:
+            continue
+        blobs = _blobs(wheels[match.version], [f.old_path for f in rest])  # type: ignore[misc]
+        if all((blob := blobs.get(f.old_path)) is not None and blob.startswith(f.old_blob)  # type: ignore[arg-type]
+               for f in rest):
+            return True
+    return False
+
+
 def name_base(diff: DiffPatchFile, candidates: list[str], fetch: Callable[[str], object]) -> list[Match]:
     """`made_for`, fetching (`fetch(version)`: download its wheel into the cache) releases of
     `candidates` (the index's, post releases included, oldest first) that are not cached, until one

@@ -26,16 +26,24 @@ def shared_files(upper: DiffPatchFile, lower: DiffPatchFile) -> list[str]:
 
 
 def stacked_on(diffs: dict[str, DiffPatchFile],
-               made_for_a_release: Callable[[DiffPatchFile], bool] = lambda diff: False) -> dict[str, dict[str, list[str]]]:
+               made_for_a_release: Callable[[DiffPatchFile], bool] = lambda diff: False,
+               on_lower_tree: Callable[[DiffPatchFile, DiffPatchFile, list[str]], bool] = lambda upper, lower, shared: False,
+               ) -> dict[str, dict[str, list[str]]]:
     """{id: {id of a diff under it: the files it is stacked on there}} for the diffs that are. A
     diff whose every pre-image is a release's file (`made_for_a_release`) was made on that release,
-    whatever other diff leaves the same bytes; a file whose pre-image two diffs leave is under the
-    one sharing the most files with it."""
+    whatever other diff leaves the same bytes on some of its files (a folder of per-release diffs,
+    an older one back-porting what a later release has), unless its pre-image is the whole tree
+    a lower diff leaves (`on_lower_tree`: its other files are the lower one's base release's): a
+    stack rebased to V, whose lower post-image on V may well be the next release's files. A file
+    whose pre-image two diffs leave is under the one sharing the most files with it."""
     found: dict[str, dict[str, list[str]]] = {}
     for pid, upper in diffs.items():
         shared = {other: shared_files(upper, lower) for other, lower in diffs.items() if other != pid}
         shared = {other: files for other, files in shared.items() if files}
-        if not shared or made_for_a_release(upper):
+        if not shared:
+            continue
+        if made_for_a_release(upper) and not any(on_lower_tree(upper, diffs[other], files)
+                                                 for other, files in shared.items()):
             continue
         for other in sorted(shared, key=lambda o: (-len(shared[o]), o)):
             taken = {rel for files in found.get(pid, {}).values() for rel in files}

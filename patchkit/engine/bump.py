@@ -285,7 +285,8 @@ def _diff_rows(diffs: list[type[Patch]], before: dict[str, upstream.Verdict], fi
         if not any(stacks.shared_files(diff, other) for other, _ in items if other is not diff):
             release_blobs.find_base(diff, to.version, progress)
     # A diff stacked on another applies on V0 on top of it (judged alone, its context is not there).
-    under = stacks.stacked_on({diff.id: diff for diff, _ in items}, release_blobs.made_for_a_release)
+    under = stacks.stacked_on({diff.id: diff for diff, _ in items}, release_blobs.made_for_a_release,
+                              release_blobs.on_lower_tree)
     diffs_by_id = {diff.id: diff for diff, _ in items}
     ordered = [(pid, diffs_by_id[pid]) for pid in stacks.ordered(diffs_by_id)]
     failing = apply_in_order(ordered, first.read, first.version)

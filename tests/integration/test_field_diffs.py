@@ -149,11 +149,13 @@ def test_conflicts_are_resolved_in_a_tree_and_continue_writes_the_diff(tmp_path,
 def test_a_stack_is_seen_ordered_and_rebased_together(tmp_path, monkeypatch, release):
     """issue 29: two of the field's patches are stacked on a third (their pre-image blobs are its
     post-image blobs): they were ordered by id and nothing said so. `list` says it, and `rebase`
-    of the set rebases the upper diff onto the rebased lower one: on 0.5.16 both apply, in order."""
+    of the set rebases the upper diff onto the rebased lower one: on 0.5.16 both apply, in order,
+    and `list` still sees them stacked."""
     from testing.checkout import checkout, git
     from testing.field_diffs import stacked_diff
 
-    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.16"))))
+    # 0.5.17 cached too: the rebased lower's post-image of the upper's files is 0.5.17's files.
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.16", "0.5.17"))))
     folder = tmp_path / "set"
     folder.mkdir()
     lower, upper = field_diff("0.5.15.post1").write(folder), stacked_diff("0.5.15.post1").write(folder)
@@ -170,6 +172,10 @@ def test_a_stack_is_seen_ordered_and_rebased_together(tmp_path, monkeypatch, rel
     for name in (lower.name, upper.name):  # the rebased upper applies on top of the rebased lower
         applied = git(repo, "apply", out / name, check=False)
         assert applied.returncode == 0, (name, applied.stderr)
+    # Rebased, still a stack (the files the rebased lower leaves out are 0.5.16's, the upper's pre-image
+    # there): it read as made for 0.5.17 (4/4 files), with no stacked_on.
+    listed = {p["id"]: p for p in run("--patches", out, "list", "--json").json()["patches"]}
+    assert set(listed[FIELD_ID + "-extra"]["stacked_on"]) == {FIELD_ID}, listed[FIELD_ID + "-extra"]
 
 
 @pytest.mark.slow
