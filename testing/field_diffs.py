@@ -115,6 +115,23 @@ def stacked_diff(post: str = "0.5.15.post1", count: int = 4) -> FieldDiff:
 
 
 @functools.cache
+def disjoint_diffs(post: str = "0.5.15.post1", parts: int = 4, count: int = 30) -> tuple[FieldDiff, ...]:
+    """`parts` diffs of up to `count` files each, no file in two, as `field_diff` makes one (the next
+    release's change merged onto the post release): a patch set of several 20-40-file diffs."""
+    _, first, second, _ = NEXT[post]
+    rels = _python_files(post)
+    found: list[FieldDiff] = []
+    taken: set[str] = set()
+    for part in range(1, parts + 1):
+        after = _back_ported({}, post, first, second, [rel for rel in rels if rel not in taken], count)
+        taken.update(after)
+        before = {rel: _read(post, rel) or b"" for rel in after}
+        found.append(FieldDiff(f"v{post}-part{part}.patch", post, before, after,
+                               git_diff(before, after, prefix="python/")))
+    return tuple(found)
+
+
+@functools.cache
 def cuh_diff() -> FieldDiff:
     before = {CUH_OLD: _read("0.5.16", CUH_OLD) or b""}
     after = {CUH_OLD: _read("0.5.18", CUH_NEW) or b""}

@@ -207,27 +207,39 @@ def _texts(data: bytes, rel: str, what: str) -> dict[str, bytes]:
 Elsewhere = Callable[[str, str], list[tuple[str, bytes]]]
 
 
-def finder(files: Callable[[], list[str]], read: Callable[[str], bytes | None]) -> Elsewhere:
-    """Where else in the package (`files()`: its Python files) a unit of that name is: a bytes
-    search for `def NAME` / `class NAME` first, then `patchkit.diffs.units` on the files that hold it."""
-    listed: list[str] = []
+def finder(files: Callable[[], list[str]], read: Callable[[str], bytes | None], leave_out: frozenset[str] = frozenset(),
+           defined: dict[bytes, set[str]] | None = None) -> Elsewhere:
+    """Where else in the package (`files()`: its Python files, but `leave_out`) a unit of that name
+    is: the files that define those names (an index of every `def NAME` / `class NAME`, made on the
+    first search by reading each file once; `defined`: one to share between the diffs of a stack, the
+    release's files all rebased against), then `patchkit.diffs.units` on the files that hold them."""
+    import re
+
+    defined = {} if defined is None else defined  # a name -> the files with a `def NAME` or `class NAME`
     texts: dict[str, dict[str, bytes]] = {}
 
+    def index() -> None:
+        for other in files():
+            data = read(other)
+            for found_name in set(re.findall(rb"(?:def|class)\s+(\w+)", data or b"")):
+                defined.setdefault(found_name, set()).add(other)
+
     def find(name: str, rel: str) -> list[tuple[str, bytes]]:
-        if not listed:
-            listed.extend(files())
         parts = name.split(".")
         if len(parts) > 2 or not all(part.isidentifier() for part in parts):
             return []  # <imports>, a statement: not a unit that moves by name
-        needles = [b"def " + parts[-1].encode()] if len(parts) == 2 else [b"def " + name.encode(), b"class " + name.encode()]
-        if len(parts) == 2:
-            needles.append(b"class " + parts[0].encode())
+        if not defined:
+            index()
+        if len(parts) == 2:  # a method: files defining both the method's and the class's name
+            candidates = defined.get(parts[1].encode(), set()) & defined.get(parts[0].encode(), set())
+        else:
+            candidates = defined.get(name.encode(), set())
         found = []
-        for other in listed:
+        for other in sorted(candidates - leave_out):
             if other == rel:
                 continue
             data = read(other)
-            if data is None or not (all(n in data for n in needles) if len(parts) == 2 else any(n in data for n in needles)):
+            if data is None:
                 continue
             if other not in texts:
                 try:
@@ -551,22 +563,23 @@ def _moved(name: str, ours: dict[str, bytes]) -> str | None:
 def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: bool = False,
             pre_image: Callable[[FileDiff], bytes | None] | None = None,
             python_files: Callable[[], list[str]] | None = None,
-            package_files: Callable[[], list[str]] | None = None) -> Resolution:
+            package_files: Callable[[], list[str]] | None = None,
+            defined: dict[bytes, set[str]] | None = None) -> Resolution:
     """The diff on the files `read` gives (rel -> bytes, None when absent): per file the new
     bytes (with conflict markers for conflicting units when `markers`) and per unit its outcome.
     `pre_image` gives a file's pre-image (default: the cached release with its blob hash).
     `python_files` lists the package's Python files: a changed unit that moved to one of them
     (not a file of the diff) is patched there, a file of its own in the resolution.
     `package_files` lists all its files: a file of the diff the release does not have whose folder
-    moved (`relocated`: the same name, near-identical bytes) is resolved where it is now."""
+    moved (`relocated`: the same name, near-identical bytes) is resolved where it is now.
+    `defined`: the finder's index of the package's names, shared by the diffs of a stack."""
     from patchkit.diffs import release_blobs
 
     find_base = pre_image or release_blobs.pre_image
     diff_files = {file.path for file in diff.files}
     elsewhere = None
     if python_files is not None:
-        listing = python_files
-        elsewhere = finder(lambda: [rel for rel in listing() if rel not in diff_files], read)
+        elsewhere = finder(python_files, read, frozenset(diff_files), defined)
     moves: dict[str, str] = {}  # a file of the diff -> where this release has it (its folder moved)
     if package_files is not None:
         for file in diff.files:

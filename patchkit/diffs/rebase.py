@@ -66,14 +66,15 @@ def load(data: bytes, name: str) -> DiffPatchFile:
 def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], bytes | None],
            base: Callable[[FileDiff], bytes | None] | None = None, base_label: str | None = None,
            python_files: Callable[[], list[str]] | None = None,
-           package_files: Callable[[], list[str]] | None = None) -> Rebased:
+           package_files: Callable[[], list[str]] | None = None,
+           defined: dict[bytes, set[str]] | None = None) -> Rebased:
     """`diff` (parsed from `data`) re-made against release `to`, whose files `read` gives. `base`
     gives a file's pre-image (default: the cached release with its blob hash); `python_files`
     lists the release's Python files, where a unit that moved to another file is followed."""
     name = diff.name
     found_base = (base_label,) if base_label else tuple(str(m) for m in release_blobs.made_for(diff))
     resolution = diffpatch.resolve(diff, read, markers=True, pre_image=base, python_files=python_files,
-                                   package_files=package_files)
+                                   package_files=package_files, defined=defined)
     notes = list(diff.notes)
     changes: list[format_patch.FileChange] = []
     already: list[str] = []
@@ -142,6 +143,9 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
 
     under = stacks.stacked_on(diffs, release_blobs.made_for_a_release, release_blobs.on_lower_tree)
     done: dict[str, Rebased] = {}
+    # The index of the release's names where a moved unit is looked for: made once, from `to`'s files
+    # (a lower diff's rebased file is read as it is written when a candidate is opened).
+    defined: dict[bytes, set[str]] = {}
     upstream: dict[str, str] = {}
     for pid in stacks.ordered(diffs):
         written: dict[str, bytes] = {}  # the rebased lower diffs' files, clean ones only
@@ -163,7 +167,7 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
 
         label = ", ".join(f"{lower}'s post-image" for lower in under.get(pid, {})) or None
         try:
-            made = rebase(diffs[pid], raw[pid], to, read_on, base_of, label, python_files, package_files)
+            made = rebase(diffs[pid], raw[pid], to, read_on, base_of, label, python_files, package_files, defined)
         except PlanError as exc:
             if "already has the change" not in str(exc):
                 raise

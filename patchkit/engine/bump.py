@@ -216,26 +216,31 @@ def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[
     for source, found in ((first, before), (to, after)):
         progress(f"judging {len(patches)} patch(es) on SGLang {source.version}")
         found.update(upstream.judge(source, cache=cache, settled=verdicts.from_manifest(source), ids=module_ids))
-    rows = [_module_row(p, before[p.ID], after[p.ID], to) for p in modules]
+    from patchkit.engine import view as view_mod
+
+    view = view_mod.code_view(to)  # type: ignore[arg-type]  # parsed once for every drop's evidence
+    rows = [_module_row(p, before[p.ID], after[p.ID], to, view) for p in modules]
     files: dict[str, bytes] = {}
     inputs: dict[str, tuple[str, bytes]] = {}
     if diffs:
-        before.update(upstream.judge(first, cache=cache, ids={p.ID for p in diffs}))
-        rows += _diff_rows(diffs, before, first, to, progress, files, inputs)
+        rows += _diff_rows(diffs, before, first, to, progress, files, inputs, cache)
     if cache is not None:
         cache.save()
     order = {p.ID: i for i, p in enumerate(patches)}
     rows.sort(key=lambda row: order[row.id])
+    for row in rows:
+        progress(f"{row.id}: {row.on_from} on {first.version}, {row.on_to} on {to.version}: {row.action}")
     return Bump(first.version, to.version, folder, tuple(rows), launches, files=files, inputs=inputs)
 
 
-def _module_row(patch: type[Patch], old: upstream.Verdict, new: upstream.Verdict, to: WheelSource) -> PatchRow:
+def _module_row(patch: type[Patch], old: upstream.Verdict, new: upstream.Verdict, to: WheelSource,
+                view: Any) -> PatchRow:
     common = PatchRow(id=patch.ID, kind="module", on_from=old.state, on_to=new.state, action=CARRIES,
                       upstream=tuple(patch.UPSTREAM))
     if new.state == upstream.APPLIES:
         return replace(common, action=CARRIES)
     if new.state == upstream.UPSTREAM_FIXED:
-        return replace(common, action=DROP, detail=new.detail, evidence=tuple(_evidence(patch, to)))
+        return replace(common, action=DROP, detail=new.detail, evidence=tuple(_evidence(patch, to, view)))
     if new.state == upstream.NOT_APPLICABLE:
         present = [rel for rel in patch.TARGETS if to.read(rel) is not None]
         if old.state == upstream.NOT_APPLICABLE:
@@ -251,14 +256,11 @@ def _module_row(patch: type[Patch], old: upstream.Verdict, new: upstream.Verdict
                    conflicts=tuple(Conflict(rel, str(unit), new.detail) for unit in anchors[:1]))
 
 
-def _evidence(patch: type[Patch], to: WheelSource) -> list[str]:
+def _evidence(patch: type[Patch], to: WheelSource, view: Any) -> list[str]:
     """Where V holds the patched form: the patch's probe `is_fixed_upstream` holds on these files,
     and the units it watches there (`FILE:Class.method`)."""
-    from patchkit.engine import view as view_mod
-
     files = [rel for rel in patch.TARGETS if to.read(rel) is not None]
     found = []
-    view = view_mod.code_view(to)  # type: ignore[arg-type]
     for rel in files:
         names = upstream.watched_source(view, patch, [rel])
         found += [f"{rel}:{name}" for name in names]
@@ -271,7 +273,7 @@ def _evidence(patch: type[Patch], to: WheelSource) -> list[str]:
 
 def _diff_rows(diffs: list[type[Patch]], before: dict[str, upstream.Verdict], first: WheelSource, to: WheelSource,
                progress: Callable[[str], None], files: dict[str, bytes],
-               inputs: dict[str, tuple[str, bytes]]) -> list[PatchRow]:
+               inputs: dict[str, tuple[str, bytes]], cache: Any) -> list[PatchRow]:
     from patchkit.diffs import rebase as rebasing, release_blobs, stacks
 
     items = []
@@ -284,20 +286,21 @@ def _diff_rows(diffs: list[type[Patch]], before: dict[str, upstream.Verdict], fi
     for diff, _ in items:  # the base of each diff not made on top of another one of them
         if not any(stacks.shared_files(diff, other) for other, _ in items if other is not diff):
             release_blobs.find_base(diff, to.version, progress)
-    # A diff stacked on another applies on V0 on top of it (judged alone, its context is not there).
+    # On V0, the diffs whose hunks apply there as they are, in stack order (a stacked one on top of
+    # the one under it), apply; the others are judged (upstream-fixed, broken, ...).
     under = stacks.stacked_on({diff.id: diff for diff, _ in items}, release_blobs.made_for_a_release,
                               release_blobs.on_lower_tree)
     diffs_by_id = {diff.id: diff for diff, _ in items}
     ordered = [(pid, diffs_by_id[pid]) for pid in stacks.ordered(diffs_by_id)]
     failing = apply_in_order(ordered, first.read, first.version)
-    for pid in under:
-        if pid not in failing and before[pid].state == upstream.BROKEN:
-            before[pid] = upstream.Verdict(upstream.APPLIES, before[pid].file, f"on top of {', '.join(under[pid])}")
+    before.update({pid: upstream.Verdict(upstream.APPLIES, None, f"on top of {', '.join(under[pid])}"
+                                         if pid in under else "") for pid in diffs_by_id if pid not in failing})
+    if failing:
+        before.update(upstream.judge(first, cache=cache, ids=set(failing)))
     rows = []
     blocked: dict[str, set[str]] = {}  # the files a diff conflicts in (or waits on), on V
     for pid, made in rebasing.rebase_stack(items, to.version, to.read, to.python_files, to.package_files):
         patch = next(p for p in diffs if p.ID == pid)
-        progress(f"{pid}: re-made for SGLang {to.version}")
         waits = tuple(lower for lower, shared in under.get(pid, {}).items() if set(shared) & blocked.get(lower, set()))
         if waits:
             blocked[pid] = {f.path for f in diffs_by_id[pid].files}

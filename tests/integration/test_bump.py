@@ -182,3 +182,20 @@ def test_a_launch_line_whose_flag_0_5_23_renamed(home, tmp_path):
     missing = run("bump", "--from", "0.5.17", "--to", "0.5.23", "-o", tmp_path / "none",
                   "--launch", f"--model-path {tmp_path / 'nothing'}")
     assert missing.exit_code == 2 and not (tmp_path / "none").exists()
+
+
+def test_latest_takes_the_newest_release_on_the_index(home, tmp_path):
+    """--latest: V is the newest release the package index lists (here its list as patchkit keeps
+    it for a day: 0.5.17 ... 0.5.23, a pre-release left out)."""
+    import json
+    import os
+    import time
+
+    listed = ["0.5.16", "0.5.17", "0.5.23", "0.5.24rc1"]
+    home_dir = Path(os.environ["PATCHKIT_HOME"])
+    (home_dir / "index-versions.json").write_text(json.dumps({"at": time.time(), "versions": listed}))
+    done = run("bump", "--latest", "--from", "0.5.17", "-o", tmp_path / "out", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert done.json()["to"] == "0.5.23"
+    assert "judging 11 patch(es) on SGLang 0.5.23" in done.stderr
+    assert "mtp-layer-detection: applies on 0.5.17, upstream-fixed on 0.5.23: drop" in done.stderr  # per patch

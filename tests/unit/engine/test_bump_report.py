@@ -1,0 +1,61 @@
+"""engine/bump.py's report as data, offline: the record `--continue` reads back is the plan that
+was written, and REPORT.md says each part of it (issue 30)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchkit.engine import bump
+from patchkit.engine.bump import Bump, Conflict, LaunchChange, PatchRow
+
+ROWS = (
+    PatchRow("mtp-layer-detection", "module", "applies", "upstream-fixed", bump.DROP,
+             detail="upstream's fix is narrower than this patch: depth 1", upstream=("sglang 0.5.18: ...",),
+             evidence=("sglang/srt/configs/model_config.py:ModelConfig._config_draft_model",)),
+    PatchRow("fix", "diff", "applies", "broken", bump.CONFLICTS, counts={"conflict": 1, "transplanted": 2},
+             conflicts=(Conflict("sglang/srt/a.py", "A.f", "changed here and by the diff in the same lines"),),
+             tree="fix.tree"),
+    PatchRow("fix-extra", "diff", "applies", "broken", bump.CONFLICTS, waits_on=("fix",),
+             conflicts=(Conflict("sglang/srt/a.py", "<stack>", "stacked on fix"),)),
+    PatchRow("keep", "diff", "applies", "applies", bump.CARRIES, written="keep.patch"),
+)
+LAUNCH = LaunchChange(line=("--model-path", "/m", "--cuda-graph-max-bs", "8"),
+                      renamed=(("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"),),
+                      appeared=("error flag-removed: --cuda-graph-max-bs is not a flag",),
+                      changed=(("info a: 0.834", "info a: 0.840"),),
+                      budget=(("KV tokens", "315,306", "310,657"),), errors=(0, 1))
+
+
+def test_the_record_reads_back_as_written(tmp_path):
+    planned = Bump("0.5.17", "0.5.23", tmp_path / "out", ROWS, (LAUNCH,), ("a note",),
+                   files={"keep.patch": b"diff\n", "fix.tree/sglang/srt/a.py": b"x = 1\n"},
+                   inputs={"fix": ("fix.patch", b"\x00bytes\xff")})
+    assert bump.write(planned) == ["fix.tree/sglang/srt/a.py", "keep.patch"]
+    back = bump.read(tmp_path / "out")
+    assert (back.first, back.to, back.patches, back.launches, back.notes) == \
+        (planned.first, planned.to, planned.patches, planned.launches, planned.notes)
+    assert back.inputs == planned.inputs and back.blocked
+    assert (tmp_path / "out" / bump.REPORT).read_text() == planned.markdown()
+
+
+def test_report_md_says_every_part():
+    text = Bump("0.5.17", "0.5.23", Path("out"), ROWS, (LAUNCH,)).markdown()
+    assert "| `mtp-layer-detection` | applies | upstream-fixed | drop |" in text
+    assert "| `fix` | applies | broken | conflicts (1 conflict, 2 transplanted) |" in text
+    assert "- `fix`: `sglang/srt/a.py:A.f`: changed here and by the diff in the same lines" in text
+    assert "  - evidence: sglang/srt/configs/model_config.py:ModelConfig._config_draft_model" in text
+    assert "  - note: upstream's fix is narrower than this patch: depth 1" in text
+    assert "- renamed on 0.5.23: `--cuda-graph-max-bs` -> `--cuda-graph-max-bs-decode`" in text
+    assert "| KV tokens | 315,306 | 310,657 |" in text
+    assert "`patchkit bump --continue out`" in text and "`patchkit --patches out image build --target 0.5.23 ...`" in text
+
+
+def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path):
+    import pytest
+
+    from patchkit.base.errors import UsageError
+
+    (tmp_path / "mine.txt").write_text("mine")
+    with pytest.raises(UsageError, match="not a new or empty folder"):
+        bump.write(Bump("0.5.17", "0.5.23", tmp_path, ROWS, files={"keep.patch": b"x"}))
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
