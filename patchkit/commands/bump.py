@@ -9,6 +9,8 @@ from pathlib import Path
 from patchkit.base.constants import EXIT_OK, EXIT_PLAN
 from patchkit.base.errors import FetchError, UsageError
 from patchkit.commands import output
+from patchkit.commands.doctor import check_overrides
+from patchkit.doctor.gpu import Overrides
 from patchkit.commands.locate import locate, release_source
 from patchkit.engine import bump as bumping
 from patchkit.releases import versions
@@ -18,7 +20,7 @@ DEFAULT_FOLDER = "patchkit-bump-{}"
 
 def bump(to: str | None, first: str | None, out: str | None, launches: tuple[str, ...], fmt: str,
          resume: str | None, latest: bool, site_packages: str | None, source: str | None, python: str | None,
-         overrides: object = None) -> int:
+         overrides: Overrides | None = None) -> int:
     if resume is not None:
         if to or first or out or launches or latest or site_packages or source or python:
             raise UsageError("--continue DIR takes no --to, --from, -o, --launch, --latest or tree option: DIR's "
@@ -27,6 +29,8 @@ def bump(to: str | None, first: str | None, out: str | None, launches: tuple[str
     if bool(to) == latest:
         raise UsageError("bump needs --to V or --latest (one of them), or --continue DIR")
     lines = [_launch_argv(text) for text in launches]
+    if overrides is not None:
+        check_overrides(overrides)
     first = versions.normalise(first, "--from") if first else None
     to = _newest() if latest else _on_the_index(versions.normalise(str(to), "--to"))
     folder = Path(out or DEFAULT_FOLDER.format(to))
@@ -43,10 +47,9 @@ def bump(to: str | None, first: str | None, out: str | None, launches: tuple[str
     sources = release_source(first), release_source(to)
     changes = []
     if lines:  # before the patches: a launch doctor refuses (no model folder) is exit 2 with nothing written
-        from patchkit.doctor.gpu import Overrides
         from patchkit.doctor.launch_change import compare
 
-        given = overrides if isinstance(overrides, Overrides) else Overrides()
+        given = overrides or Overrides()
         for argv in lines:
             output.progress(f"doctor on SGLang {first} and {to}: {' '.join(argv)}")
             changes.append(compare(*sources, argv, given))

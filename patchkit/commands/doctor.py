@@ -17,10 +17,8 @@ DOCTOR_TARGET_OPTIONS = ("pass --site-packages DIR, --source DIR, --python PATH,
                          "the package index)")
 
 
-def doctor(version: str | None, site_packages: str | None, overrides: Overrides, launch_args: tuple[str, ...],
-           as_json: bool, source: str | None = None, python: str | None = None) -> int:
-    if version and (site_packages or source):
-        raise UsageError(f"--version and {'--site-packages' if site_packages else '--source'} are mutually exclusive")
+def check_overrides(overrides: Overrides) -> None:
+    """The GPU facts given on the command line (doctor's, and bump's for --launch): exit 2 for nonsense."""
     if any(v is not None and not (math.isfinite(v) and v > 0)
            for v in (overrides.gpus, overrides.gpu_memory, overrides.gpu_free)):
         raise UsageError("--gpus, --gpu-memory and --gpu-free must be positive numbers")
@@ -29,6 +27,13 @@ def doctor(version: str | None, site_packages: str | None, overrides: Overrides,
                          f"(free memory per GPU cannot exceed its total)")
     if overrides.sm is not None and parse_sm(overrides.sm) is None:
         raise UsageError(f"--sm {overrides.sm}: expected MAJOR.MINOR, e.g. 8.9")
+
+
+def doctor(version: str | None, site_packages: str | None, overrides: Overrides, launch_args: tuple[str, ...],
+           as_json: bool, source: str | None = None, python: str | None = None) -> int:
+    if version and (site_packages or source):
+        raise UsageError(f"--version and {'--site-packages' if site_packages else '--source'} are mutually exclusive")
+    check_overrides(overrides)
     # --version V: the release's cached wheel, read member by member (nothing unpacked on disk).
     # --python beside a folder or --version only builds the model classes: the tree is the one named.
     names_tree = python if not (site_packages or source) else None

@@ -55,3 +55,16 @@ def test_a_release_the_index_does_not_have_exits_3_before_any_download(home, tmp
 def test_continue_on_a_folder_without_a_record_exits_2(home, tmp_path):
     result = run("bump", "--continue", tmp_path)
     assert result.exit_code == 2 and ".patchkit-bump.json" in result.stderr
+
+
+def test_no_sglang_where_the_tree_option_points_exits_3(home, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run("bump", "--to", "0.5.23", "--site-packages", empty)
+    assert result.exit_code == 3, result.stderr
+    assert result.stderr.startswith("error: ") and not list(tmp_path.glob("patchkit-bump-*"))
+
+
+def test_gpu_facts_are_checked_as_doctor_checks_them(home, tmp_path):
+    result = run("bump", "--to", "0.5.23", "--from", "0.5.17", "--gpu-memory", "-80")
+    assert result.exit_code == 2 and "must be positive numbers" in result.stderr
