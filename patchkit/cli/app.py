@@ -340,7 +340,8 @@ def verify(site_packages, source, python, strict, allow_skipped, url, expect_fro
               "do not tell (default: the cached release whose files have its pre-image blob hashes).")
 @click.option("-o", "--output", "out", metavar="FILE", help="Write here instead of stdout.")
 @click.option("--tree", metavar="DIR", help="Write V's files of the rebased diff, conflict blocks and all, into "
-              "this new folder to resolve them there; then `rebase --continue DIR`.")
+              "this new folder to resolve them there; then `rebase --continue DIR` (several PATCHes, a stack: "
+              "one DIR/NAME.tree each, finished in stack order).")
 @click.option("--continue", "resume", metavar="DIR", help="The finished diff from a folder `--tree` wrote, once its "
               "conflict blocks are resolved.")
 @json_option

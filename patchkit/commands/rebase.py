@@ -25,10 +25,11 @@ def rebase(patches: tuple[str, ...], to: str | None, first: str | None, out: str
     if not patches or not to:
         raise UsageError("rebase needs PATCH and --to V (or --continue DIR)")
     if len(patches) > 1:
-        if first or tree or not out:
+        if first or (tree is not None) == (out is not None):
             raise UsageError("several PATCHes (a stack) take -o DIR, a folder each rebased diff is written into "
-                             "under its own name; --from and --tree take one PATCH")
-        return _stack(list(patches), versions.normalise(to, "--to"), Path(out), as_json)
+                             "under its own name, or --tree DIR, a folder of one tree per diff; --from takes one PATCH")
+        return _stack(list(patches), versions.normalise(to, "--to"), Path(tree or out or ""), as_json,
+                      trees=tree is not None)
     patch = patches[0]
     to = versions.normalise(to, "--to")
     first = versions.normalise(first, "--from") if first else None
@@ -120,12 +121,15 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
     return EXIT_OK
 
 
-def _stack(patches: list[str], to: str, folder: Path, as_json: bool) -> int:
+def _stack(patches: list[str], to: str, folder: Path, as_json: bool, trees: bool = False) -> int:
     """Several diffs (a stack): each re-made against V, one stacked on another onto the other's
-    rebased files (`rebase.rebase_stack`), written into DIR under its own file name."""
-    from patchkit.diffs import rebase as rebasing, release_blobs
+    rebased files (`rebase.rebase_stack`), written into DIR under its own file name; with `trees`
+    (`--tree DIR`) each as `NAME.tree/` to resolve there (`rebase_tree.write_stack`)."""
+    from patchkit.diffs import rebase as rebasing, release_blobs, rebase_tree
 
-    if not folder.is_dir():
+    if trees:
+        rebase_tree.check_empty(folder)
+    elif not folder.is_dir():
         raise UsageError(f"-o {folder}: not a folder (several PATCHes are written into a folder)")
     items = []
     for patch in patches:
@@ -139,7 +143,10 @@ def _stack(patches: list[str], to: str, folder: Path, as_json: bool) -> int:
             release_blobs.find_base(diff, to, output.progress)
     rows: list[dict[str, Any]] = []
     conflicts = 0
-    for pid, made in rebasing.rebase_stack(items, to, target.read, target.python_files, target.package_files):
+    stacked = rebasing.rebase_stack(items, to, target.read, target.python_files, target.package_files)
+    if trees:
+        return _stack_trees(stacked, {diff.id: data for diff, data in items}, folder, as_json)
+    for pid, made in stacked:
         if isinstance(made, str):
             rows.append({"id": pid, "path": None, "conflicts": [], "notes": [made]})
             continue
@@ -163,3 +170,27 @@ def _stack(patches: list[str], to: str, folder: Path, as_json: bool) -> int:
         output.error(f"{conflicts} unit(s) conflict on SGLang {to}; resolve the blocks before applying")
         return EXIT_PLAN
     return EXIT_OK
+
+
+def _stack_trees(stacked: list, inputs: dict[str, bytes], folder: Path, as_json: bool) -> int:
+    """`rebase LOWER UPPER --to V --tree DIR`: one tree per rebased diff, `DIR/NAME.tree/`, to
+    resolve and finish in stack order (`rebase --continue DIR/NAME.tree -o NAME`); a diff whose
+    lower one conflicts in a file they share gets no tree yet (it would be made on V's file there)."""
+    from patchkit.diffs import rebase_tree
+
+    made = rebase_tree.write_stack(stacked, inputs, folder)
+    conflicts = sum(len(tree.conflicts) for tree in made)
+    if as_json:
+        output.as_json({"to": made[0].to if made else None, "tree": str(folder),
+                        "patches": [tree.to_dict() for tree in made]})
+        return EXIT_PLAN if conflicts or any(tree.waits_on for tree in made) else EXIT_OK
+    for tree in made:
+        for note in tree.notes:
+            output.note(note)
+        for unit in tree.conflicts:
+            output.warn(f"conflict: {tree.id}: {unit.file}:{unit.unit}: {unit.detail} (a block in "
+                        f"{folder / tree.tree / unit.file})")
+        if tree.tree:
+            output.line(f"wrote {tree.tree}: {len(tree.files)} file(s) of {tree.id}, {len(tree.conflicts)} block(s)")
+    output.line("next, in this order: " + "; ".join(tree.next_step(folder) for tree in made))
+    return EXIT_PLAN if conflicts or any(tree.waits_on for tree in made) else EXIT_OK

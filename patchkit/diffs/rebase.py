@@ -29,6 +29,8 @@ class Rebased:
     notes: tuple[str, ...] = ()
     already: tuple[str, ...] = field(default_factory=tuple)  # files that already have the change on `to`
     changes: tuple[format_patch.FileChange, ...] = ()  # each section's file on `to` and its new bytes
+    # {id of a diff of the set it was rebased on: the files it shares with it} (rebase_stack)
+    stacked_on: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def conflicts(self) -> tuple[diffpatch.UnitOutcome, ...]:
@@ -157,7 +159,7 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
             for change in done[lower].changes:
                 if change.after is not None and change.rel not in conflicted:
                     written[change.rel] = change.after
-                elif change.rel in conflicted:
+                elif change.rel in conflicted and change.rel in under[pid][lower]:
                     notes.append(f"{change.rel}: {lower} conflicts there on SGLang {to}; {pid} is rebased on the "
                                  f"release's file (rebase it again once {lower} is resolved)")
         base_of = stacked_base([diffs[lower] for lower in under.get(pid, {}) if lower in done])
@@ -173,7 +175,7 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
                 raise
             upstream[pid] = str(exc)
             continue
-        done[pid] = replace(made, notes=(*made.notes, *notes))
+        done[pid] = replace(made, notes=(*made.notes, *notes), stacked_on=under.get(pid, {}))
     return [(pid, done.get(pid) or upstream[pid]) for pid in stacks.ordered(diffs)]
 
 

@@ -38,11 +38,16 @@ class Finished:
     dropped: tuple[str, ...]  # files of the tree left with V's bytes (no section)
 
 
+def check_empty(folder: Path) -> None:
+    """`--tree DIR` must be a new or empty folder: nothing of the user's is overwritten."""
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UsageError(f"--tree {folder}: not an empty folder; name a new one (nothing of yours is overwritten)")
+
+
 def write_tree(made: Rebased, data: bytes, folder: Path) -> list[str]:
     """V's files of the rebased diff with their conflict blocks, and the record; the files written.
     `folder` must be empty or not exist (nothing of the user's is overwritten)."""
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise UsageError(f"--tree {folder}: not an empty folder; name a new one (nothing of yours is overwritten)")
+    check_empty(folder)
     files = tree_files(made, data)
     for rel, content in files.items():
         path = folder / rel
@@ -58,6 +63,10 @@ def tree_files(made: Rebased, data: bytes) -> dict[str, bytes]:
     record = {"schema": SCHEMA, "id": made.diff.id, "name": made.diff.name, "to": made.to,
               "prefix": made.diff.prefix, "header": base64.b64encode(data[:_header_end(data)]).decode(),
               "files": {c.rel: c.before is not None for c in made.changes}}
+    shared = {rel for files in made.stacked_on.values() for rel in files}
+    if shared:  # a diff of a stack: where it is made on a lower diff's file, that file is its pre-image, not V's
+        record["base"] = {c.rel: base64.b64encode(c.before).decode() for c in made.changes
+                          if c.rel in shared and c.before is not None}
     return {**files, RECORD: json.dumps(record, indent=1).encode()}
 
 
@@ -104,7 +113,8 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
             raise PlanError(f"{path}:{line}: a conflict block is still there ({marker.group().decode()}); resolve "
                             "it (make the change where the code is, delete the marker lines), then run "
                             f"`patchkit rebase --continue {folder}` again")
-        before = read(rel) if existed else None
+        stacked = record.get("base", {}).get(rel) if isinstance(record.get("base"), dict) else None
+        before = base64.b64decode(stacked) if isinstance(stacked, str) else read(rel) if existed else None
         if now == before:
             dropped.append(rel)
             continue
@@ -114,3 +124,52 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
     header = base64.b64decode(record["header"])
     return Finished(record["id"], record["to"], record["name"], write_diff(header, record["prefix"], changes),
                     tuple(c.rel for c in changes), tuple(dropped))
+
+
+@dataclass(frozen=True)
+class StackTree:
+    """One diff of a stack rebased with `--tree`: its tree (`NAME.tree`, "" where none was written)."""
+    id: str
+    name: str  # the input's file name, what `--continue -o` writes
+    to: str
+    tree: str
+    files: tuple[str, ...] = ()
+    conflicts: tuple = ()  # diffpatch.UnitOutcome
+    notes: tuple[str, ...] = ()
+    waits_on: tuple[str, ...] = ()  # lower diffs that conflict in a file they share with it
+    upstream: str = ""  # why no tree: V already has the whole change
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "tree": self.tree or None, "files": list(self.files),
+                "conflicts": [u.to_dict() for u in self.conflicts], "notes": list(self.notes),
+                "waits_on": list(self.waits_on), "upstream": self.upstream or None}
+
+    def next_step(self, folder: Path) -> str:
+        if self.upstream:
+            return f"{self.id}: nothing to do ({self.upstream})"
+        if self.waits_on:
+            return (f"{self.id} waits on {', '.join(self.waits_on)}, which conflicts in a file they share: once "
+                    f"it is finished, rebase {self.name} on it (`patchkit bump --continue` does both in one run)")
+        return f"`patchkit rebase --continue {folder / self.tree} -o {self.name}`"
+
+
+def write_stack(stacked: list, inputs: dict[str, bytes], folder: Path) -> list[StackTree]:
+    """`rebase.rebase_stack`'s diffs as one tree each under `folder` (new or empty), in stack order.
+    An upper diff whose lower one conflicts in a shared file was rebased on V's file there (its
+    tree would drop the lower's change): it gets no tree and waits (`waits_on`)."""
+    check_empty(folder)
+    found: list[StackTree] = []
+    conflicted: dict[str, set[str]] = {}  # id -> files with blocks
+    for pid, made in stacked:
+        if isinstance(made, str):
+            found.append(StackTree(pid, "", "", "", upstream=made))
+            continue
+        conflicted[pid] = {u.file for u in made.conflicts}
+        waits = tuple(lower for lower, files in made.stacked_on.items() if set(files) & conflicted.get(lower, set()))
+        if waits:
+            found.append(StackTree(pid, made.diff.name, made.to, "", waits_on=waits))
+            continue
+        tree = f"{Path(made.diff.name).stem}.tree"
+        written = write_tree(made, inputs[pid], folder / tree)
+        found.append(StackTree(pid, made.diff.name, made.to, tree, tuple(written), made.conflicts, made.notes))
+    return found

@@ -265,3 +265,54 @@ def test_status_and_apply_follow_a_folder_that_moved(tmp_path, monkeypatch, rele
     assert ("conflict: sglang/jit_kernel_extra/x.py:<file>: the diff creates it in sglang/jit_kernel_extra/, which "
             "is not in this release") in made.stderr
     assert "+<<<<<<< release: sglang/jit_kernel_extra/x.py" in (tmp_path / "stray-0.5.17.patch").read_text()
+
+
+@pytest.mark.slow
+def test_a_stack_is_rebased_into_trees_and_finished_in_order(tmp_path, monkeypatch, release):
+    """issue 29: `rebase LOWER UPPER --to V --tree DIR` was refused ("--tree takes one PATCH"). Each
+    diff of the stack gets DIR/NAME.tree; `--continue` of each, in stack order, writes the diffs: on
+    0.5.16 the same bytes as `-o DIR` writes (the upper's pre-image is the lower's rebased file, kept in
+    its record: diffed against 0.5.16's file it held the lower's change too, 163 changed lines for
+    66); on 0.5.17, the lower's 12 blocks resolved, both git-apply in order."""
+    from testing.checkout import checkout, git
+    from testing.field_diffs import stacked_diff
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.16", "0.5.17"))))
+    folder = tmp_path / "set"
+    folder.mkdir()
+    lower, upper = field_diff("0.5.15.post1").write(folder), stacked_diff("0.5.15.post1").write(folder)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert run("rebase", upper, lower, "--to", "0.5.16", "-o", plain).exit_code == 0
+    trees = tmp_path / "trees-0.5.16"
+    made = run("rebase", upper, lower, "--to", "0.5.16", "--tree", trees, "--json")
+    assert made.exit_code == 0, made.stderr
+    assert [row["tree"] for row in made.json()["patches"]] == [f"{lower.stem}.tree", f"{upper.stem}.tree"]
+    done = tmp_path / "done-0.5.16"
+    done.mkdir()
+    for name in (lower.name, upper.name):
+        finished = run("rebase", "--continue", trees / f"{name[:-len('.patch')]}.tree", "-o", done / name)
+        assert finished.exit_code == 0, finished.stderr
+        assert (done / name).read_bytes() == (plain / name).read_bytes(), name
+    trees = tmp_path / "trees-0.5.17"
+    made = run("rebase", upper, lower, "--to", "0.5.17", "--tree", trees, "--json")
+    assert made.exit_code == 1, made.stderr
+    rows = {row["id"]: row for row in made.json()["patches"]}
+    assert len(rows[FIELD_ID]["conflicts"]) == 12 and not rows[FIELD_ID + "-extra"]["conflicts"]
+    for rel in rows[FIELD_ID]["files"]:
+        path = trees / rows[FIELD_ID]["tree"] / rel
+        path.write_bytes(take_the_patch_side(path.read_bytes()))
+    done = tmp_path / "done-0.5.17"
+    done.mkdir()
+    for row in rows.values():
+        name = f"{row['tree'][:-len('.tree')]}.patch"
+        finished = run("rebase", "--continue", trees / row["tree"], "-o", done / name)
+        assert finished.exit_code == 0, finished.stderr
+    site = release("0.5.17", extra=tuple({*rows[FIELD_ID]["files"], *rows[FIELD_ID + "-extra"]["files"]}))
+    repo = checkout(site, tmp_path / "repo")
+    for name in (lower.name, upper.name):
+        applied = git(repo, "apply", done / name, check=False)
+        assert applied.returncode == 0, (name, applied.stderr)
+    # Usage: -o and --tree together, a folder that is not empty: exit 2, nothing written.
+    assert run("rebase", upper, lower, "--to", "0.5.17", "--tree", trees, "-o", plain).exit_code == 2
+    assert run("rebase", upper, lower, "--to", "0.5.17", "--tree", trees).exit_code == 2
