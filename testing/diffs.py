@@ -94,3 +94,15 @@ def fails_only_beside_the_built_in(found: dict) -> bool:
     """`status --json`'s row of such a diff where it applies alone (`apply --only` it, or
     `--skip cpu-offload-tied-params`): `failed`, naming the built-in it cannot stack on."""
     return found["state"] == "failed" and f"does not apply on top of {OFFLOADER_BUILT_IN}," in found["detail"]
+
+
+def many_sections(count: int, pid: str, prefix: str = "") -> bytes:
+    """A diff of `count` file sections, each creating a two-line module `sglang/srt/section_NNNNN.py`
+    (`new file` and `index` lines as git writes them), with `Patchkit-Id: pid`: loading and judging
+    per section (bench/diff_sections.py, tests/unit/diffs/test_sections_linear.py)."""
+    out = [f"Patchkit-Id: {pid}\n\n".encode()]
+    for i in range(count):
+        rel = f"{prefix}sglang/srt/section_{i:05d}.py"
+        out.append(f"diff --git a/{rel} b/{rel}\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n"
+                   f"+++ b/{rel}\n@@ -0,0 +1,2 @@\n+def f_{i}():\n+    return {i}\n".encode())
+    return b"".join(out)

@@ -13,16 +13,7 @@ from pathlib import Path
 
 from testing import synthetic as syn
 from testing.cli import run
-
-
-def sections(count: int) -> bytes:
-    """A git diff creating `count` small modules in the synthetic tree's sglang/srt/."""
-    out = [b"Patchkit-Id: many-sections\n\n"]
-    for i in range(count):
-        rel = f"sglang/srt/section_{i:05d}.py"
-        out.append(f"diff --git a/{rel} b/{rel}\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n"
-                   f"+++ b/{rel}\n@@ -0,0 +1,2 @@\n+def f_{i}():\n+    return {i}\n".encode())
-    return b"".join(out)
+from testing.diffs import many_sections
 
 
 def calls_of_status(site: Path, diff: Path) -> int:
@@ -48,7 +39,7 @@ def test_status_work_per_section_is_flat(scratch: Path, monkeypatch) -> None:
     site = syn.make_tree(scratch / "site")
     sizes = (100, 200, 400)
     for n in sizes:
-        (scratch / f"s{n}.patch").write_bytes(sections(n))
+        (scratch / f"s{n}.patch").write_bytes(many_sections(n, "many-sections"))
     calls_of_status(site, scratch / "s100.patch")  # imports and first-use caches out of the count
     counts = {}
     for n in sizes:
