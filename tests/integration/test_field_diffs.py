@@ -273,7 +273,8 @@ def test_a_stack_is_rebased_into_trees_and_finished_in_order(tmp_path, monkeypat
     diff of the stack gets DIR/NAME.tree; `--continue` of each, in stack order, writes the diffs: on
     0.5.16 the same bytes as `-o DIR` writes (the upper's pre-image is the lower's rebased file, kept in
     its record: diffed against 0.5.16's file it held the lower's change too, 163 changed lines for
-    66); on 0.5.17, the lower's 12 blocks resolved, both git-apply in order."""
+    66); on 0.5.17, the lower's 12 blocks resolved, both git-apply in order; on 0.5.23 the upper one
+    waits on the lower one, which conflicts in files they share."""
     from testing.checkout import checkout, git
     from testing.field_diffs import stacked_diff
 
@@ -316,3 +317,13 @@ def test_a_stack_is_rebased_into_trees_and_finished_in_order(tmp_path, monkeypat
     # Usage: -o and --tree together, a folder that is not empty: exit 2, nothing written.
     assert run("rebase", upper, lower, "--to", "0.5.17", "--tree", trees, "-o", plain).exit_code == 2
     assert run("rebase", upper, lower, "--to", "0.5.17", "--tree", trees).exit_code == 2
+    # On 0.5.23 the lower one conflicts in files the upper one changes: the upper gets no tree (made on
+    # 0.5.23's files there it would drop the lower's change) and waits on it.
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home-0.5.23", ("0.5.15.post1", "0.5.23"))))
+    trees = tmp_path / "trees-0.5.23"
+    made = run("rebase", upper, lower, "--to", "0.5.23", "--tree", trees, "--json")
+    assert made.exit_code == 1, made.stderr
+    rows = {row["id"]: row for row in made.json()["patches"]}
+    assert rows[FIELD_ID]["tree"] and rows[FIELD_ID]["conflicts"]
+    assert rows[FIELD_ID + "-extra"]["tree"] is None and rows[FIELD_ID + "-extra"]["waits_on"] == [FIELD_ID]
+    assert sorted(p.name for p in trees.iterdir()) == [rows[FIELD_ID]["tree"]]
