@@ -108,16 +108,21 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
     done = rebase_tree.finish(folder, target.read)
     if path is not None:
         atomic_write(path, done.data, 0o644)
+    for note in done.notes:
+        output.warn(note)
     if as_json:
         output.as_json({"id": done.id, "to": done.to, "path": None if path is None else str(path),
                         "files": list(done.files), "dropped": list(done.dropped),
+                        "not_created": list(done.not_created), "ignored": list(done.ignored),
                         "diff": None if path is not None else done.data.decode("utf-8", "replace")})
         return EXIT_OK
     if path is None:
         output.data(done.data)
     else:
+        kept = [rel for rel in done.dropped if rel not in done.not_created]
         output.line(f"wrote {path}: patch {done.id} for SGLang {done.to}, {len(done.files)} file(s)"
-                    + (f"; left with {done.to}'s bytes: {', '.join(done.dropped)}" if done.dropped else ""))
+                    + (f"; left with {done.to}'s bytes: {', '.join(kept)}" if kept else "")
+                    + (f"; not created: {', '.join(done.not_created)}" if done.not_created else ""))
     return EXIT_OK
 
 

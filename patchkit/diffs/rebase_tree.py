@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.base.errors import PlanError, UsageError
-from patchkit.base.util import atomic_write
+from patchkit.base.util import atomic_write, read_regular
 from patchkit.diffs import format_patch
 from patchkit.diffs.rebase import Rebased, write_diff
 
@@ -36,6 +38,16 @@ class Finished:
     data: bytes  # the finished diff
     files: tuple[str, ...]  # the sections written
     dropped: tuple[str, ...]  # files of the tree left with V's bytes (no section)
+    not_created: tuple[str, ...] = ()  # files V lacks, emptied by the resolution (in `dropped` too)
+    ignored: tuple[str, ...] = ()  # files put in the tree that are not files of the diff
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the finished diff leaves out by the user's hand, one line each."""
+        return (*(f"not created: {rel} (SGLang {self.to} has no such file and the resolution left it empty; "
+                  "the diff's change to it is dropped)" for rel in self.not_created),
+                *(f"ignored: {rel} (not a file of the diff's tree; an edit there is not in the finished diff)"
+                  for rel in self.ignored))
 
 
 def check_empty(folder: Path) -> None:
@@ -80,8 +92,6 @@ def _header_end(data: bytes) -> int:
 
 
 def read_record(folder: Path) -> dict:
-    from patchkit.base.util import read_regular
-
     path = folder / RECORD
     try:
         record = json.loads(read_regular(path, _LIMIT))
@@ -97,16 +107,20 @@ def read_record(folder: Path) -> dict:
 
 def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
     """The finished diff from a resolved tree (`read`: release V's pristine files). A file still
-    holding a conflict marker line is refused, naming the file and line."""
+    holding a conflict marker line is refused, naming the file and line. A file V does not have
+    whose resolution is empty (only whitespace: its blocks deleted) is not created; a symlink or
+    anything but a plain file or folder in the tree is refused (UsageError), never followed."""
     record = read_record(folder)
+    present = _tree_entries(folder)
     changes: list[format_patch.FileChange] = []
     dropped: list[str] = []
+    not_created: list[str] = []
     for rel, existed in record["files"].items():
         path = folder / rel
-        if not path.is_file():
+        if rel not in present:
             dropped.append(rel)  # deleted from the tree: the user dropped that change
             continue
-        now = path.read_bytes()
+        now = read_regular(path, flags=os.O_NOFOLLOW)
         marker = _MARKER.search(now)
         if marker:
             line = now.count(b"\n", 0, marker.start()) + 1
@@ -115,6 +129,10 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
                             f"`patchkit rebase --continue {folder}` again")
         stacked = record.get("base", {}).get(rel) if isinstance(record.get("base"), dict) else None
         before = base64.b64decode(stacked) if isinstance(stacked, str) else read(rel) if existed else None
+        if before is None and not now.strip():  # V lacks it and the user deleted its blocks: no empty module
+            not_created.append(rel)
+            dropped.append(rel)
+            continue
         if now == before:
             dropped.append(rel)
             continue
@@ -122,8 +140,32 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
     if not changes:
         raise PlanError(f"--continue {folder}: every file has SGLang {record['to']}'s bytes; nothing to write")
     header = base64.b64decode(record["header"])
+    ignored = sorted(present - set(record["files"]))
     return Finished(record["id"], record["to"], record["name"], write_diff(header, record["prefix"], changes),
-                    tuple(c.rel for c in changes), tuple(dropped))
+                    tuple(c.rel for c in changes), tuple(dropped), tuple(not_created), tuple(ignored))
+
+
+def _tree_entries(folder: Path) -> set[str]:
+    """The plain files under `folder` ('/'-separated, the record left out). A symlink is refused,
+    never followed (it would put a file from outside the tree into the diff), as is a FIFO, socket
+    or device (exit 2, naming it)."""
+    found: set[str] = set()
+    for top, dirs, names in os.walk(folder, onerror=_raise):
+        for name in [*dirs, *names]:
+            path = Path(top, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                kind = "a symlink" if stat.S_ISLNK(mode) else "not a plain file or folder"
+                raise UsageError(f"--continue {folder}: {path} is {kind}; patchkit does not follow or read it "
+                                 "(put the file itself there, or delete it)")
+            if stat.S_ISREG(mode):
+                found.add(path.relative_to(folder).as_posix())
+    found.discard(RECORD)
+    return found
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
 
 
 @dataclass(frozen=True)

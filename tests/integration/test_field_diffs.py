@@ -327,3 +327,27 @@ def test_a_stack_is_rebased_into_trees_and_finished_in_order(tmp_path, monkeypat
     assert rows[FIELD_ID]["tree"] and rows[FIELD_ID]["conflicts"]
     assert rows[FIELD_ID + "-extra"]["tree"] is None and rows[FIELD_ID + "-extra"]["waits_on"] == [FIELD_ID]
     assert sorted(p.name for p in trees.iterdir()) == [rows[FIELD_ID]["tree"]]
+
+
+@pytest.mark.slow
+def test_a_module_the_release_lacks_is_not_created_empty(tmp_path, monkeypatch):
+    """attack on issue 30, finding 3: on 0.5.23 the field diff's encode_grpc_server.py (moved to
+    disaggregation/encoder/grpc_server.py there) is a tree file holding only a 'not in this release'
+    block; deleted as the docs allow, `--continue` wrote `new file mode` with an empty blob, and apply
+    created an empty module. Now it is not created, and the summary says so."""
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.23"))))
+    path = field_diff("0.5.15.post1").write(tmp_path)
+    tree, out = tmp_path / "tree", tmp_path / "out.patch"
+    made = run("rebase", path, "--to", "0.5.23", "--tree", tree, "--json")
+    assert made.exit_code == 1, made.stderr
+    absent = "sglang/srt/disaggregation/encode_grpc_server.py"
+    assert b"is not in this release" in (tree / absent).read_bytes()
+    for rel in made.json()["files"]:
+        (tree / rel).write_bytes(take_the_patch_side((tree / rel).read_bytes()))
+    assert not (tree / absent).read_bytes().strip()
+    done = run("rebase", "--continue", tree, "-o", out, "--json")
+    assert done.exit_code == 0, done.stderr
+    assert done.json()["not_created"] == [absent] and f"not created: {absent}" in done.stderr
+    text = out.read_text()
+    assert "encode_grpc_server.py" not in text and "\nindex 0000000..e69de29" not in text
+
