@@ -140,7 +140,7 @@ class Bump:
             steps.append(f"resolve the <<<<<<< / >>>>>>> blocks in {self.folder}/*.tree/ (each block: make the "
                          f"change where the code is, delete the marker lines), then run `patchkit bump --continue "
                          f"{self.folder}`")
-        patches = f" --patches {self.folder}" if any(row.kind == "diff" for row in self.patches) else ""
+        patches = f" --patches {self.folder}" if any(row.written for row in self.patches) else ""
         steps.append(f"rebuild the image: `patchkit{patches} image build --target {self.to} ...`")
         steps.append(f"apply on the SGLang {self.to} tree: `patchkit{patches} apply`")
         return steps
@@ -222,6 +222,7 @@ def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[
     rows = [_module_row(p, before[p.ID], after[p.ID], to, view) for p in modules]
     files: dict[str, bytes] = {}
     inputs: dict[str, tuple[str, bytes]] = {}
+    rows = [_module_file(row, files) for row in rows]
     if diffs:
         rows += _diff_rows(diffs, before, first, to, progress, files, inputs, cache)
     if cache is not None:
@@ -231,6 +232,17 @@ def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[
     for row in rows:
         progress(f"{row.id}: {row.on_from} on {first.version}, {row.on_to} on {to.version}: {row.action}")
     return Bump(first.version, to.version, folder, tuple(rows), launches, files=files, inputs=inputs)
+
+
+def _module_file(row: PatchRow, files: dict[str, bytes]) -> PatchRow:
+    """A patch module of a `--patches` folder that stays in force on V, copied into DIR byte for byte
+    (a folder of modules, as `--patches DIR` loads it), so that `--patches DIR apply` and `image build`
+    get the whole set; the built-in and entry-point sets come with patchkit and their packages."""
+    if row.action in (DROP, GONE) or not registry.origin(row.id).startswith("folder "):
+        return row
+    path = registry.source_file(row.id)
+    files[path.name] = path.read_bytes()
+    return replace(row, written=path.name)
 
 
 def _module_row(patch: type[Patch], old: upstream.Verdict, new: upstream.Verdict, to: WheelSource,

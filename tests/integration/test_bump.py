@@ -199,3 +199,27 @@ def test_latest_takes_the_newest_release_on_the_index(home, tmp_path):
     assert done.json()["to"] == "0.5.23"
     assert "patch(es) on SGLang 0.5.23" in done.stderr
     assert "mtp-layer-detection: applies on 0.5.17, upstream-fixed on 0.5.23: drop" in done.stderr  # per patch
+
+
+def _own_module(folder: Path) -> Path:
+    """A patch module of the user's own folder (`patchkit new`), in force on 0.5.17 and 0.5.23."""
+    made = run("new", "my-load-fix", "--target", "sglang/srt/configs/load_config.py", "--class", "LoadConfig",
+               "--method", "__post_init__", "--out", folder)
+    assert made.exit_code == 0, made.stderr
+    return folder / "my_load_fix.py"
+
+
+def test_the_users_own_patch_modules_are_in_dir(home, tmp_path):
+    """A patch module of a --patches folder that carries over is copied into DIR byte for byte, so
+    that `--patches DIR list` (and apply, image build) has the whole set the report names."""
+    module = _own_module(tmp_path / "mine")
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out, "--json")
+    assert done.exit_code == 0, done.stderr
+    rows = {row["id"]: row for row in done.json()["patches"]}
+    assert rows["my-load-fix"]["action"] == "carries over" and rows["my-load-fix"]["written"] == "my_load_fix.py"
+    assert (out / "my_load_fix.py").read_bytes() == module.read_bytes()
+    assert f"patchkit --patches {out} apply" in done.json()["next"][-1]
+    listed = run("--patches", out, "list", "--json")
+    assert listed.exit_code == 0, listed.stderr
+    assert "my-load-fix" in listed.stdout
