@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from patchkit.base.constants import EXIT_OK, EXIT_PLAN
+from patchkit.base.constants import EXIT_OK, EXIT_PLAN, EXIT_USAGE
 from patchkit.base.errors import FetchError, UsageError
 from patchkit.commands import output
 from patchkit.commands.doctor import check_overrides
@@ -126,7 +126,9 @@ def _continue(folder: Path, fmt: str) -> int:
 
 
 def _show(found: bumping.Bump, fmt: str) -> int:
-    code = EXIT_PLAN if found.blocked else EXIT_OK
+    # A patch file left out (it cannot be loaded): the set in DIR is not complete, exit 2 as for any
+    # command that ran without it (cli.error_handler names each file with its cause).
+    code = EXIT_PLAN if found.blocked else EXIT_USAGE if found.left_out else EXIT_OK
     if fmt == "json":
         output.as_json(found.to_dict())
         return code

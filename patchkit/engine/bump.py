@@ -113,6 +113,9 @@ class Bump:
     patches: tuple[PatchRow, ...]
     launches: tuple[LaunchChange, ...] = ()
     notes: tuple[str, ...] = ()
+    # The patch files of the set that could not be loaded, each "FILE: why" (registry.unloadable):
+    # the bump ran without them, so the set in DIR is not complete.
+    left_out: tuple[str, ...] = ()
     # What `write` puts in DIR: {path relative to DIR: bytes}; the diffs as given (for `--continue`).
     files: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
     inputs: dict[str, tuple[str, bytes]] = field(default_factory=dict, compare=False, repr=False)
@@ -125,17 +128,24 @@ class Bump:
     def blocked(self) -> bool:
         return any(row.action in BLOCKING for row in self.patches)
 
+    @property
+    def complete(self) -> bool:
+        return not self.blocked and not self.left_out
+
     def to_dict(self) -> dict[str, Any]:
         return {"from": self.first, "to": self.to, "folder": str(self.folder),
                 "patches": [row.to_dict() for row in self.patches],
                 "conflicts": [{"id": pid, "name": c.name, "detail": c.detail} for pid, c in self.conflicts],
                 "drops": [row.id for row in self.patches if row.action == DROP],
                 "launches": [launch.to_dict() for launch in self.launches],
-                "next": self.next_steps(), "notes": list(self.notes), "complete": not self.blocked}
+                "next": self.next_steps(), "notes": list(self.notes), "left_out": list(self.left_out),
+                "complete": self.complete}
 
     def next_steps(self) -> list[str]:
         """The commands to finish: resolve and continue, then rebuild the image and apply the new folder."""
         steps = []
+        if self.left_out:
+            steps.append("fix or remove each patch file left out (REPORT.md: Left out), then run this bump again: DIR lacks them")
         if any(row.tree for row in self.patches if row.action == CONFLICTS):
             steps.append(f"resolve the <<<<<<< / >>>>>>> blocks in {self.folder}/*.tree/ (each block: make the "
                          f"change where the code is, delete the marker lines), then run `patchkit bump --continue "
@@ -168,6 +178,8 @@ class Bump:
         if gone:
             out += ["", "## Not carried over", ""]
             out += [f"- `{row.id}` ({row.action}): {row.detail}" for row in gone]
+        if self.left_out:
+            out += ["", "## Left out (cannot be loaded; not in DIR)", ""] + [f"- {item}" for item in self.left_out]
         if self.launches:
             out += ["", "## Launch lines", ""]
             for launch in self.launches:
@@ -231,7 +243,9 @@ def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[
     rows.sort(key=lambda row: order[row.id])
     for row in rows:
         progress(f"{row.id}: {row.on_from} on {first.version}, {row.on_to} on {to.version}: {row.action}")
-    return Bump(first.version, to.version, folder, tuple(rows), launches, files=files, inputs=inputs)
+    left_out = tuple(str(exc) for exc in registry.unloadable())
+    return Bump(first.version, to.version, folder, tuple(rows), launches, left_out=left_out, files=files,
+                inputs=inputs)
 
 
 def _module_file(row: PatchRow, files: dict[str, bytes]) -> PatchRow:
@@ -406,7 +420,7 @@ def read(folder: Path) -> Bump:
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"--continue {folder}: {RECORD} is damaged ({exc})") from None
     return Bump(str(data["from"]), str(data["to"]), folder, rows, launches, tuple(data.get("notes", ())),
-                inputs=inputs)
+                tuple(data.get("left_out", ())), inputs=inputs)
 
 
 def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump:

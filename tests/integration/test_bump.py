@@ -223,3 +223,20 @@ def test_the_users_own_patch_modules_are_in_dir(home, tmp_path):
     listed = run("--patches", out, "list", "--json")
     assert listed.exit_code == 0, listed.stderr
     assert "my-load-fix" in listed.stdout
+
+
+def test_a_patch_file_that_cannot_be_loaded_is_named_and_the_set_incomplete(home, tmp_path):
+    """A damaged diff in the folder: the rest of the set is bumped, the file is named with its cause in
+    REPORT.md and --json (complete: false), and the run exits 2 (issue 29's rule for a file left out)."""
+    module = _own_module(tmp_path / "mine")
+    (tmp_path / "mine" / "truncated.patch").write_bytes(b"diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n"
+                                                        b"@@ -1,3 +1,4 @@\n x = 1\n")
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out, "--json")
+    assert done.exit_code == 2, done.stderr
+    report = done.json()
+    assert report["complete"] is False
+    (left,) = report["left_out"]
+    assert "truncated.patch" in left and "truncated.patch" in done.stderr
+    assert "truncated.patch" in (out / "REPORT.md").read_text().split("## Left out")[1]
+    assert (out / module.name).is_file()  # the rest of the set is there

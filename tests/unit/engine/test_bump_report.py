@@ -59,3 +59,13 @@ def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path):
     with pytest.raises(UsageError, match="not a new or empty folder"):
         bump.write(Bump("0.5.17", "0.5.23", tmp_path, ROWS, files={"keep.patch": b"x"}))
     assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
+
+
+def test_the_left_out_files_are_in_the_report_and_the_record(tmp_path):
+    left = ("/set/truncated.patch: line 127: the diff ends inside the hunk of line 53",)
+    planned = Bump("0.5.17", "0.5.23", tmp_path / "out", ROWS[3:], left_out=left, files={"keep.patch": b"diff\n"})
+    assert planned.to_dict()["complete"] is False and planned.to_dict()["left_out"] == list(left)
+    bump.write(planned)
+    assert bump.read(tmp_path / "out").left_out == left
+    text = (tmp_path / "out" / bump.REPORT).read_text()
+    assert f"## Left out (cannot be loaded; not in DIR)\n\n- {left[0]}" in text
