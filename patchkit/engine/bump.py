@@ -438,7 +438,7 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
         return state[rel] if rel in state else to.read(rel)
 
     for pid in [row.id for row in bump.patches if row.kind == "diff"]:
-        row = rows[pid]
+        row = started = rows[pid]
         if row.waits_on and all(rows[lower].action not in BLOCKING for lower in row.waits_on):
             row = _remake(row, bump, read_on, to, files)
             progress(f"{pid}: re-made on top of {', '.join(row.waits_on) or 'the diffs under it'}")
@@ -457,13 +457,40 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
         if row.action in BLOCKING or not row.written:
             continue
         data = files.get(row.written) or (bump.folder / row.written).read_bytes()
-        applied = _apply(unidiff.parse(data, row.written), dict(state), to.read)
+        diff = unidiff.parse(data, row.written)
+        applied = _apply(diff, dict(state), to.read)
         if applied is None:
             rows[pid] = replace(row, action=CONFLICTS, conflicts=(Conflict("<set>", pid, (
                 f"does not apply on SGLang {bump.to} after the diffs before it")),))
             continue
+        invalid = _invalid_python(diff, applied)
+        if invalid:  # a resolution that does not compile: back to its tree, the diff not written
+            files.pop(row.written, None)
+            rows[pid] = replace(started, action=CONFLICTS, on_to=upstream.BROKEN, written=None, conflicts=invalid,
+                                detail=f"does not compile on SGLang {bump.to}: fix it in {row.tree or 'the tree'}, "
+                                       f"then run `patchkit bump --continue {bump.folder}` again")
+            for item in invalid:
+                progress(f"{pid}: {item.name}: {item.detail}")
+            continue
         state = applied
     return replace(bump, patches=tuple(rows[row.id] for row in bump.patches), files=files)
+
+
+def _invalid_python(diff: DiffPatchFile, state: dict[str, bytes]) -> tuple[Conflict, ...]:
+    """The Python files of `diff` that do not compile once it is applied (`state`), each named by
+    its first syntax error's line (`FILE:LINE`), as `apply` refuses them."""
+    found = []
+    for file in diff.files:
+        data = state.get(file.path)
+        if data is None or not file.path.endswith(".py"):
+            continue
+        try:
+            compile(data, file.path, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            found.append(Conflict(file.path, str(exc.lineno), f"does not compile: {exc.msg}"))
+        except ValueError as exc:  # a NUL byte
+            found.append(Conflict(file.path, "1", f"does not compile: {exc}"))
+    return tuple(found)
 
 
 def _remake(row: PatchRow, bump: Bump, read_on: Callable[[str], bytes | None], to: WheelSource,

@@ -130,6 +130,18 @@ def test_two_real_diffs_to_0_5_23_conflicts_resolved_in_dir_and_continue(tmp_pat
             path.write_bytes(take_the_patch_side(path.read_bytes()))
 
     resolve()
+    # A resolution that does not compile on 0.5.23 is refused, named FILE:LINE, the set not completed.
+    pynccl = next(out.glob("*.tree/sglang/srt/distributed/device_communicators/pynccl.py"))
+    good = pynccl.read_bytes()
+    cut = good.index(b"    def ")
+    pynccl.write_bytes(good[:cut] + b"    def def " + good[cut + len(b"    def "):])
+    broken = run("bump", "--continue", out, "--json")
+    assert broken.exit_code == 1 and not broken.json()["complete"], broken.stderr
+    line = good[:cut].count(b"\n") + 1
+    assert {c["name"] for c in broken.json()["conflicts"] if c["id"] == FIELD_ID} == \
+        {f"sglang/srt/distributed/device_communicators/pynccl.py:{line}"}
+    assert not (out / "v0.5.15.post1-sglang.patch").exists()
+    pynccl.write_bytes(good)
     second = run("bump", "--continue", out, "--json")
     assert second.exit_code == 1, second.stderr  # the stacked diff, re-made on top, has blocks of its own
     rows = {row["id"]: row for row in second.json()["patches"]}

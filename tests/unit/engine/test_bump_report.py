@@ -69,3 +69,24 @@ def test_the_left_out_files_are_in_the_report_and_the_record(tmp_path):
     assert bump.read(tmp_path / "out").left_out == left
     text = (tmp_path / "out" / bump.REPORT).read_text()
     assert f"## Left out (cannot be loaded; not in DIR)\n\n- {left[0]}" in text
+
+
+class _Release:
+    """V's files for `resume`: none (the diffs below create theirs)."""
+
+    version = "0.5.23"
+
+    def read(self, rel: str) -> bytes | None:
+        return None
+
+
+def test_continue_refuses_a_resolution_that_does_not_compile(tmp_path):
+    out = tmp_path / "out"
+    diff = b"diff --git a/sglang/x.py b/sglang/x.py\nnew file mode 100644\n--- /dev/null\n+++ b/sglang/x.py\n" \
+           b"@@ -0,0 +1,2 @@\n+x = 1\n+def def f():\n"
+    row = PatchRow("keep", "diff", "applies", "applies", bump.CARRIES, written="keep.patch")
+    bump.write(Bump("0.5.17", "0.5.23", out, (row,), files={"keep.patch": diff}))
+    done = bump.resume(bump.read(out), _Release(), lambda line: None)  # type: ignore[arg-type]
+    assert done.blocked and not done.files
+    (found,) = done.patches
+    assert found.action == bump.CONFLICTS and [c.name for c in found.conflicts] == ["sglang/x.py:2"]
