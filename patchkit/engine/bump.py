@@ -353,6 +353,10 @@ def _diff_row(patch: type[Patch], old: upstream.Verdict, made: Rebased | str, da
     if isinstance(made, str):  # every file already has the change on V
         return replace(common, on_to=upstream.UPSTREAM_FIXED, action=DROP, evidence=(made,))
     counts = {k: v for k, v in made.resolution.counts().items() if v}
+    gone = _gone(made)
+    if gone:
+        return replace(common, on_to=upstream.NOT_APPLICABLE, action=GONE,
+                       detail=f"its files are gone on {made.to}: {', '.join(gone)}")
     if made.conflicts:
         tree = f"{Path(name).stem}.tree"
         for rel, content in rebase_tree.tree_files(made, data).items():
@@ -366,6 +370,21 @@ def _diff_row(patch: type[Patch], old: upstream.Verdict, made: Rebased | str, da
     action = CARRIES if clean or _applies_as_is(made) else REBASED
     return replace(common, on_to=upstream.APPLIES if action == CARRIES else upstream.BROKEN, action=action,
                     counts={} if action == CARRIES else counts, written=name, notes=made.notes)
+
+
+def _gone(made: Rebased) -> list[str]:
+    """The files of a diff that only changes files V has none of (at their paths, or where their
+    folder moved), none of its units found elsewhere: its files are gone (no longer applicable);
+    [] otherwise (a diff that creates a file, or whose code V still has somewhere, is rebased)."""
+    from patchkit.diffs import diffpatch
+
+    changed = [f for f in made.diff.files if f.old_path is not None]
+    if not changed or len(changed) != len(made.diff.files) or \
+            any(n for what, n in made.resolution.counts().items() if what != diffpatch.CONFLICT):
+        return []
+    if any(f.how != diffpatch.ABSENT or f.elsewhere or f.moved for f in made.resolution.files):
+        return []
+    return [f.path for f in changed]
 
 
 def _applies_as_is(made: Rebased) -> bool:
@@ -507,6 +526,10 @@ def _remake(row: PatchRow, bump: Bump, read_on: Callable[[str], bytes | None], t
     except PlanError as exc:  # every file already has it
         return replace(row, action=DROP, on_to=upstream.UPSTREAM_FIXED, conflicts=(), waits_on=(), evidence=(str(exc),))
     counts = {k: v for k, v in made.resolution.counts().items() if v}
+    gone = _gone(made)
+    if gone:
+        return replace(row, on_to=upstream.NOT_APPLICABLE, action=GONE, conflicts=(), waits_on=(),
+                       detail=f"its files are gone on {made.to}: {', '.join(gone)}")
     if made.conflicts:
         tree = f"{Path(name).stem}.tree"
         for rel, content in rebase_tree.tree_files(made, data).items():

@@ -252,3 +252,24 @@ def test_a_patch_file_that_cannot_be_loaded_is_named_and_the_set_incomplete(home
     assert "truncated.patch" in left and "truncated.patch" in done.stderr
     assert "truncated.patch" in (out / "REPORT.md").read_text().split("## Left out")[1]
     assert (out / module.name).is_file()  # the rest of the set is there
+
+
+def test_a_diff_whose_files_are_gone_is_no_longer_applicable(home, tmp_path):
+    """A change to sglang/srt/mem_cache/chunk_cache.py made on 0.5.17, which 0.5.23 no longer has:
+    no longer applicable (exit 0, no tree written), as docs/bump.md's table says; not a conflict."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    rel = "sglang/srt/mem_cache/chunk_cache.py"
+    before = (pristine("0.5.17") / rel).read_bytes()
+    assert not (pristine("0.5.23") / rel).exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "gone-file-fix.patch").write_bytes(
+        git_diff({rel: before}, {rel: before.replace(b"\nclass ChunkCache(", b"\n# a local fix\nclass ChunkCache(", 1)},
+                 prefix="python/"))
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out, "--json")
+    assert done.exit_code == 0, done.stderr
+    row = next(row for row in done.json()["patches"] if row["id"] == "gone-file-fix")
+    assert (row["on_from"], row["on_to"], row["action"]) == ("applies", "not-applicable", "no longer applicable")
+    assert rel in row["detail"] and not row["conflicts"] and not list(out.glob("*.tree"))
