@@ -41,6 +41,9 @@ def bump(to: str | None, first: str | None, out: str | None, launches: tuple[str
         locate(site_packages, source=source, python=python, quiet=True)  # the tree named must be there
     if versions.parse(first) == versions.parse(to):
         raise UsageError(f"--to {to} is the release the patches are for already; name a newer one")
+    if versions.parse(first) > versions.parse(to):
+        raise UsageError(f"--to {to} is older than {first}, the release the patches are for (V0); bump moves a set "
+                         "to a newer release: name one, or the set's own release with --from V0")
     from patchkit.engine.verdicts import VerdictCache
     from patchkit.releases import pristine
 

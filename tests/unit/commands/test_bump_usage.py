@@ -68,3 +68,10 @@ def test_no_sglang_where_the_tree_option_points_exits_3(home, tmp_path):
 def test_gpu_facts_are_checked_as_doctor_checks_them(home, tmp_path):
     result = run("bump", "--to", "0.5.23", "--from", "0.5.17", "--gpu-memory", "-80")
     assert result.exit_code == 2 and "must be positive numbers" in result.stderr
+
+
+def test_a_backwards_bump_exits_2_before_any_download(home):
+    result = run("bump", "--to", "0.5.17", "--from", "0.5.23")
+    assert result.exit_code == 2, result.stderr
+    assert "--to 0.5.17 is older than 0.5.23" in result.stderr and result.stderr.count("\n") == 1
+    assert not (home / "wheels").exists()
