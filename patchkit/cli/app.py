@@ -217,7 +217,8 @@ def list_command(as_json) -> None:
 @click.option("--from", "first", metavar="V0", help="The release the patches are for now (default: the tree's "
               "release, from its state file or installed version; else the release the loaded diffs were made for).")
 @click.option("-o", "--output", "out", metavar="DIR", help="Where the re-made diffs, the conflict trees and "
-              "REPORT.md go (default: ./patchkit-bump-V; a new or empty folder).")
+              "REPORT.md go (default: ./patchkit-bump-V; a new or empty folder, or one a bump wrote: the files its "
+              "record names are replaced).")
 @click.option("--launch", "launches", multiple=True, metavar="\"ARGS\"", help="A sglang.launch_server line to "
               "check with doctor on V0 and on V, side by side (repeatable).")
 @click.option("--continue", "resume", metavar="DIR", help="Complete a bump once the conflict blocks in DIR are "

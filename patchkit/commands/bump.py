@@ -124,7 +124,7 @@ def _first(site_packages: str | None, source: str | None, python: str | None, to
 def _continue(folder: Path, fmt: str) -> int:
     found = bumping.read(folder)
     done = bumping.resume(found, release_source(found.to), output.progress)
-    bumping.write(done)
+    bumping.write(done, fresh=False)
     return _show(done, fmt)
 
 

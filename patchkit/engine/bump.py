@@ -397,27 +397,84 @@ def _applies_as_is(made: Rebased) -> bool:
 # --- DIR -----------------------------------------------------------------------------------------
 
 
+_STAGING, _EARLIER = ".patchkit-bump-new", ".patchkit-bump-earlier"  # inside DIR, while `write` runs
+
+
 def check_folder(folder: Path) -> None:
     """DIR is new, empty, or a bump's own folder (written again): nothing of the user's is overwritten."""
-    if folder.exists() and (not folder.is_dir() or (any(folder.iterdir()) and not (folder / RECORD).is_file())):
+    if folder.exists() and (not folder.is_dir() or (any(p.name not in (_STAGING, _EARLIER) for p in folder.iterdir())
+                                                    and not (folder / RECORD).is_file())):
         raise UsageError(f"-o {folder}: not a new or empty folder; name another (nothing of yours is overwritten)")
 
 
-def write(bump: Bump) -> list[str]:
-    """DIR: each diff re-made for V, each conflicting diff's tree, the record and REPORT.md.
-    DIR must be new or empty, or a bump's own folder of the same move (nothing of yours overwritten)."""
+def outputs(bump: Bump) -> list[str]:
+    """Every file of DIR the bump wrote (relative paths): the earlier run's, removed before a new plan
+    is written into the same DIR, so nothing of a previous move stays beside this one's."""
+    return sorted(bump.files)
+
+
+def _earlier_outputs(folder: Path) -> list[str]:
+    """The files the record in DIR says a bump wrote there (each a path inside DIR), REPORT.md and the record."""
+    if not (folder / RECORD).is_file():
+        return []
+    try:
+        data = json.loads((folder / RECORD).read_bytes())
+        names = [str(name) for name in data.get("outputs", ())]
+        for row in data.get("patches", ()):  # a record written before "outputs" was kept: its rows say them
+            names += [row["written"]] if row.get("written") else []
+            tree = row.get("tree")
+            if tree and "outputs" not in data and (folder / tree).is_dir():
+                names += [p.relative_to(folder).as_posix() for p in (folder / tree).rglob("*") if not p.is_dir()]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        raise UsageError(f"-o {folder}: its {RECORD} cannot be read; name another folder (nothing of yours is "
+                         "overwritten)") from None
+    inside = [name for name in dict.fromkeys(names) if name and not Path(name).is_absolute()
+              and ".." not in Path(name).parts and (folder / name).is_file()]
+    return [*inside, *(name for name in (REPORT, RECORD) if (folder / name).is_file())]
+
+
+def write(bump: Bump, fresh: bool = True) -> list[str]:
+    """DIR: each diff re-made for V, each module patch of a folder copied, each conflicting diff's tree,
+    the record and REPORT.md. DIR must be new or empty, or a bump's own folder (nothing of yours
+    overwritten). A new plan (`fresh`) replaces the files the earlier record in DIR names; `--continue`
+    adds to them. Everything is written into DIR/.patchkit-bump-new first: a failure there leaves
+    DIR as it was; then the earlier files are moved aside and the new ones moved in (renames)."""
+    import os
+    import shutil
+
     folder = bump.folder
     check_folder(folder)
-    for rel, data in bump.files.items():
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, data, 0o644)
-    record = {"schema": SCHEMA, **bump.to_dict(),
+    folder.mkdir(parents=True, exist_ok=True)
+    staging, earlier_folder = folder / _STAGING, folder / _EARLIER
+    for leftover in (staging, earlier_folder):  # of a run that was killed in the middle
+        shutil.rmtree(leftover, ignore_errors=True)
+    earlier = _earlier_outputs(folder)
+    kept = [] if fresh else [name for name in earlier if name not in (REPORT, RECORD)]
+    record = {"schema": SCHEMA, **bump.to_dict(), "outputs": sorted({*kept, *bump.files}),
               "inputs": {pid: {"name": name, "data": base64.b64encode(data).decode()}
                          for pid, (name, data) in bump.inputs.items()}}
-    atomic_write(folder / RECORD, json.dumps(record, indent=1).encode(), 0o644)
-    atomic_write(folder / REPORT, bump.markdown().encode(), 0o644)
-    return sorted(bump.files)
+    new = {**bump.files, RECORD: json.dumps(record, indent=1).encode(), REPORT: bump.markdown().encode()}
+    try:
+        for rel, data in new.items():
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, data, 0o644)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    for rel in earlier if fresh else ():
+        (earlier_folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(folder / rel, earlier_folder / rel)
+    for rel in new:
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging / rel, folder / rel)
+    for gone in (staging, earlier_folder):
+        shutil.rmtree(gone, ignore_errors=True)
+    for rel in earlier if fresh else ():  # the folders of an earlier tree, now empty
+        for parent in Path(rel).parents:
+            if parent != Path(".") and (folder / parent).is_dir() and not any((folder / parent).iterdir()):
+                (folder / parent).rmdir()
+    return outputs(bump)
 
 
 def read(folder: Path) -> Bump:

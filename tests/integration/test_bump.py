@@ -273,3 +273,16 @@ def test_a_diff_whose_files_are_gone_is_no_longer_applicable(home, tmp_path):
     row = next(row for row in done.json()["patches"] if row["id"] == "gone-file-fix")
     assert (row["on_from"], row["on_to"], row["action"]) == ("applies", "not-applicable", "no longer applicable")
     assert rel in row["detail"] and not row["conflicts"] and not list(out.glob("*.tree"))
+
+
+def test_rerun_into_an_earlier_bumps_folder_keeps_none_of_its_outputs(home, tmp_path):
+    """DIR written by an earlier bump (its own module copy and a diff it re-made): a second bump of
+    another set into it removes the files the earlier record names, keeps the user's own file."""
+    _own_module(tmp_path / "mine")
+    out = tmp_path / "bump"
+    assert run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out).exit_code == 0
+    (out / "notes.txt").write_text("mine")
+    again = run("bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out, "--json")
+    assert again.exit_code == 0, again.stderr
+    assert sorted(p.name for p in out.iterdir()) == [".patchkit-bump.json", "REPORT.md", "notes.txt"]
+    assert "my-load-fix" not in (out / "REPORT.md").read_text()

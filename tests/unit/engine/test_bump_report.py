@@ -90,3 +90,36 @@ def test_continue_refuses_a_resolution_that_does_not_compile(tmp_path):
     assert done.blocked and not done.files
     (found,) = done.patches
     assert found.action == bump.CONFLICTS and [c.name for c in found.conflicts] == ["sglang/x.py:2"]
+
+
+def _tree_of(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_new_plan_replaces_the_earlier_outputs_and_a_failure_leaves_them(tmp_path, monkeypatch):
+    """Written again into its DIR, a bump removes only what the earlier record names (the user's file
+    stays); a write failing half-way (injected) leaves the earlier folder byte for byte."""
+    import pytest
+
+    out = tmp_path / "out"
+    bump.write(Bump("0.5.17", "0.5.23", out, ROWS, files={"keep.patch": b"old\n", "fix.tree/sglang/srt/a.py": b"x\n"}))
+    (out / "notes.txt").write_text("mine")
+    earlier = _tree_of(out)
+    calls = []
+
+    def failing(path, data, mode=None, owner=None):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(path, data, mode, owner)
+
+    real = bump.atomic_write
+    monkeypatch.setattr(bump, "atomic_write", failing)
+    again = Bump("0.5.17", "0.5.16", out, ROWS[3:], files={"keep.patch": b"new\n", "other.patch": b"o\n"})
+    with pytest.raises(OSError, match="No space"):
+        bump.write(again)
+    assert len(calls) == 2 and _tree_of(out) == earlier
+    monkeypatch.setattr(bump, "atomic_write", real)
+    bump.write(again)
+    assert sorted(_tree_of(out)) == [bump.RECORD, bump.REPORT, "keep.patch", "notes.txt", "other.patch"]
+    assert (out / "keep.patch").read_bytes() == b"new\n" and not (out / "fix.tree").exists()
