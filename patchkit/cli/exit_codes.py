@@ -55,7 +55,8 @@ COMMAND_MEANINGS: dict[tuple[str, int], str] = {
     ("verify", EXIT_PLAN): "a check failed (or, with --strict, a needed patch is missing)",
     ("rebase", EXIT_PLAN): "a unit conflicts (the diff is written with conflict markers) or V already has the change",
     ("bump", EXIT_PLAN): "conflicts remain (DIR written with the blocks to resolve; the tree untouched), or a patch fails",
-    ("bump", EXIT_USAGE): "usage, or a patch file could not be loaded (DIR written without it, named in REPORT.md: "
+    ("bump", EXIT_USAGE): "usage (-o DIR not new, empty or a bump's, or not makeable; --to older than V0), or a "
+                          "patch file could not be loaded (DIR written without it, named in REPORT.md: "
                           "complete false)",
     ("bump", EXIT_TARGET): "a release unknown to the package index, or no SGLang where the tree options point",
     ("capture", EXIT_PLAN): "nothing to capture",

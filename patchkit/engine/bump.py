@@ -401,10 +401,34 @@ _STAGING, _EARLIER = ".patchkit-bump-new", ".patchkit-bump-earlier"  # inside DI
 
 
 def check_folder(folder: Path) -> None:
-    """DIR is new, empty, or a bump's own folder (written again): nothing of the user's is overwritten."""
+    """DIR is new, empty, or a bump's own folder (written again): nothing of the user's is overwritten;
+    and it can be made and written (checked by making it, and a file in it, then removing both)."""
+    import errno
+    import os
+    import tempfile
+
+    from patchkit.base.errors import EnvironmentFailure
+
     if folder.exists() and (not folder.is_dir() or (any(p.name not in (_STAGING, _EARLIER) for p in folder.iterdir())
                                                     and not (folder / RECORD).is_file())):
         raise UsageError(f"-o {folder}: not a new or empty folder; name another (nothing of yours is overwritten)")
+    made = [parent for parent in (folder, *folder.parents) if not parent.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".patchkit-bump-check-", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        why = f"-o {folder}: cannot make a folder there and write in it ({exc.strerror or exc}); name another"
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EIO):
+            raise EnvironmentFailure(why) from None
+        raise UsageError(why) from None
+    finally:
+        for parent in made:  # the check leaves nothing behind: the folder is made by `write`
+            try:
+                parent.rmdir()
+            except OSError:
+                break
 
 
 def outputs(bump: Bump) -> list[str]:
@@ -532,7 +556,7 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
         rows[pid] = row
         if row.action in BLOCKING or not row.written:
             continue
-        data = files.get(row.written) or (bump.folder / row.written).read_bytes()
+        data = files.get(row.written) or _written(bump.folder, row.written)
         diff = unidiff.parse(data, row.written)
         applied = _apply(diff, dict(state), to.read)
         if applied is None:
@@ -550,6 +574,17 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
             continue
         state = applied
     return replace(bump, patches=tuple(rows[row.id] for row in bump.patches), files=files)
+
+
+def _written(folder: Path, name: str) -> bytes:
+    """A diff an earlier round wrote into DIR, read back (a file deleted from DIR is named, not a crash)."""
+    from patchkit.base.util import read_regular
+
+    try:
+        return read_regular(folder / name)
+    except FileNotFoundError:
+        raise UsageError(f"--continue {folder}: {name}, which the bump wrote there, is gone; put it back, or run the "
+                         "bump again into a new folder") from None
 
 
 def _invalid_python(diff: DiffPatchFile, state: dict[str, bytes]) -> tuple[Conflict, ...]:

@@ -70,6 +70,15 @@ def test_gpu_facts_are_checked_as_doctor_checks_them(home, tmp_path):
     assert result.exit_code == 2 and "must be positive numbers" in result.stderr
 
 
+@pytest.mark.parametrize("where", ["/proc/patchkit-bump-test", "a-file/sub"])
+def test_an_out_folder_that_cannot_be_made_exits_2_before_any_download(home, tmp_path, where):
+    (tmp_path / "a-file").write_text("a file")
+    result = run("bump", "--to", "0.5.23", "--from", "0.5.17", "-o", where)
+    assert result.exit_code == 2, result.stderr
+    assert f"-o {where}: cannot make a folder there" in result.stderr and result.stderr.count("\n") == 1
+    assert not (home / "wheels").exists()
+
+
 def test_a_backwards_bump_exits_2_before_any_download(home):
     result = run("bump", "--to", "0.5.17", "--from", "0.5.23")
     assert result.exit_code == 2, result.stderr

@@ -61,6 +61,24 @@ def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
 
 
+def test_a_read_only_folder_is_an_environment_failure_and_leaves_nothing(tmp_path, monkeypatch):
+    """EROFS injected where the check writes its probe file: exit 6's error, the folder not left made."""
+    import errno
+    import tempfile
+
+    import pytest
+
+    from patchkit.base.errors import EnvironmentFailure
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    with pytest.raises(EnvironmentFailure, match="cannot make a folder there and write in it"):
+        bump.check_folder(tmp_path / "new" / "out")
+    assert not (tmp_path / "new").exists()
+
+
 def test_the_left_out_files_are_in_the_report_and_the_record(tmp_path):
     left = ("/set/truncated.patch: line 127: the diff ends inside the hunk of line 53",)
     planned = Bump("0.5.17", "0.5.23", tmp_path / "out", ROWS[3:], left_out=left, files={"keep.patch": b"diff\n"})
@@ -123,3 +141,16 @@ def test_a_new_plan_replaces_the_earlier_outputs_and_a_failure_leaves_them(tmp_p
     bump.write(again)
     assert sorted(_tree_of(out)) == [bump.RECORD, bump.REPORT, "keep.patch", "notes.txt", "other.patch"]
     assert (out / "keep.patch").read_bytes() == b"new\n" and not (out / "fix.tree").exists()
+
+
+def test_continue_names_a_written_diff_deleted_from_dir(tmp_path):
+    import pytest
+
+    from patchkit.base.errors import UsageError
+
+    out = tmp_path / "out"
+    row = PatchRow("keep", "diff", "applies", "applies", bump.CARRIES, written="keep.patch")
+    bump.write(Bump("0.5.17", "0.5.23", out, (row,), files={"keep.patch": b"diff\n"}))
+    (out / "keep.patch").unlink()
+    with pytest.raises(UsageError, match="keep.patch, which the bump wrote there, is gone"):
+        bump.resume(bump.read(out), _Release(), lambda line: None)  # type: ignore[arg-type]
