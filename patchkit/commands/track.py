@@ -97,6 +97,9 @@ def matrix(first: str | None, last: str | None, fmt: str, with_post: bool = Fals
     for row in table["patches"]:
         if "made_for" in row:
             output.line(f"{row['id']}: {release_blobs.made_for_text(row['made_for'])}")
+            for pid in row["stacked_on"]:
+                output.line(f"{row['id']}: stacked on {pid} (Patchkit-After, or its pre-image is {pid}'s "
+                            "post-image): judged on top of it, as apply stacks them")
     stacked: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
     for clash in table.get("clashes", ()):
         stacked.setdefault((clash["id"], clash["file"], tuple(clash["under"])), []).append(clash["version"])

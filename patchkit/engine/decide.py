@@ -185,7 +185,7 @@ def bind_package(view: View, patch: "Patch") -> None:
 def judge(view: View, pid: str) -> PatchStatus:
     found = fast_status(view, pid) or evaluate(view, pid)
     if found.state == FAILED and not found.crashed:
-        found = _on_its_stack(view, pid) or found
+        found = on_its_stack(view, pid) or found
     if found.state == FAILED and not found.crashed:
         found = _with_cause(view, found)
     if found.state == UPSTREAM_FIXED and hand_applied_files(view, pid):
@@ -201,7 +201,7 @@ def _with_cause(view: View, found: PatchStatus) -> PatchStatus:
     return replace(found, detail="; ".join(part for part in (found.detail, said) if part)) if said else found
 
 
-def _on_its_stack(view: View, pid: str) -> PatchStatus | None:
+def on_its_stack(view: View, pid: str) -> PatchStatus | None:
     """A diff patch made on top of the patches it names in `Patchkit-After` (not applied here
     yet): judged on its files as those patches leave them, as `apply` renders the stack; None when
     that does not make it pending."""

@@ -122,7 +122,19 @@ def judge(source: Source, view: view_mod.View | None = None, cache: VerdictCache
         verdicts[patch.ID] = _judge(source, view, patch.ID)
         if cache is not None and key and verdicts[patch.ID].state != FAILED:  # a crash is never remembered as a verdict
             cache.put(key, verdicts[patch.ID].to_dict())
+    for pid, verdict in verdicts.items():
+        if verdict.state == BROKEN and registry.is_diff(pid):
+            view = view or view_mod.code_view(source)  # type: ignore[arg-type]
+            verdicts[pid] = _on_its_stack(view, pid) or verdict
     return verdicts
+
+
+def _on_its_stack(view: view_mod.View, pid: str) -> Verdict | None:
+    """A diff made on top of the diffs it stacks on (`Patchkit-After`), broken alone (their code is
+    not there): applies where it does on their files, as `status` and `apply` render the stack. Not
+    cached: the verdict depends on the diffs under it too."""
+    stacked = decide.on_its_stack(view, pid)
+    return None if stacked is None else Verdict(APPLIES, stacked.files[0] if stacked.files else None, stacked.detail)
 
 
 def _judge(source: Source, view: view_mod.View, pid: str) -> Verdict:
@@ -333,6 +345,8 @@ def matrix(sources: Iterable[Source], cache: VerdictCache | None = None) -> dict
         made_for = patch.made_for()  # a diff patch: the release(s) its index hashes name
         if made_for is not None:
             row["made_for"] = [match.to_dict() for match in made_for]
+            # A diff made on another's post-image (or naming it in Patchkit-After), judged on top of it.
+            row["stacked_on"] = list(patch.STACK_AFTER)
         rows.append(row)
     failed = [{"id": patch.ID, "version": source.version, "detail": verdicts[source.version][patch.ID].detail}
               for patch in patches for source in judged if verdicts[source.version][patch.ID].state == FAILED]
