@@ -38,30 +38,10 @@ def pytest_unconfigure(config):
         shutil.rmtree(home, ignore_errors=True)
 
 
-# With pytest-xdist (`pytest -n 2 --dist loadgroup`, the README's command), a
-# test goes to whichever worker is free, except a test in an `xdist_group`: each group runs on one
-# worker. Grouped here: a module whose tests share a module- or class-scoped fixture (a release
-# patched once, a podman store and registry, a server), so that it is made once, not per worker;
-# and the server tier as a whole, so that one SGLang server (about 3 GB) runs at a time.
-_SHARED_SCOPES = ("module", "class", "package")
-
-
-def _xdist_group(item) -> str | None:
-    if item.get_closest_marker("server"):
-        return "server"
-    for definitions in item._fixtureinfo.name2fixturedefs.values():
-        if definitions and definitions[-1].scope in _SHARED_SCOPES:
-            return item.nodeid.split("::")[0]
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(item.get_closest_marker(name) for name in _SLOW_MARKS):
             item.add_marker(pytest.mark.slow)
-        if not item.get_closest_marker("xdist_group") and (group := _xdist_group(item)):
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _local(address) -> bool:

@@ -73,7 +73,7 @@ SCENARIOS = [
 ]
 
 
-@pytest.fixture(autouse=True)  # per test, not per module: xdist spreads the runs over its workers
+@pytest.fixture(scope="module", autouse=True)
 def strace():
     if shutil.which("strace") is None:
         pytest.skip("strace is not installed (.ci/run installs it with apt-get; it could not be installed here)")
