@@ -58,7 +58,8 @@ COMMAND_MEANINGS: dict[tuple[str, int], str] = {
     ("bump", EXIT_USAGE): "usage (-o DIR not new, empty or a bump's, or not makeable; --to older than V0), or a "
                           "patch file could not be loaded (DIR written without it, named in REPORT.md: "
                           "complete false)",
-    ("bump", EXIT_TARGET): "a release unknown to the package index, or no SGLang where the tree options point",
+    ("bump", EXIT_TARGET): "a release unknown to the package index, the index not reachable for --latest, or no "
+                           "SGLang where the tree options point",
     ("capture", EXIT_PLAN): "nothing to capture",
     ("capture", EXIT_DRIFT): "a file patchkit patched was edited since",
     ("image build", EXIT_PLAN): "the container build failed or found no builder",

@@ -76,19 +76,22 @@ def _newest() -> str:
 
     from patchkit.releases import index
 
-    found = [v for v in index.versions() if not Version(v).is_prerelease]
-    if not found:
-        raise FetchError("the package index lists no SGLang release (and none is cached)")
+    found = [v for v in index.listed() if not Version(v).is_prerelease]
+    if not found:  # never the newest release patchkit knows: a scheduled job would not hear of a new one
+        raise FetchError("--latest: the package index cannot be asked for SGLang's releases (`pip index versions "
+                         "sglang` failed: offline?); nothing written; name the release with --to V")
     return found[-1]
 
 
 def _on_the_index(version: str) -> str:
-    """Exit 3 before any download for a release the package index does not have."""
+    """Exit 3 before any download for a release the package index does not have (where the index
+    cannot be asked, the download says whether it has it; a release in the wheel cache needs none)."""
     from packaging.version import Version
 
     from patchkit.releases import index
 
-    known = index.versions()
+    known = index.listed()
+
     if known and Version(version) not in {Version(v) for v in known}:
         raise FetchError(f"SGLang {version} is not on the package index (newest: {known[-1]}); nothing written")
     return version

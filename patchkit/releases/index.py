@@ -60,7 +60,13 @@ def _known() -> list[str]:
 
 
 def versions() -> list[str]:
-    """Every release of the index, oldest first (post releases included)."""
+    """Every release of the index, oldest first (post releases included); where the index cannot be
+    asked, the releases patchkit knows (`listed` tells the two apart)."""
+    return listed() or _known()
+
+
+def listed() -> list[str]:
+    """The releases the index lists (its answer of the last day, else asked now); [] where it cannot be asked."""
     path = home() / _FILE
     try:
         with open(path, "rb") as handle:
@@ -71,7 +77,7 @@ def versions() -> list[str]:
         pass
     asked = _asked()
     if not asked:
-        return _known()
+        return []
     try:  # a cache: a home that cannot be written only costs the next run the same question
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}")

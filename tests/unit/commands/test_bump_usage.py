@@ -84,3 +84,28 @@ def test_a_backwards_bump_exits_2_before_any_download(home):
     assert result.exit_code == 2, result.stderr
     assert "--to 0.5.17 is older than 0.5.23" in result.stderr and result.stderr.count("\n") == 1
     assert not (home / "wheels").exists()
+
+
+@pytest.fixture
+def offline(home, monkeypatch):
+    """No list of the index kept in the home, and pip's index unreachable (a closed local port)."""
+    (home / "index-versions.json").unlink()
+    for name, value in (("PIP_INDEX_URL", "http://127.0.0.1:9/simple"), ("PIP_EXTRA_INDEX_URL", ""),
+                        ("PIP_FIND_LINKS", ""), ("PIP_RETRIES", "0"), ("PIP_TIMEOUT", "2")):
+        monkeypatch.setenv(name, value)
+    return home
+
+
+def test_latest_with_the_index_unreachable_exits_3_and_names_it(offline, tmp_path):
+    """Never the newest release patchkit knows in silence: a scheduled job would stay green forever."""
+    result = run("bump", "--latest", "--from", "0.5.17")
+    assert result.exit_code == 3, result.stderr
+    assert "--latest: the package index cannot be asked" in result.stderr and result.stderr.count("\n") == 1
+    assert not list(tmp_path.glob("patchkit-bump-*"))
+
+
+def test_to_with_the_index_unreachable_does_not_claim_it_is_not_there(offline, tmp_path):
+    result = run("bump", "--to", "0.5.99", "--from", "0.5.17")
+    assert result.exit_code == 3, result.stderr
+    assert "not on the package index" not in result.stderr and "cannot download SGLang" in result.stderr
+    assert not list(tmp_path.glob("patchkit-bump-*"))
