@@ -157,11 +157,13 @@ def on_lower_tree(upper: DiffPatchFile, lower: DiffPatchFile, shared: list[str])
     return False
 
 
-def name_base(diff: DiffPatchFile, candidates: list[str], fetch: Callable[[str], object]) -> list[Match]:
+def name_base(diff: DiffPatchFile, candidates: list[str], fetch: Callable[[str], object],
+              near_to: str | None = None) -> list[Match]:
     """`made_for`, fetching (`fetch(version)`: download its wheel into the cache) releases of
     `candidates` (the index's, post releases included, oldest first) that are not cached, until one
     holds every file's pre-image: nearest the best partial match first (a diff made for
-    0.5.15.post1 matches most of 0.5.15's and 0.5.16's files), post releases before finals at the
+    0.5.15.post1 matches most of 0.5.15's and 0.5.16's files), else nearest `near_to` (the
+    release the diff is moved to), else the newest cached; post releases before finals at the
     same distance. A release that cannot be fetched is passed over."""
     found = made_for(diff)
     if not any(f.old_blob and f.old_path for f in diff.files):
@@ -170,6 +172,8 @@ def name_base(diff: DiffPatchFile, candidates: list[str], fetch: Callable[[str],
     order = sorted(candidates, key=Version)
     if found:
         near = Version(found[-1].version)  # the oldest of the best
+    elif near_to is not None:
+        near = Version(near_to)  # nothing cached matches: search out from where the diff goes
     else:
         near = max((Version(v) for v in cached), default=Version(order[-1]) if order else Version("0"))
     position = {v: i for i, v in enumerate(order)}
@@ -187,17 +191,20 @@ def name_base(diff: DiffPatchFile, candidates: list[str], fetch: Callable[[str],
     return found
 
 
-def find_base(diff: DiffPatchFile, to: str, progress: Callable[[str], None], first: str | None = None) -> list[Match]:
+def find_base(diff: DiffPatchFile, to: str, progress: Callable[[str], None], first: str | None = None,
+              last: str | None = None) -> list[Match]:
     """The release the diff was made for, from its index hashes, on any machine: the releases the
-    package index has from `first` (default: the oldest patchkit knows) to `to` or the newest it
-    knows (post releases included) are fetched into the wheel cache as needed (`name_base`), so
-    that the pre-images can be read afterwards."""
+    package index has from `first` (default: the oldest patchkit knows) to `last` (default: `to`
+    where `first` is given, else the newest patchkit knows: a rebase may move a diff to an older
+    release; `last=to` where the base is older than `to`, as bump's V0 is), post releases
+    included, are fetched into the wheel cache as needed, nearest `to` first where no cached
+    release matches (`name_base`), so that the pre-images can be read afterwards."""
     from patchkit.releases import index, manifest
 
     known = manifest.available()
-    newest = max([*known, to], key=Version)
-    candidates = index.in_range(first or (known[0] if known else to), newest if first is None else to)
-    return name_base(diff, candidates, lambda version: releases.download(version, progress))
+    newest = last or (to if first is not None else max([*known, to], key=Version))
+    candidates = index.in_range(first or (known[0] if known else to), newest)
+    return name_base(diff, candidates, lambda version: releases.download(version, progress), near_to=to)
 
 
 def _index(order: list[str], near: Version) -> int:
