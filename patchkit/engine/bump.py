@@ -311,7 +311,7 @@ def _diff_rows(diffs: list[type[Patch]], before: dict[str, upstream.Verdict], fi
         inputs[diff.id] = (path.name, data)
     for diff, _ in items:  # the base of each diff not made on top of another one of them
         if not any(stacks.shared_files(diff, other) for other, _ in items if other is not diff):
-            release_blobs.find_base(diff, to.version, progress)
+            release_blobs.find_base(diff, to.version, progress, last=to.version)  # V0 is older than V
     # On V0, the diffs whose hunks apply there as they are, in stack order (a stacked one on top of
     # the one under it), apply; the others are judged (upstream-fixed, broken, ...).
     under = stacks.stacked_on({diff.id: diff for diff, _ in items}, release_blobs.made_for_a_release,
@@ -551,7 +551,9 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
                 continue
             files[done.name] = done.data
             row = replace(row, action=REBASED, conflicts=(), written=done.name, detail=f"resolved in {row.tree}",
-                          notes=(*row.notes, *(f"left with {to.version}'s bytes: {rel}" for rel in done.dropped)))
+                          notes=(*row.notes, *(f"left with {to.version}'s bytes: {rel}"
+                                               for rel in done.dropped if rel not in done.not_created),
+                                 *done.notes))
             progress(f"{pid}: finished from {row.tree}")
         rows[pid] = row
         if row.action in BLOCKING or not row.written:

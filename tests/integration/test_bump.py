@@ -146,6 +146,10 @@ def test_two_real_diffs_to_0_5_23_conflicts_resolved_in_dir_and_continue(tmp_pat
     assert second.exit_code == 1, second.stderr  # the stacked diff, re-made on top, has blocks of its own
     rows = {row["id"]: row for row in second.json()["patches"]}
     assert rows[FIELD_ID]["action"] == "rebased" and rows[FIELD_ID + "-extra"]["tree"]
+    # 0.5.23 has no encode_grpc_server.py; its blocks taken out, the file is not created, and said so.
+    grpc = "sglang/srt/disaggregation/encode_grpc_server.py"
+    assert any(note.startswith(f"not created: {grpc} ") for note in rows[FIELD_ID]["notes"]), rows[FIELD_ID]["notes"]
+    assert not any(note.endswith(f"bytes: {grpc}") for note in rows[FIELD_ID]["notes"])
     resolve()
     done = run("bump", "--continue", out, "--json")
     assert done.exit_code == 0, done.stderr
