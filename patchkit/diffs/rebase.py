@@ -19,6 +19,11 @@ from patchkit.diffs.unidiff import DiffPatchFile, FileDiff
 from patchkit.diffs.units import split_lines
 
 
+class AlreadyUpstream(PlanError):
+    """Every file of the diff already has its change on the target release: nothing to rebase,
+    the patch reads as upstream-fixed there (a drop, not a failure)."""
+
+
 @dataclass(frozen=True)
 class Rebased:
     diff: DiffPatchFile
@@ -107,7 +112,7 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
                 f.rel, f.how, None, None, (diffpatch.UnitOutcome(f.rel, "<file>", diffpatch.CONFLICT, f"not in SGLang {to}"),))
             for f in resolution.files), resolution.notes)
     if not changes and not resolution.conflicts:
-        raise PlanError(f"{name}: SGLang {to} already has the change (every file: {', '.join(already)}); nothing "
+        raise AlreadyUpstream(f"{name}: SGLang {to} already has the change (every file: {', '.join(already)}); nothing "
                         "to rebase, the patch reads as upstream-fixed there")
     if already:
         notes.append(f"{len(already)} file(s) already have the change on SGLang {to} and are left out: "
@@ -170,9 +175,7 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
         label = ", ".join(f"{lower}'s post-image" for lower in under.get(pid, {})) or None
         try:
             made = rebase(diffs[pid], raw[pid], to, read_on, base_of, label, python_files, package_files, defined)
-        except PlanError as exc:
-            if "already has the change" not in str(exc):
-                raise
+        except AlreadyUpstream as exc:
             upstream[pid] = str(exc)
             continue
         done[pid] = replace(made, notes=(*made.notes, *notes), stacked_on=under.get(pid, {}))

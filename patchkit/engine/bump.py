@@ -617,8 +617,10 @@ def _remake(row: PatchRow, bump: Bump, read_on: Callable[[str], bytes | None], t
     try:
         made = rebasing.rebase(diff, data, to.version, read_on, rebasing.stacked_base(lowers), None,
                                to.python_files, to.package_files)
-    except PlanError as exc:  # every file already has it
+    except rebasing.AlreadyUpstream as exc:
         return replace(row, action=DROP, on_to=upstream.UPSTREAM_FIXED, conflicts=(), waits_on=(), evidence=(str(exc),))
+    except PlanError as exc:  # the diff or a file it reads cannot be re-made: a failure, never a drop
+        return replace(row, action=FAILED, conflicts=(), waits_on=(), detail=str(exc))
     counts = {k: v for k, v in made.resolution.counts().items() if v}
     gone = _gone(made)
     if gone:

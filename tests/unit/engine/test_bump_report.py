@@ -154,3 +154,37 @@ def test_continue_names_a_written_diff_deleted_from_dir(tmp_path):
     (out / "keep.patch").unlink()
     with pytest.raises(UsageError, match="keep.patch, which the bump wrote there, is gone"):
         bump.resume(bump.read(out), _Release(), lambda line: None)  # type: ignore[arg-type]
+
+
+def _remade_when_rebase_raises(monkeypatch, error: Exception) -> PatchRow:
+    """The stacked diff of ROWS re-made (bump --continue) with the rebase raising `error`."""
+    from types import SimpleNamespace
+
+    from patchkit.diffs import rebase as rebasing
+
+    diff = (b"--- a/sglang/srt/a.py\n+++ b/sglang/srt/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n")
+    planned = Bump("0.5.17", "0.5.23", Path("out"), ROWS,
+                   inputs={"fix": ("fix.patch", diff), "fix-extra": ("fix-extra.patch", diff)})
+
+    def raising(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(rebasing, "rebase", raising)
+    to = SimpleNamespace(version="0.5.23", python_files=(), package_files=())
+    return bump._remake(ROWS[2], planned, lambda rel: None, to, {})
+
+
+def test_a_remade_diff_that_cannot_be_rebased_fails_and_is_never_a_drop(monkeypatch):
+    from patchkit.base.errors import PlanError
+
+    row = _remade_when_rebase_raises(monkeypatch, PlanError("fix-extra.patch: line 3: a hunk header is corrupt"))
+    assert (row.action, row.detail) == (bump.FAILED, "fix-extra.patch: line 3: a hunk header is corrupt")
+    assert row.on_to != "upstream-fixed" and not row.evidence
+
+
+def test_a_remade_diff_whose_change_v_has_is_a_drop(monkeypatch):
+    from patchkit.diffs.rebase import AlreadyUpstream
+
+    row = _remade_when_rebase_raises(monkeypatch, AlreadyUpstream("fix-extra.patch: SGLang 0.5.23 already has the change"))
+    assert (row.action, row.on_to) == (bump.DROP, "upstream-fixed")
+    assert row.evidence == ("fix-extra.patch: SGLang 0.5.23 already has the change",)
