@@ -228,6 +228,9 @@ CTRL_C_IN_RELEASE = """
 import os, signal, sys
 from pathlib import Path
 from patchkit.store import lock
+# As a terminal's command has it: a Python started in a shell's background (`cmd &`) inherits
+# SIGINT ignored and never raises KeyboardInterrupt (testing/sweep.py says the same of the sweep).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 site, call = Path(sys.argv[1]), sys.argv[2]
 where = site / ".patchkit" / ("lock" if call == "unlink" else "")
 real = getattr(os, call)
