@@ -185,34 +185,26 @@ def test_a_symlinked_lock_file_is_refused(tree, tmp_path):
     assert outside.read_text() == "not patchkit's\n"
 
 
-def _interrupt_in_release(monkeypatch, site: Path, call: str, how) -> None:
-    """Interrupt the release (Ctrl-C, `how()`) in os.unlink of the lock file once it did its
-    work, or in os.rmdir of `.patchkit/` before it does its."""
+def _interrupted_after_unlinking_the_lock(monkeypatch, site: Path) -> None:
+    """A KeyboardInterrupt (as the fault harness's interrupt-after raises it) in os.unlink of the
+    lock file, once it did its work."""
     import os
 
-    real = getattr(os, call)
-    where = site / ".patchkit" / ("lock" if call == "unlink" else "")
+    real, lock_file = os.unlink, site / ".patchkit" / "lock"
 
     def interrupted(path, *args, **kwargs):
-        if call == "rmdir" and Path(path) == where:
-            how()
-        result = real(path, *args, **kwargs)
-        if call == "unlink" and Path(path) == where:
-            how()
-        return result
+        real(path, *args, **kwargs)
+        if Path(path) == lock_file:
+            raise KeyboardInterrupt
 
-    monkeypatch.setattr(os, call, interrupted)
-
-
-def _raise() -> None:
-    raise KeyboardInterrupt  # as the fault harness's interrupt-after does
+    monkeypatch.setattr(os, "unlink", interrupted)
 
 
 def test_a_keyboard_interrupt_while_the_lock_is_released_leaves_no_patchkit_folder(tree, monkeypatch):
     """The lock file gone, a KeyboardInterrupt then stopped the release before its empty
     `.patchkit/` was removed: the tree kept a folder of patchkit's that nothing had written to."""
     before = snapshot(tree.site)
-    _interrupt_in_release(monkeypatch, tree.site, "unlink", _raise)
+    _interrupted_after_unlinking_the_lock(monkeypatch, tree.site)
     with pytest.raises(KeyboardInterrupt):
         with lock_mod.locked(tree.site):
             assert (tree.site / ".patchkit" / "lock").is_file()
