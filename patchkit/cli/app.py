@@ -51,6 +51,10 @@ class _Group(click.Group):
             sys.exit(error_handler.run(_interrupted, as_json))
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
+        except _NO_COMMAND as exc:
+            # A group typed alone (bare `patchkit`): its help, as --help prints it, and exit 0 (click
+            # 8.2 made it a usage error; 8.1 printed it so).
+            sys.exit(error_handler.flush(_help(exc.ctx)))
         except click.exceptions.UsageError as exc:
             # One format for every usage error, click's own included: one `error:` line (no usage block).
             sys.exit(error_handler.failed(exc.exit_code, _usage_message(exc), as_json=as_json))
@@ -58,6 +62,18 @@ class _Group(click.Group):
             exc.show()
             sys.exit(exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+# click >= 8.2 raises it for a group without a command; 8.1 printed the help itself (Exit 0).
+_NO_COMMAND = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _help(ctx: click.Context | None) -> int:
+    from patchkit.commands import output
+
+    if ctx is not None:
+        output.text(ctx.get_help() + "\n")
+    return 0
 
 
 def _usage_message(exc: click.exceptions.UsageError) -> str:
