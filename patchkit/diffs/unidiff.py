@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchkit.base import package_path
 from patchkit.base.errors import PlanError, UsageError
 from patchkit.base.patch_id import PATCH_ID_RULE, is_patch_id
 from patchkit.diffs.units import split_lines
@@ -261,18 +262,18 @@ def _meta_path(value: str) -> str:
     return _decoded(quoted[0]) if quoted is not None else value
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
 def _checked_path(text: str, name: str, line: int) -> str:
-    """A path as the diff spells it, refused (a usage error naming the diff file and its line) when
-    it holds a NUL byte or another control character: no file of a package has one, and the OS
-    refuses a NUL in a path."""
-    found = _CONTROL.search(text)
-    if found:
-        raise UsageError(f"{name}: line {line}: the path {text!r} holds a control character "
-                         f"({found.group()!r}); no file of the package is named so: a damaged diff")
-    return text
+    """A path as the diff spells it, normalised (`package_path.normalised`), refused (a usage error
+    naming the diff file and its line) where it could lead out of the folder it is relative to
+    (`package_path.problem`: absolute, a `..` component, a NUL byte or another control character):
+    the one rule for every path a diff names, checked when the diff is loaded, so that no command
+    writes through it (`apply` once refused it only at its write, while `bump` wrote it into DIR's
+    parent)."""
+    why = package_path.problem(text)
+    if why:
+        raise UsageError(f"{name}: line {line}: the path {text!r} {why}; no file of the package is named so: a "
+                         "damaged or hostile diff")
+    return package_path.normalised(text)
 
 
 def _strip_prefix(old: str | None, new: str | None) -> tuple[str | None, str | None, str]:
@@ -325,8 +326,8 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
         git_paths: tuple[str | None, str | None] = (None, None)
         if lines[i].startswith(b"diff --git "):
             git_paths = _git_line_paths(lines[i][len(b"diff --git "):].rstrip(b"\r\n"))
-            for part in git_paths:
-                _checked_path(part or "", name, i + 1)
+            first, second = (_checked_path(part, name, i + 1) if part else part for part in git_paths)
+            git_paths = (first, second)
             i += 1
             while i < len(lines) and not lines[i].startswith((b"--- ", b"diff --git ", b"@@ ")):
                 line = lines[i].decode("utf-8", "surrogateescape").rstrip("\r\n")

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit.base import crash_log
+from patchkit.base import crash_log, package_path
 from patchkit.releases import versions
 from patchkit.base.constants import PACKAGE, RUNTIME_DIST_INFO, RUNTIME_MODULE
 from patchkit.base.errors import NotFoundError, TargetError, UsageError, environment_failure, is_environment_failure, undecodable
@@ -63,9 +63,11 @@ class Target:
                 if step.is_symlink():
                     raise TargetError(f"{step} is a symlink; patchkit writes its runtime report only to plain files")
             return full
-        candidate = Path(rel)
-        if candidate.is_absolute() or ".." in candidate.parts or not rel.startswith(PACKAGE + "/"):
+        # The rule the diff parser applies to every path a diff names at load (package_path), for a
+        # module patch's TARGETS and a state file's paths here.
+        if package_path.problem(rel) or not rel.startswith(PACKAGE + "/"):
             raise TargetError(f"path {rel!r} escapes the {PACKAGE} package folder")
+        candidate = Path(rel)
         full = self.site / candidate
         package_root = self.package_dir.resolve()
         resolved = full.resolve()

@@ -96,3 +96,30 @@ def test_list_prints_a_diff_headers_text_escaped(tmp_path):
     block = result.stdout[result.stdout.index("hostile  ("):]
     assert not any(c in block for c in "\x1b\r\x07\x08"), block
     assert "fix\\x1b[2J\\rforged" in block and "https://x/\\x1b]0;t\\x07" in block, block
+
+
+def test_a_diff_whose_path_leads_out_is_refused_at_load_by_every_command(tmp_path, patchkit_home):
+    """A diff creating sglang/../../../escaped3.py loaded with --patches: `list` listed it (exit 0),
+    `apply` refused it only at its write (exit 3), `bump -o deep/H2` wrote deep/escaped3.py. Now the
+    parser refuses it when the file is loaded: named alone, exit 2 before anything is done; in a
+    folder, left out and named (issue 29's rule), exit 2; no byte outside changes."""
+    from testing.synthetic import make_tree
+
+    site = make_tree(tmp_path / "site")
+    hostile = "sglang/../../../escaped3.py"
+    text = (f"diff --git a/{hostile} b/{hostile}\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n"
+            f"+++ b/{hostile}\n@@ -0,0 +1 @@\n+import os; os.system('id')\n")
+    diff = tmp_path / "evil.patch"
+    diff.write_text(text)
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / "evil.patch").write_text(text)
+    before, home = snapshot(tmp_path), snapshot(patchkit_home)
+    said = f"evil.patch: line 1: the path 'a/{hostile}' has a '..' component"
+    for args in (("list",), ("status", "--site-packages", site), ("apply", "--site-packages", site),
+                 ("bump", "--to", "0.5.23", "-o", tmp_path / "deep" / "H2")):
+        assert_refused(run("--patches", diff, *args), 2, said)
+    for args in (("list",), ("status", "--site-packages", site), ("apply", "--site-packages", site)):
+        result = run("--patches", tmp_path / "set", *args)
+        assert result.exit_code == 2, (args, result.stdout, result.stderr)
+        assert said in result.stderr and "(left out; the other patches of its folder were loaded)" in result.stderr
+    assert snapshot(tmp_path) == before and snapshot(patchkit_home) == home

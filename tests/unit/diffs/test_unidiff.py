@@ -217,3 +217,48 @@ def test_a_rename_git_quotes_is_unquoted():
     assert b'rename from "sglang/srt/caf\\303\\251.py"' in text, text
     with pytest.raises(UsageError, match=f"renames {old} to {new}, which a diff patch cannot do"):
         unidiff.parse(text, "fix.patch")  # (refused, naming the files as they are named)
+
+
+NEW_FILE = ("diff --git a/{p} b/{p}\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n+++ b/{p}\n"
+            "@@ -0,0 +1 @@\n+x = 1\n")
+
+
+@pytest.mark.parametrize("path, why", [
+    ("sglang/../../../escaped3.py", "has a '..' component"),
+    ("python/sglang/../../escaped3.py", "has a '..' component"),
+    ("sglang/srt/../x.py", "has a '..' component"),  # inside after all, but a '..' is refused as git refuses it
+    ("../sglang/x.py", "has a '..' component"),
+])
+def test_a_path_that_leads_out_is_refused_at_load(path, why):
+    """A diff creating sglang/../../../escaped3.py loaded (apply refused it only at its write, exit 3;
+    bump wrote it beside DIR): every path a diff names is checked when it is parsed."""
+    with pytest.raises(UsageError) as info:
+        unidiff.parse(NEW_FILE.format(p=path).encode(), "evil.patch")
+    assert str(info.value).startswith(f"evil.patch: line 1: the path 'a/{path}' {why}")
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("where", ["git", "minus", "plus", "rename"])
+def test_a_path_that_leads_out_is_refused_on_every_line_that_names_one(where):
+    text = git_diff({REL: BEFORE}, {REL: AFTER}).decode()
+    if where == "rename":
+        text = text.replace("index ", "rename from sglang/srt/x.py\nrename to sglang/../../x.py\nindex ", 1)
+    lines = text.splitlines(keepends=True)
+    index = {"git": 0, "minus": 2, "plus": 3, "rename": 2}[where]
+    if where != "rename":
+        lines[index] = lines[index].replace("sglang/srt/x.py", "sglang/../../x.py")
+    with pytest.raises(UsageError, match=rf"^evil.patch: line {index + 1}: the path '.*sglang/\.\./\.\./x.py' has"):
+        unidiff.parse("".join(lines).encode(), "evil.patch")
+
+
+def test_an_absolute_path_is_refused():
+    text = git_diff({REL: BEFORE}, {REL: AFTER}).replace(b"--- a/sglang/srt/x.py", b"--- /sglang/srt/x.py")
+    text = text.replace(b"+++ b/sglang/srt/x.py", b"+++ /sglang/srt/x.py")
+    with pytest.raises(UsageError, match="^evil.patch: line 3: the path '/sglang/srt/x.py' is absolute"):
+        unidiff.parse(text, "evil.patch")
+
+
+def test_dot_and_empty_components_are_normalised():
+    text = git_diff({REL: BEFORE}, {REL: AFTER}).replace(b"a/sglang/srt/x.py", b"a/sglang/./srt//x.py")
+    diff = unidiff.parse(text, "fix.patch")
+    assert [(f.old_path, f.new_path) for f in diff.files] == [(REL, REL)]
