@@ -84,13 +84,15 @@ def release_tree(target: Target | WheelSource) -> Iterator[str]:
         return
     with tempfile.TemporaryDirectory(prefix="patchkit-doctor-") as folder:
         root = Path(folder).resolve()
-        with pristine.open_wheel(target.wheel) as wheel:
-            for info in wheel.infolist():
-                dest = (root / info.filename).resolve()
-                if info.is_dir() or not info.filename.startswith(PACKAGE + "/") or root not in dest.parents:
-                    continue  # only the package, and nothing that would land outside the folder
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(wheel.read(info))
+        # The process's one open zip of this wheel (pristine.open_wheel), which the WheelSource reads on from:
+        # never closed here.
+        wheel = pristine.open_wheel(target.wheel)
+        for info in wheel.infolist():
+            dest = (root / info.filename).resolve()
+            if info.is_dir() or not info.filename.startswith(PACKAGE + "/") or root not in dest.parents:
+                continue  # only the package, and nothing that would land outside the folder
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(wheel.read(info))
         yield str(root)
 
 

@@ -290,3 +290,29 @@ def test_a_patches_set_declaring_a_launch_trigger_is_asked_for(model, tmp_path):
     assert needed[0]["fix"] == " ".join(apply)
     miss = run(*argv, "--tp-size", "2")
     assert not [f for f in miss.json()["findings"] if f["fix_command"] == apply]
+
+
+
+@pytest.mark.integration  # reads a real release's wheel: slow tier
+@pytest.mark.parametrize("as_json", [False, True])
+def test_version_with_python_on_a_fresh_home_reads_the_wheel_after_unpacking_it(model, tmp_path, monkeypatch, as_json):
+    """--version V --python PY on a home with V's wheel and no pristine install of V: the doctor unpacks the wheel
+    for PY's build, then reads the release on from the same wheel (it closed the process's one open zip of it: exit
+    70, 'Attempt to use ZIP archive that was already closed'). PY here has no torch: the classes are not built, and
+    the report says so."""
+    import sys
+
+    from patchkit.releases import pristine
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(releases.HOME))
+    cached = pristine.download("0.5.23")
+    home = tmp_path / "home"
+    (home / "wheels").mkdir(parents=True)
+    (home / "wheels" / cached.name).symlink_to(cached)
+    monkeypatch.setenv("PATCHKIT_HOME", str(home))
+    result = run("doctor", "--version", "0.5.23", "--python", sys.executable, *GPU, *(("--json",) if as_json else ()),
+                 "--", "--model-path", model, "--mem-fraction-static", "0.88")
+    assert result.exit_code in (0, 1), result.stdout + result.stderr
+    said = "\n".join(result.json()["budget"]["notes"]) if as_json else result.stdout
+    assert f"the release's model classes could not be built in {sys.executable}" in said, said
+    assert not (home / "releases").exists()  # nothing installed into the home: the wheel was unpacked elsewhere
