@@ -97,9 +97,10 @@ def release_tree(target: Target | WheelSource) -> Iterator[str]:
 
 
 def interpreter(python: str | None) -> str | None:
-    """The interpreter to build in: --python, else this one where it has torch, else None."""
+    """The interpreter to build in: --python, else this one where it has torch, else None. A path is made absolute
+    here: the build's child runs in / (a bare name is looked up on PATH as before)."""
     if python:
-        return python
+        return os.path.abspath(python) if os.sep in python else python
     return sys.executable if importlib.util.find_spec("torch") is not None else None
 
 

@@ -316,3 +316,19 @@ def test_version_with_python_on_a_fresh_home_reads_the_wheel_after_unpacking_it(
     said = "\n".join(result.json()["budget"]["notes"]) if as_json else result.stdout
     assert f"the release's model classes could not be built in {sys.executable}" in said, said
     assert not (home / "releases").exists()  # nothing installed into the home: the wheel was unpacked elsewhere
+
+
+@pytest.mark.integration  # reads a real release: slow tier
+def test_a_relative_python_is_the_one_named_from_the_working_folder(model, monkeypatch):
+    """--python given as a relative path names the interpreter from where doctor runs (the build's child runs in
+    /: it was looked for there, 'No such file or directory')."""
+    import sys
+    from pathlib import Path
+
+    interpreter = Path(sys.executable)
+    monkeypatch.chdir(interpreter.parent.parent)
+    result = run("doctor", "--site-packages", releases.pristine("0.5.23"), "--python",
+                 f"{interpreter.parent.name}/{interpreter.name}", *GPU, "--json", "--", "--model-path", model)
+    assert result.exit_code in (0, 1), result.stdout + result.stderr
+    notes = "\n".join(result.json()["budget"]["notes"])
+    assert "No module named 'torch'" in notes and "No such file" not in notes, notes
