@@ -40,7 +40,8 @@ def read_regular(path: Path, limit: int | None = None, flags: int = 0) -> bytes:
     """The bytes of a regular file, read without ever blocking: opened with O_NONBLOCK (a FIFO
     opens at once instead of waiting for a writer), then anything but a regular file is refused
     (EnvironmentFailure, exit 6, naming it; a folder stays IsADirectoryError). With `limit`, a
-    larger file is refused before it is read (TooLarge). FileNotFoundError passes through."""
+    larger file is refused before it is read (TooLarge), and one that says it is smaller (a file of
+    /proc, one growing) is read no further than `limit` + 1 bytes. FileNotFoundError passes through."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | flags)
     try:
         info = os.fstat(fd)
@@ -54,10 +55,10 @@ def read_regular(path: Path, limit: int | None = None, flags: int = 0) -> bytes:
                            "file; refused")
         os.set_blocking(fd, True)
         chunks, size = [], 0
-        while chunk := os.read(fd, 1 << 20):
+        while chunk := os.read(fd, 1 << 20 if limit is None else min(1 << 20, limit + 1 - size)):
             chunks.append(chunk)
             size += len(chunk)
-            if limit is not None and size > limit:  # it grew while being read
+            if limit is not None and size > limit:  # it grew while being read, or its size said less
                 raise TooLarge(f"{path}: more than the {limit:,} bytes patchkit reads from such a file; refused")
         return b"".join(chunks)
     finally:

@@ -109,7 +109,7 @@ def _first(site_packages: str | None, source: str | None, python: str | None, to
         target = locate(site_packages, source=source, python=python, quiet=True)
         recorded = state.load(target.site)
         return versions.normalise(recorded.sglang_version if recorded else target.version, "the tree's release")
-    from patchkit.diffs import rebase as rebasing, release_blobs
+    from patchkit.diffs import rebase as rebasing, release_blobs, unidiff
 
     for pid in diffs:  # the cached releases first, then those the index has (fetched as rebase does)
         made_for = next(p for p in registry.load_all() if p.ID == pid).made_for() or []
@@ -117,7 +117,7 @@ def _first(site_packages: str | None, source: str | None, python: str | None, to
             return str(made_for[0].version)
     for pid in diffs:
         path = registry.source_file(pid)
-        matches = release_blobs.find_base(rebasing.load(path.read_bytes(), path.name), to, output.progress)
+        matches = release_blobs.find_base(rebasing.load(unidiff.read_file(path), path.name), to, output.progress)
         if matches:
             return str(matches[0].version)
     raise UsageError("the loaded diffs name no release they were made for (their index hashes match no release); "

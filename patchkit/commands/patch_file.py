@@ -1,6 +1,7 @@
 """Reading the PATCH file a command is given: a regular file, read whole, or one line and its
 exit code (a missing file is a usage error; a FIFO, a folder or an unreadable file an
-environment failure, exit 6) before anything else is done."""
+environment failure, exit 6; one larger than unidiff.FILE_LIMIT a usage error, read no further)
+before anything else is done."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import stat
 
 from patchkit.base.errors import EnvironmentFailure, UsageError, environment_failure
+from patchkit.diffs import unidiff
 
 
 def read_patch_file(value: str) -> bytes:
@@ -25,12 +27,14 @@ def read_patch_file(value: str) -> bytes:
             kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
             raise EnvironmentFailure(f"{value}: {kind}, not a diff file ({errno.errorcode.get(errno.EINVAL)}); "
                                      "name a .patch / .diff file")
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
+        if os.fstat(fd).st_size > unidiff.FILE_LIMIT:
+            raise unidiff.too_large(value)
+        chunks, size = [], 0
+        while chunk := os.read(fd, min(1 << 20, unidiff.FILE_LIMIT + 1 - size)):
             chunks.append(chunk)
+            size += len(chunk)
+            if size > unidiff.FILE_LIMIT:  # it grew while being read, or its size said less
+                raise unidiff.too_large(value)
         return b"".join(chunks)
     except OSError as exc:
         if exc.filename is None:

@@ -34,7 +34,7 @@ from patchkit.diffs import units as units_mod
 from patchkit.base.errors import PlanError
 from patchkit.authoring.kind import CREATED, DELETED
 from patchkit.authoring.patch import Patch
-from patchkit.diffs.unidiff import DiffPatchFile, FileDiff, Hunk, git_blob_sha1, load
+from patchkit.diffs.unidiff import DiffPatchFile, FileDiff, Hunk, git_blob_sha1, load, read_file
 
 TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT = "transplanted", "merged", "moved", "upstream", "conflict"
 OUTCOMES = (TRANSPLANTED, MERGED, MOVED, UPSTREAM, CONFLICT)
@@ -938,7 +938,7 @@ def patch_class(path: Path, origin: str, diff: DiffPatchFile | None = None) -> t
     """The Patch class of one diff file (`diff`: already parsed from it, by the registry)."""
     if diff is None:
         try:
-            data = path.read_bytes()
+            data = read_file(path)
         except OSError as exc:
             raise PlanError(f"cannot read {path}: {exc.strerror}") from None
         diff = load(data, str(path))

@@ -18,10 +18,16 @@ from pathlib import Path
 from patchkit.base import package_path
 from patchkit.base.errors import PlanError, UsageError
 from patchkit.base.patch_id import PATCH_ID_RULE, is_patch_id
+from patchkit.base.util import TooLarge, read_regular
 from patchkit.diffs.units import split_lines
 
 PACKAGE_DIR = "sglang/"
 CHECKOUT_DIR = "python/"  # an SGLang checkout keeps the package under python/
+
+# The most patchkit reads from a diff file: the largest real diff of a release's patches is about
+# 300 kB; a file beyond 200 times that is no diff patch (a 300 MB one took 2.5 GB and 20 s to be
+# found "not a diff").
+FILE_LIMIT = 64 << 20
 
 _TRAILER = re.compile(r"^(patchkit-[a-z-]+)\s*:\s*(.*?)\s*$", re.IGNORECASE)
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -292,6 +298,20 @@ def _in_package(path: str | None) -> tuple[str | None, str]:
     if path.startswith(PACKAGE_DIR):
         return path, ""
     return None, ""
+
+
+def too_large(name: str) -> UsageError:
+    return UsageError(f"{name}: more than {FILE_LIMIT >> 20} MiB, the most patchkit reads from a diff file (a "
+                      "release's diff patch is well under 1 MiB): not a diff patch; refused")
+
+
+def read_file(path: Path) -> bytes:
+    """A diff file's bytes, no more than FILE_LIMIT of them read (a larger one is exit 2,
+    `too_large`); `read_regular`'s rules otherwise (never blocks: a FIFO is exit 6)."""
+    try:
+        return read_regular(path, FILE_LIMIT)
+    except TooLarge:
+        raise too_large(str(path)) from None
 
 
 def parse(data: bytes, name: str) -> DiffPatchFile:

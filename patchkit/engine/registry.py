@@ -224,10 +224,10 @@ def unloadable() -> list[PatchkitError]:
 def _diff_id(path: Path) -> str:
     """A diff file's id, the whole diff parsed (a damaged one is left out of its folder at once,
     never half-known: listed by id here, failing later)."""
-    from patchkit.diffs.unidiff import load
+    from patchkit.diffs.unidiff import load, read_file
 
     try:
-        data = read_regular(path)  # a FIFO named .patch is refused at once, not waited on
+        data = read_file(path)  # a FIFO named .patch is refused at once, not waited on; a huge file unread
     except FileNotFoundError:
         raise EnvironmentFailure(f"{path}: a symbolic link to a file that does not exist; patchkit cannot read "
                                  "that diff patch") from None
