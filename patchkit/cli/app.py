@@ -11,6 +11,7 @@ import click
 
 from patchkit import __version__
 from patchkit.cli import error_handler, exit_codes
+from patchkit.commands import output
 from patchkit.base.constants import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -45,6 +46,8 @@ class _Group(click.Group):
         if not standalone_mode:
             return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
         as_json = "--json" in argv
+        if (sys.stdout is None or sys.stderr is None) and (closed := error_handler.closed_stdout()):
+            sys.exit(closed)  # `patchkit ... >&-`
         try:
             code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Abort:
@@ -54,13 +57,19 @@ class _Group(click.Group):
         except _NO_COMMAND as exc:
             # A group typed alone (bare `patchkit`): its help, as --help prints it, and exit 0 (click
             # 8.2 made it a usage error; 8.1 printed it so).
-            sys.exit(error_handler.flush(_help(exc.ctx)))
+            sys.exit(error_handler.flush(error_handler.run(lambda: _help(exc.ctx))))
         except click.exceptions.UsageError as exc:
             # One format for every usage error, click's own included: one `error:` line (no usage block).
             sys.exit(error_handler.failed(exc.exit_code, _usage_message(exc), as_json=as_json))
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
+        except OSError as exc:
+            # Raised while click itself ran (a command's own are its error handler's, _exit); one
+            # naming no file is click's output (--help, --version) to a full stdout.
+            if exc.filename is None:
+                output.stdout_failed(exc)
+            sys.exit(error_handler.run(lambda: _reraise(exc), as_json))
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -69,8 +78,6 @@ _NO_COMMAND = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def _help(ctx: click.Context | None) -> int:
-    from patchkit.commands import output
-
     if ctx is not None:
         output.text(ctx.get_help() + "\n")
     return 0
@@ -87,6 +94,10 @@ def _usage_message(exc: click.exceptions.UsageError) -> str:
 
 def _interrupted() -> int:
     raise KeyboardInterrupt
+
+
+def _reraise(exc: BaseException) -> int:
+    raise exc
 
 
 site_packages_option = click.option(

@@ -8,7 +8,7 @@ from typing import Callable
 
 from patchkit.base import crash_log
 from patchkit.commands import output
-from patchkit.base.constants import EXIT_BUG, EXIT_INTERRUPTED
+from patchkit.base.constants import EXIT_BUG, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_OK
 from patchkit.base.errors import INTERRUPTED_EARLY, PatchkitError, environment_failure, is_environment_failure
 
 
@@ -18,11 +18,33 @@ def log_traceback() -> str:
 
 
 def failed(code: int, message: str, as_json: bool = False) -> int:
-    """One `error:` line on stderr; with --json also `{"error": {"code", "message"}}` on stdout."""
+    """One `error:` line on stderr; with --json also `{"error": {"code", "message"}}` on stdout
+    (where stdout cannot take it: a second line, and exit 6)."""
     output.error(message)
     if as_json:
-        output.as_json({"error": {"code": code, "message": message}})
+        try:
+            output.as_json({"error": {"code": code, "message": message}})
+        except OSError as exc:
+            return unwritable(exc, code)
     return code
+
+
+def unwritable(exc: OSError, code: int | None = None) -> int:
+    """Exit 6 and one line for a write to stdout that failed (output.stdout_failed), or for any
+    other environment failure; `code`: the exit code the command had come to before it."""
+    after = f"the command had finished (exit {code} otherwise)" if code is not None else ""
+    failure = environment_failure(exc, after)
+    with contextlib.suppress(OSError):
+        output.error(str(failure))
+    return failure.exit_code
+
+
+def closed_stdout() -> int:
+    """0, or, for a process started with stdout closed (`patchkit list >&-`), exit 6 and one line
+    before anything is done; a closed stderr is the null device from now on."""
+    if "stdout" in output.closed_streams():
+        return failed(EXIT_ENVIRONMENT, output.CLOSED_STDOUT)
+    return EXIT_OK
 
 
 def run(command: Callable[[], int], as_json: bool = False) -> int:
@@ -39,7 +61,7 @@ def run(command: Callable[[], int], as_json: bool = False) -> int:
         # apply and revert say themselves when files had started to change (errors.Interrupted).
         return failed(EXIT_INTERRUPTED, INTERRUPTED_EARLY, as_json)
     except OSError as exc:
-        if not is_environment_failure(exc):
+        if not (is_environment_failure(exc) or exc.filename == output.STDOUT):
             return _bug(exc, as_json)
         failure = environment_failure(exc)
         return failed(failure.exit_code, str(failure), as_json)
@@ -74,12 +96,9 @@ def flush(code: int) -> int:
         output.error(f"interrupted after the command had finished (exit {code} otherwise)")
         return EXIT_INTERRUPTED
     except OSError as exc:
-        if not is_environment_failure(exc):
+        if not (is_environment_failure(exc) or exc.filename == output.STDOUT):
             raise
-        failure = environment_failure(exc, f"the command had finished (exit {code} otherwise)")
-        with contextlib.suppress(OSError):
-            output.error(str(failure))
-        return failure.exit_code
+        return unwritable(exc, code)
     return code
 
 

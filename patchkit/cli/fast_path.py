@@ -43,6 +43,11 @@ def plain(argv: list[str]) -> tuple[str, dict[str, object]] | None:
 
 
 def main() -> None:
+    if sys.stdout is None or sys.stderr is None:  # `patchkit ... >&-`
+        from patchkit.cli import error_handler
+
+        if code := error_handler.closed_stdout():
+            sys.exit(code)
     found = plain(sys.argv[1:])
     if found is None:
         from patchkit.cli.app import main as click_main
