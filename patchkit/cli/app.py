@@ -147,17 +147,23 @@ lock_timeout_option = click.option(
 )
 
 
+_ALLOW_INCOMPLETE = ("Load a --patches folder that `bump` wrote and has not finished (conflicts, failures or files "
+                     "left out remain; refused otherwise, exit 1) as what it holds; the command names what it leaves "
+                     "out on stderr.")
+
+
 @click.group(cls=_Group, context_settings=_CONTEXT)
 @click.version_option(__version__, prog_name="patchkit")
 @click.option("--patches", "patch_folders", multiple=True, metavar="DIR|FILE",
               help="Also load the patch modules and .patch/.diff files in DIR, or one diff FILE (repeatable; also "
                    "$PATCHKIT_PATCHES). Packages add theirs "
                    "through the entry point group patchkit.patches. Ids must be unique (a clash exits 2).")
-def main(patch_folders) -> None:
+@click.option("--allow-incomplete", "allow_incomplete", is_flag=True, help=_ALLOW_INCOMPLETE)
+def main(patch_folders, allow_incomplete) -> None:
     """Versioned, idempotent, transactional source patches for an installed SGLang."""
     from patchkit.engine import registry
 
-    registry.use_folders(patch_folders)
+    registry.use_folders(patch_folders, allow_incomplete)
 
 
 @main.command()
@@ -523,6 +529,13 @@ def _patches_after_the_command(ctx, param, folders) -> None:
         registry.add_folders(folders)
 
 
+def _allow_incomplete_after_the_command(ctx, param, allowed) -> None:
+    if allowed:
+        from patchkit.engine import registry
+
+        registry.add_folders((), allow_incomplete=True)
+
+
 def _accept_patches(group: click.Group) -> None:
     """`--patches DIR` is also taken after the subcommand (`patchkit list --patches DIR`), adding to
     any given before it."""
@@ -533,6 +546,9 @@ def _accept_patches(group: click.Group) -> None:
         command.params.insert(0, click.Option(
             ["--patches"], multiple=True, metavar="DIR|FILE", expose_value=False, callback=_patches_after_the_command,
             help="As `patchkit --patches DIR COMMAND`: also load these patch modules and diffs (repeatable)."))
+        command.params.insert(1, click.Option(
+            ["--allow-incomplete"], is_flag=True, expose_value=False, callback=_allow_incomplete_after_the_command,
+            help="As `patchkit --allow-incomplete COMMAND`: " + _ALLOW_INCOMPLETE[0].lower() + _ALLOW_INCOMPLETE[1:]))
 
 
 def _list_exit_codes(group: click.Group, prefix: str = "") -> None:

@@ -74,6 +74,8 @@ def _with_unloadable(code: int) -> int:
     its cause after the command's work, which ran without them; the exit code is then not 0."""
     registry = sys.modules.get("patchkit.engine.registry")  # a command that listed no patch never imported it
     left = registry.unloadable() if registry is not None else []
+    for unfinished in registry.incomplete() if registry is not None else []:  # --allow-incomplete: said, exit kept
+        output.warn(unfinished.warning())
     for exc in left:
         output.error(f"{exc} (left out; the other patches of its folder were loaded)")
     return code or (left[0].exit_code if left else code)

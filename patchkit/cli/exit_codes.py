@@ -8,7 +8,8 @@ from patchkit.base.constants import (EXIT_BUG, EXIT_DRIFT, EXIT_ENVIRONMENT, EXI
 
 MEANINGS = {
     EXIT_OK: "done, or nothing to do",
-    EXIT_PLAN: "a patch could not be planned or validated (nothing written)",
+    EXIT_PLAN: "a patch could not be planned or validated (nothing written), or a --patches folder is a bump not "
+               "finished{--allow-incomplete} (--allow-incomplete takes the rest){}",
     EXIT_USAGE: "usage error (also {--target}a --target that is not a version, {}a broken patch module)",
     EXIT_TARGET: "SGLang not found, version mismatch, or a release patchkit knows nothing about",
     EXIT_DRIFT: "a file changed outside patchkit would be lost (nothing written{--force}; --force overrides{})",
@@ -30,8 +31,8 @@ COMMAND_CODES: dict[str, tuple[int, ...]] = {
     "revert": _WRITES_SITE,
     "diff": _RELEASE,
     "clean": _WRITES_SITE,
-    "list": _ALWAYS,
-    "new": _ALWAYS,
+    "list": _ALWAYS + (EXIT_PLAN,),  # a --patches folder that is a bump not finished
+    "new": _ALWAYS + (EXIT_PLAN,),
     "manifest update": _RELEASE,
     "manifest check": _RELEASE,
     "track": _RELEASE,

@@ -18,6 +18,11 @@ from typing import TYPE_CHECKING, Any
 from patchkit.base.errors import PlanError, UsageError
 from patchkit.base.util import atomic_write
 from patchkit.engine import registry, upstream
+# The actions and the record's and report's names are said once, in bump_record (the registry reads them too).
+from patchkit.engine.bump_record import (BLOCKING as BLOCKING, CARRIES as CARRIES, CONFLICTS as CONFLICTS,
+                                         DROP as DROP, FAILED as FAILED, GONE as GONE, NOT_NEEDED as NOT_NEEDED,
+                                         REBASED as REBASED, RECORD as RECORD, REPORT as REPORT)
+from patchkit.engine.bump_record import RECORD_LIMIT as _RECORD_LIMIT
 
 if TYPE_CHECKING:
     from patchkit.authoring.patch import Patch
@@ -25,14 +30,7 @@ if TYPE_CHECKING:
     from patchkit.diffs.rebase import Rebased
     from patchkit.releases.pristine import WheelSource
 
-# The action each patch needs on V (an interface: --json and REPORT.md spell them so).
-CARRIES, REBASED, DROP, GONE, CONFLICTS, FAILED, NOT_NEEDED = (
-    "carries over", "rebased", "drop", "no longer applicable", "conflicts", "failed", "not applicable")
-BLOCKING = frozenset({CONFLICTS, FAILED})  # what makes the bump exit 1
-RECORD = ".patchkit-bump.json"
-REPORT = "REPORT.md"
 SCHEMA = 1
-_RECORD_LIMIT = 256 << 20  # bytes: the record holds the input diffs
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from patchkit.authoring.kind import PatchKind
     from patchkit.authoring.patch import Patch
     from patchkit.diffs.diffpatch import DiffPatch
+    from patchkit.engine.bump_record import Unfinished
     from patchkit.diffs.unidiff import DiffPatchFile
 
     # The two kinds of patch the registry loads both implement what the engine asks of a patch
@@ -56,20 +57,35 @@ _modules: dict[str, tuple[str, PatchSet]] | None = None  # id -> (module name, s
 # its exit code then non-zero (`unloadable`). A diff named alone (`--patches FILE`) is refused.
 _unloadable: list[PatchkitError] = []
 _parsed: dict[Path, DiffPatchFile] = {}  # a diff file -> its parse (made once, for its id)
+# A folder `bump` wrote and has not finished is refused as a patch set (engine/bump_record), unless
+# the user takes the rest of it with --allow-incomplete: then each such folder is kept here, and the
+# command names what it left out when it ends (`incomplete`).
+_allow_incomplete = False
+_incomplete: list[Unfinished] = []
 
 
-def use_folders(folders: tuple[str, ...] | list[str]) -> None:
-    """Add folders of patch modules (`--patches DIR`); checked when the patches are listed."""
-    global _sets, _modules
+def use_folders(folders: tuple[str, ...] | list[str], allow_incomplete: bool = False) -> None:
+    """Add folders of patch modules (`--patches DIR`); checked when the patches are listed.
+    `allow_incomplete` (--allow-incomplete): an unfinished bump's folder loads as what it holds (the
+    patches it lacks named by `incomplete`) instead of being refused (exit 1)."""
+    global _sets, _modules, _allow_incomplete
     _folders[:] = list(folders)
+    _allow_incomplete = allow_incomplete
     _sets = _modules = None
     _unloadable.clear()
     _parsed.clear()
+    _incomplete.clear()
 
 
-def add_folders(folders: tuple[str, ...] | list[str]) -> None:
-    """More folders after those already given (`patchkit COMMAND --patches DIR`)."""
-    use_folders([*_folders, *folders])
+def incomplete() -> list[Unfinished]:
+    """The unfinished bump folders loaded under --allow-incomplete, each saying what it lacks."""
+    return list(_incomplete)
+
+
+def add_folders(folders: tuple[str, ...] | list[str], allow_incomplete: bool = False) -> None:
+    """More folders after those already given (`patchkit COMMAND --patches DIR`), or
+    --allow-incomplete given after the command."""
+    use_folders([*_folders, *folders], _allow_incomplete or allow_incomplete)
 
 
 def given_folders() -> tuple[str, ...]:
@@ -83,6 +99,7 @@ def _folder_set(folder: str) -> PatchSet:
         return PatchSet(origin=f"file {path}", package="", folder=path.parent, only=path.name)
     if not path.is_dir():
         raise UsageError(f"--patches {folder}: not a folder or a {' / '.join(DIFF_SUFFIXES)} file")
+    _refuse_unfinished(path, folder)
     # One package per folder, named after its path: each module gets exactly one module name.
     package = "patchkit_folder_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
     if package not in sys.modules:
@@ -90,6 +107,21 @@ def _folder_set(folder: str) -> PatchSet:
         module.__path__ = [str(path)]
         sys.modules[package] = module
     return PatchSet(origin=f"folder {path}", package=package, folder=path)
+
+
+def _refuse_unfinished(path: Path, folder: str) -> None:
+    """A folder `bump` wrote whose record says patches remain to be finished: refused (PlanError,
+    exit 1; a record that cannot be read: exit 2), or kept under --allow-incomplete."""
+    from patchkit.engine.bump_record import unfinished
+
+    found = unfinished(path, folder)
+    if found is None:
+        return
+    if _allow_incomplete:
+        if found not in _incomplete:
+            _incomplete.append(found)
+        return
+    raise (UsageError if found.damaged else PlanError)(found.refusal())
 
 
 ENTRY_POINTS_LIMIT = 16 << 20  # bytes: an entry_points.txt is a few lines

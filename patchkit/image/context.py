@@ -17,8 +17,9 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from patchkit.engine import registry
+from patchkit.engine import bump_record, registry
 from patchkit.image import own_wheel
 from patchkit.base.errors import BuildError, UsageError
 
@@ -91,9 +92,21 @@ def write(context: Context, folder: Path) -> None:
         dest = folder / where
         dest.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            shutil.copytree(source, dest, symlinks=False, ignore=shutil.ignore_patterns(*_SKIPPED, ".*"))
+            shutil.copytree(source, dest, symlinks=False, ignore=_ignored(source))
         else:
             shutil.copyfile(source, dest)
+
+
+def _ignored(top: Path) -> Callable[[str, list[str]], set[str]]:
+    """What copying a patch set's folder leaves out: caches, hidden files (a bump's record), and at
+    its top what a bump wrote for people (REPORT.md, the NAME.tree/ folders to resolve)."""
+    skipped = shutil.ignore_patterns(*_SKIPPED, ".*")
+    for_people = bump_record.not_patches(top)
+
+    def ignored(folder: str, names: list[str]) -> set[str]:
+        return {*skipped(folder, names), *(for_people & set(names) if Path(folder) == top else ())}
+
+    return ignored
 
 
 def _build_wheel(root: Path, dest: Path) -> None:

@@ -1,0 +1,111 @@
+"""A folder `bump` wrote and has not finished is not a patch set to ship (issue 40.1): every
+command that loads `--patches DIR` refuses it (exit 1, naming the patches in conflict and `bump
+--continue DIR`), unless --allow-incomplete takes the rest of it and says what it leaves out; once
+`--continue` finishes it, it loads as any folder. Built from a real bump 0.5.17 -> 0.5.23 that
+conflicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testing.cli import run
+from tests.integration.test_bump import _own_module, home, tree_hashes  # noqa: F401  (home: a fixture)
+
+pytestmark = pytest.mark.integration
+
+MODEL_CONFIG = "sglang/srt/configs/model_config.py"
+DEVICE_CONFIG = "sglang/srt/configs/device_config.py"  # the same bytes on 0.5.13-0.5.23
+
+
+def _diff(rel: str, old: bytes, new: bytes) -> bytes:
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    before = (pristine("0.5.17") / rel).read_bytes()
+    assert before.count(old) == 1, (rel, old)
+    return git_diff({rel: before}, {rel: before.replace(old, new)}, prefix="python/")
+
+
+def conflicting_set(folder: Path) -> None:
+    """The user's set on 0.5.17: a module of their own, a diff that carries over, and a one-line
+    change to ModelConfig.get_num_attention_heads, whose line 0.5.23 changed (a conflict)."""
+    _own_module(folder)
+    (folder / "heads-fix.patch").write_bytes(_diff(
+        MODEL_CONFIG, b"        total_num_attention_heads = self.num_attention_heads\n",
+        b"        total_num_attention_heads = int(self.num_attention_heads)\n"))
+    (folder / "device-fix.patch").write_bytes(_diff(
+        DEVICE_CONFIG, b'            raise RuntimeError(f"Not supported device type: {device}")\n',
+        b'            raise RuntimeError(f"Not a supported device type: {device}")\n'))
+
+
+def test_an_unfinished_bump_folder_is_refused_until_continue_finishes_it(home, tmp_path):  # noqa: F811
+    from testing.field_diffs import take_the_patch_side
+    from testing.releases import copy_minimal
+
+    conflicting_set(tmp_path / "mine")
+    out = tmp_path / "bump"
+    made = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    rows = {row["id"]: row for row in made.json()["patches"]}
+    assert rows["heads-fix"]["action"] == "conflicts" and rows["heads-fix"]["tree"] == "heads-fix.tree"
+    assert rows["device-fix"]["action"] == "carries over" and (out / "device-fix.patch").is_file()
+    assert (out / "my_load_fix.py").is_file() and not (out / "heads-fix.patch").exists()
+
+    site = copy_minimal("0.5.23", tmp_path / "tree", (MODEL_CONFIG, DEVICE_CONFIG))
+    before = tree_hashes(site)
+    wheel = tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
+    dockerfile = ("image", "dockerfile", "--base", "b", "--target", "0.5.23", "--wheel", wheel)
+    commands = {"apply": ("--site-packages", site), "status": ("--site-packages", site), "list": (),
+                "image dockerfile": (*dockerfile[2:], "-o", tmp_path / "refused" / "Dockerfile")}
+    (tmp_path / "refused").mkdir()
+    for name, rest in commands.items():
+        words = name.split()
+        for refused in (run("--patches", out, *words, *rest), run(*words, "--patches", out, *rest)):
+            assert refused.exit_code == 1, (name, refused.stderr)
+            assert "unfinished bump (SGLang 0.5.17 -> 0.5.23)" in refused.stderr, (name, refused.stderr)
+            assert "in conflict: heads-fix" in refused.stderr and f"patchkit bump --continue {out}" in refused.stderr
+            assert "--allow-incomplete" in refused.stderr and "Traceback" not in refused.stderr
+    assert tree_hashes(site) == before and sorted(p.name for p in (tmp_path / "refused").iterdir()) == []
+
+    # --allow-incomplete: the rest of the set, and each command says what it leaves out.
+    said = "warning: --allow-incomplete: --patches {} is an unfinished bump (SGLang 0.5.17 -> 0.5.23); left out: " \
+           "in conflict: heads-fix".format(out)
+    listed = run("--patches", out, "--allow-incomplete", "list", "--json")
+    assert listed.exit_code == 0 and said in listed.stderr, listed.stderr
+    ids = {p["id"] for p in listed.json()["patches"]}
+    assert {"device-fix", "my-load-fix"} <= ids and "heads-fix" not in ids
+    applied = run("apply", "--patches", out, "--allow-incomplete", "--site-packages", site, "--only", "device-fix")
+    assert applied.exit_code == 0 and said in applied.stderr, applied.stderr
+    assert b"Not a supported device type" in (site / DEVICE_CONFIG).read_bytes()
+    states = run("--allow-incomplete", "--patches", out, "status", "--site-packages", site, "--json")
+    assert states.exit_code == 0 and said in states.stderr, states.stderr
+    assert {p["id"]: p["state"] for p in states.json()["patches"]}["device-fix"] == "applied"
+    assert run("--patches", out, "revert", "--site-packages", site, "--allow-incomplete").exit_code == 0
+    assert tree_hashes(site) == before
+    # The image's build context holds the set, never the bump's report or its trees (issue 43.6).
+    context = tmp_path / "context"
+    context.mkdir()
+    image = run("--patches", out, "--allow-incomplete", *dockerfile, "-o", context / "Dockerfile")
+    assert image.exit_code == 0 and said in image.stderr, image.stderr
+    (copied,) = (context / "patchkit-patches").iterdir()
+    assert sorted(p.name for p in copied.iterdir()) == ["device-fix.patch", "my_load_fix.py"]
+
+    # Finished by `bump --continue`: a folder like any other.
+    for path in out.glob("heads-fix.tree/sglang/**/*.py"):
+        path.write_bytes(take_the_patch_side(path.read_bytes()))
+    done = run("bump", "--continue", out, "--json")
+    assert done.exit_code == 0 and done.json()["complete"], done.stderr
+    listed = run("--patches", out, "list", "--json")
+    assert listed.exit_code == 0 and "unfinished" not in listed.stderr, listed.stderr
+    assert {"device-fix", "heads-fix", "my-load-fix"} <= {p["id"] for p in listed.json()["patches"]}
+    states = run("--patches", out, "status", "--site-packages", site, "--json")
+    assert states.exit_code == 0, states.stderr
+    assert {p["id"]: p["state"] for p in states.json()["patches"]}["heads-fix"] == "pending"
+    finished = tmp_path / "finished"
+    finished.mkdir()
+    assert run("--patches", out, *dockerfile, "-o", finished / "Dockerfile").exit_code == 0
+    (copied,) = (finished / "patchkit-patches").iterdir()
+    assert sorted(p.name for p in copied.iterdir()) == ["device-fix.patch", "heads-fix.patch", "my_load_fix.py"]

@@ -1,0 +1,82 @@
+"""engine/bump_record.py, offline: what a bump's record says remains decides whether its folder
+loads as a patch set (issue 40.1); the registry refuses it where `--patches` folders are read."""
+
+from __future__ import annotations
+
+import pytest
+
+from patchkit.base.errors import PlanError, UsageError
+from patchkit.engine import bump, bump_record, registry
+from patchkit.engine.bump import Bump, Conflict, PatchRow
+from testing.cli import run
+
+DROPPED = PatchRow("gone", "module", "applies", "upstream-fixed", bump.DROP)
+CONFLICT = PatchRow("fix", "diff", "applies", "broken", bump.CONFLICTS, tree="fix.tree",
+                    conflicts=(Conflict("sglang/srt/a.py", "A.f", "changed here and by the diff"),))
+FAILED = PatchRow("mine", "module", "applies", "failed", bump.FAILED, detail="ValueError: x")
+
+
+def _folder(tmp_path, rows, left_out=()):
+    out = tmp_path / "out"
+    files = {"fix.tree/sglang/srt/a.py": b"x = 1\n"} if CONFLICT in rows else {}
+    bump.write(Bump("0.5.17", "0.5.23", out, tuple(rows), left_out=tuple(left_out), files=files))
+    return out
+
+
+@pytest.mark.parametrize("rows, left_out, said, step", [
+    ((DROPPED, CONFLICT), (), "in conflict: fix", "resolve the blocks in {}/*.tree/ and run `patchkit bump --continue {}`"),
+    ((FAILED,), (), "failed: mine", "fix what failed (REPORT.md) and run the bump again"),
+    ((DROPPED,), ("/u/set/bad.patch: line 3: a hunk ends early",), "left out (cannot be loaded): /u/set/bad.patch",
+     "fix each file left out and run the bump again"),
+], ids=["conflict", "failed", "left-out"])
+def test_an_unfinished_bump_is_refused_naming_what_remains(tmp_path, rows, left_out, said, step):
+    out = _folder(tmp_path, rows, left_out)
+    registry.use_folders([str(out)])
+    with pytest.raises(PlanError) as raised:
+        registry.patch_ids()
+    message = str(raised.value)
+    assert message.startswith(f"--patches {out}: an unfinished bump (SGLang 0.5.17 -> 0.5.23), {said}"), message
+    assert step.format(out, out) in message and "--allow-incomplete" in message
+    registry.use_folders([str(out)], allow_incomplete=True)
+    assert "fix" not in registry.patch_ids()
+    (found,) = registry.incomplete()
+    assert found.warning().endswith(f"left out: {said}")
+
+
+def test_a_finished_bump_loads_and_other_folders_are_not_asked(tmp_path):
+    out = _folder(tmp_path, (DROPPED,))
+    registry.use_folders([str(out), str(tmp_path)])
+    registry.patch_ids()
+    assert registry.incomplete() == [] and bump_record.unfinished(out, "out") is None
+
+
+@pytest.mark.parametrize("record", [b"{", b'{"patches": 5}', b'{"from": "0.5.17", "to": "0.5.23", "patches": [{}]}'])
+def test_a_record_that_cannot_be_read_is_exit_2_naming_it(tmp_path, record):
+    (tmp_path / bump_record.RECORD).write_bytes(record)
+    registry.use_folders([str(tmp_path)])
+    with pytest.raises(UsageError, match=rf"its \{bump_record.RECORD} cannot be read \(.*\), so what it lacks is not "
+                                         "known; run `patchkit bump --continue"):
+        registry.patch_ids()
+
+
+def test_the_cli_refuses_it_with_exit_1_and_takes_it_with_allow_incomplete(tmp_path):
+    out = _folder(tmp_path, (DROPPED, CONFLICT))
+    for argv in (("--patches", out, "list"), ("list", "--patches", out), ("new", "x-y", "--target", "sglang/srt/a.py",
+                                                                         "--out", tmp_path / "new", "--patches", out)):
+        refused = run(*argv)
+        assert refused.exit_code == 1, refused.stderr
+        assert refused.stderr.startswith(f"error: --patches {out}: an unfinished bump") and not (tmp_path / "new").exists()
+    for argv in (("--patches", out, "--allow-incomplete", "list"), ("list", "--patches", out, "--allow-incomplete"),
+                 ("--allow-incomplete", "list", "--patches", out)):
+        taken = run(*argv)
+        assert taken.exit_code == 0, taken.stderr
+        assert taken.stderr == (f"warning: --allow-incomplete: --patches {out} is an unfinished bump (SGLang 0.5.17 "
+                                "-> 0.5.23); left out: in conflict: fix\n")
+
+
+def test_a_bump_folders_report_and_trees_are_not_patches(tmp_path):
+    out = _folder(tmp_path, (DROPPED, CONFLICT))
+    assert bump_record.not_patches(out) == {"REPORT.md", "fix.tree"}
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "REPORT.md").write_text("mine")
+    assert bump_record.not_patches(tmp_path / "plain") == frozenset()
