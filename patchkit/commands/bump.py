@@ -150,6 +150,8 @@ def _show(found: bumping.Bump, fmt: str) -> int:
     for launch in found.launches:
         changed = sum(map(len, (launch.removed, launch.renamed, launch.appeared, launch.disappeared, launch.changed)))
         output.line(f"  launch: {' '.join(launch.line)}: {changed} change(s) on {found.to} (REPORT.md lists them)")
+        if launch.budget_note:
+            output.line(f"  launch: budget not compared: {launch.budget_note}")
     output.line(f"wrote {found.folder / bumping.REPORT}")
     for step in found.next_steps():
         output.line(f"next: {step}")

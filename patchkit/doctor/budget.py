@@ -38,6 +38,9 @@ class Budget:
     weights_from: str = "unknown"
     weights_low_bytes: int | None = None  # the range where the weights per GPU are not known exactly
     weights_high_bytes: int | None = None
+    # Why the KV budget is not computed, in one line (None: it is): what the report and `bump --launch` say
+    # where the budget's figures are missing.
+    not_computed: str | None = None
     slack_bytes: int = 0  # free-at-load x (1 - mem-fraction-static): activations and graphs
     multimodal_reserve_bytes: int = 0
     hybrid: bool = False
@@ -371,7 +374,8 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
                        f"{classes.reason}")
 
     if b.free_at_load_gib is None or b.mem_fraction_static is None or b.weights_bytes is None:
-        b.notes.append("budget incomplete: GPU memory or weight size unknown")
+        b.not_computed = _not_computed(b, model)
+        b.notes.append(f"budget not computed: {b.not_computed}")
         _requests_only(b, release, launch, model, algo)
         return b
 
@@ -545,6 +549,19 @@ def _weights_by_class(b: Budget, classes: ClassWeights, patch_states: dict[str, 
                 b.notes.append(f"draft-lmhead-placeholder not applied: the {classes.draft_class} draft's own "
                                f"embed/lm_head count ({classes.draft_own_vocab_bytes / GIB:.2f} GiB per GPU)")
         b.draft_weights_bytes = draft_bytes
+
+
+def _not_computed(b: Budget, model: ModelFacts) -> str:
+    """What the budget lacks, in words, each with what supplies it."""
+    missing = []
+    if b.free_at_load_gib is None:
+        missing.append("no GPU memory figure (no nvidia-smi; pass --gpu-memory and --gpu-free)")
+    elif b.mem_fraction_static is None:
+        missing.append("no --mem-fraction-static and no card total to estimate its default from (pass --gpu-memory)")
+    if b.weights_bytes is None:
+        missing.append(f"the weights' size is unknown ({model.path} has no model.safetensors.index.json or "
+                       f"safetensors headers, and the release's model classes were not built)")
+    return "; ".join(missing)
 
 
 def _requests_only(b: Budget, release: ReleaseCode, launch: Launch, model: ModelFacts, algo: str | None) -> None:

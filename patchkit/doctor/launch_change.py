@@ -50,7 +50,8 @@ def compare(first: WheelSource, to: WheelSource, argv: list[str], overrides: Ove
                         appeared=tuple(appeared), disappeared=tuple(disappeared), changed=tuple(changed),
                         budget=tuple(_budget(reports[0], reports[1])),
                         errors=(sum(f.level == "error" for f in reports[0].findings),
-                                sum(f.level == "error" for f in reports[1].findings)))
+                                sum(f.level == "error" for f in reports[1].findings)),
+                        budget_note=_not_compared(reports[0], reports[1], first.version, to.version))
 
 
 def _findings(report: Report, version: str) -> dict[tuple[str, str, str], str]:
@@ -68,3 +69,11 @@ def _budget(old: Report, new: Report) -> list[tuple[str, str, str]]:
             continue
         rows.append((label, "?" if before is None else form.format(before), "?" if after is None else form.format(after)))
     return rows
+
+
+def _not_compared(old: Report, new: Report, first: str, to: str) -> str:
+    """Why the budget is not compared, in one line ("" where both releases computed it)."""
+    before, after = old.budget.not_computed, new.budget.not_computed
+    if before == after:
+        return before or ""
+    return "; ".join(f"on {version}: {why}" for version, why in ((first, before), (to, after)) if why)

@@ -91,6 +91,7 @@ class LaunchChange:
     changed: tuple[tuple[str, str], ...] = ()  # (on V0, on V) of a rule that found one thing on each, said differently
     budget: tuple[tuple[str, str, str], ...] = ()  # (what, on V0, on V) that changed
     errors: tuple[int, int] = (0, 0)  # error findings on V0, on V
+    budget_note: str = ""  # why the budget is not compared (doctor's budget.not_computed), "" where it is
 
     def to_dict(self) -> dict[str, Any]:
         return {key: [list(v) if isinstance(v, tuple) else v for v in value] if isinstance(value, tuple) else value
@@ -99,7 +100,7 @@ class LaunchChange:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LaunchChange:
         found: dict[str, Any] = {key: tuple(tuple(v) if isinstance(v, list) else v for v in value)
-                                 for key, value in data.items()}
+                                 if isinstance(value, list) else value for key, value in data.items()}
         return cls(**found)
 
 
@@ -137,7 +138,7 @@ class Bump:
                 "drops": [row.id for row in self.patches if row.action == DROP],
                 "launches": [launch.to_dict() for launch in self.launches],
                 "next": self.next_steps(), "notes": list(self.notes), "left_out": list(self.left_out),
-                "complete": self.complete}
+                "blocked": [row.id for row in self.patches if row.action in BLOCKING], "complete": self.complete}
 
     def next_steps(self) -> list[str]:
         """The commands to finish: resolve and continue, then rebuild the image and apply the new folder."""
@@ -201,6 +202,8 @@ def _launch_markdown(launch: LaunchChange, first: str, to: str) -> list[str]:
     out += [f"- new on {to}: {item}" for item in launch.appeared]
     out += [f"- gone on {to}: {item}" for item in launch.disappeared]
     out += [f"- changed on {to}: {new} (on {first}: {old})" for old, new in launch.changed]
+    if launch.budget_note:
+        out.append(f"- budget not compared: {launch.budget_note}")
     if launch.budget:
         out += ["", f"| budget | {first} | {to} |", "| --- | --- | --- |"]
         out += [f"| {what} | {old} | {new} |" for what, old, new in launch.budget]

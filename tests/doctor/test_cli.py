@@ -332,3 +332,18 @@ def test_a_relative_python_is_the_one_named_from_the_working_folder(model, monke
     assert result.exit_code in (0, 1), result.stdout + result.stderr
     notes = "\n".join(result.json()["budget"]["notes"])
     assert "No module named 'torch'" in notes and "No such file" not in notes, notes
+
+
+@pytest.mark.integration  # reads a real release: slow tier
+def test_without_gpu_facts_the_budget_says_why_it_is_not_computed(model, monkeypatch):
+    from patchkit.doctor import gpu
+
+    monkeypatch.setattr(gpu, "_nvidia_smi", lambda argv: None)  # a machine without nvidia-smi
+    site = releases.pristine("0.5.23")
+    data = run("doctor", "--site-packages", site, "--json", "--", "--model-path", model).json()["budget"]
+    why = "no GPU memory figure (no nvidia-smi; pass --gpu-memory and --gpu-free)"
+    assert data["not_computed"] == why and data["kv_tokens"] is None
+    text = run("doctor", "--site-packages", site, "--", "--model-path", model).stdout
+    assert f"  note: budget not computed: {why}" in text.splitlines(), text
+    assert run("doctor", "--site-packages", site, *GPU, "--json", "--", "--model-path", model).json()["budget"][
+        "not_computed"] is None

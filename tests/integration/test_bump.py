@@ -200,6 +200,27 @@ def test_a_launch_line_whose_flag_0_5_23_renamed(home, tmp_path):
     assert missing.exit_code == 2 and not (tmp_path / "none").exists()
 
 
+@pytest.mark.slow
+def test_a_launch_line_without_gpu_facts_says_why_its_budget_is_not_compared(home, tmp_path, monkeypatch):
+    """No nvidia-smi and no --gpu-memory/--gpu-free: doctor computes no budget on either release, so bump's launch
+    section had no budget table and said '- no change', its --json launch 'budget': [], without a word of why."""
+    from patchkit.doctor import gpu
+    from testing.doctor import model_folder
+
+    monkeypatch.setattr(gpu, "_nvidia_smi", lambda argv: None)  # a machine without nvidia-smi
+    model = model_folder(tmp_path / "qwen3.8-27b")
+    done = run("bump", "--from", "0.5.17", "--to", "0.5.23", "-o", tmp_path / "bump", "--launch",
+               f"--model-path {model}", "--json")
+    assert done.exit_code == 0, done.stderr
+    (launch,) = done.json()["launches"]
+    why = "no GPU memory figure (no nvidia-smi; pass --gpu-memory and --gpu-free)"
+    assert (launch["budget"], launch["budget_note"]) == ([], why)
+    assert f"- budget not compared: {why}" in (tmp_path / "bump" / "REPORT.md").read_text().splitlines()
+    text = run("bump", "--from", "0.5.17", "--to", "0.5.23", "-o", tmp_path / "again", "--launch",
+               f"--model-path {model}")
+    assert f"  launch: budget not compared: {why}" in text.stdout.splitlines(), text.stdout
+
+
 def test_latest_takes_the_newest_release_on_the_index(home, tmp_path):
     """--latest: V is the newest release the package index lists (here its list as patchkit keeps
     it for a day: 0.5.17 ... 0.5.23, a pre-release left out)."""

@@ -188,3 +188,26 @@ def test_a_remade_diff_whose_change_v_has_is_a_drop(monkeypatch):
     row = _remade_when_rebase_raises(monkeypatch, AlreadyUpstream("fix-extra.patch: SGLang 0.5.23 already has the change"))
     assert (row.action, row.on_to) == (bump.DROP, "upstream-fixed")
     assert row.evidence == ("fix-extra.patch: SGLang 0.5.23 already has the change",)
+
+
+def test_a_launch_whose_budget_is_not_compared_says_why_and_reads_back(tmp_path):
+    """Without GPU facts doctor computes no budget on either release: REPORT.md said '- no change' with no budget
+    table and no word of why; the reason is one line there and in the record (read back by --continue)."""
+    why = "no GPU memory figure (no nvidia-smi; pass --gpu-memory and --gpu-free)"
+    launch = LaunchChange(line=("--model-path", "/m"), budget_note=why)
+    planned = Bump("0.5.17", "0.5.23", tmp_path / "out", ROWS[3:], (launch,))
+    assert f"- budget not compared: {why}" in planned.markdown().splitlines()
+    assert "- no change" not in planned.markdown()
+    assert planned.to_dict()["launches"][0]["budget_note"] == why
+    bump.write(planned)
+    assert bump.read(tmp_path / "out").launches == (launch,)
+
+
+def test_json_names_what_keeps_the_set_from_being_complete():
+    """complete: false names its cause: the patches in conflict or failed (blocked) or the files left out; a failed
+    row has no conflict, so complete was false beside left_out [] and conflicts [] with nothing to say why."""
+    failed = PatchRow("broken", "diff", "applies", "broken", bump.FAILED, detail="a hunk header is corrupt")
+    for rows, blocked in ((ROWS, ["fix", "fix-extra"]), ((failed, ROWS[3]), ["broken"]), (ROWS[3:], [])):
+        data = Bump("0.5.17", "0.5.23", Path("out"), rows).to_dict()
+        assert data["blocked"] == blocked
+        assert data["complete"] == (not data["blocked"] and not data["left_out"])
