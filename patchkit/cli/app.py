@@ -257,7 +257,7 @@ def list_command(as_json) -> None:
 @click.option("--continue", "resume", metavar="DIR", help="Complete a bump once the conflict blocks in DIR are "
               "resolved: re-check them against V, write the set and the report.")
 @click.option("--latest", is_flag=True, help="V: the newest release on the package index (exit 3 where the "
-              "index cannot be asked).")
+              "index cannot be asked; exit 0, nothing to do, where V0 is that release already).")
 @targeting
 @click.option("--gpus", type=int, metavar="N", help="For --launch: GPUs on the machine (default: nvidia-smi).")
 @click.option("--gpu-memory", type=float, metavar="GIB", help="For --launch: total memory per GPU.")

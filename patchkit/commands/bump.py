@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import fields, replace
 from pathlib import Path
 
 from patchkit.base.constants import EXIT_OK, EXIT_PLAN, EXIT_USAGE
-from patchkit.base.errors import FetchError, UsageError
+from patchkit.base.errors import UsageError
 from patchkit.commands import output
 from patchkit.commands.doctor import check_overrides
 from patchkit.doctor.gpu import Overrides
 from patchkit.commands.locate import locate, release_source
-from patchkit.engine import bump as bumping
+from patchkit.engine import bump as bumping, bump_releases as releasing
 from patchkit.releases import versions
 
 DEFAULT_FOLDER = "patchkit-bump-{}"
@@ -22,9 +23,8 @@ def bump(to: str | None, first: str | None, out: str | None, launches: tuple[str
          resume: str | None, latest: bool, site_packages: str | None, source: str | None, python: str | None,
          overrides: Overrides | None = None) -> int:
     if resume is not None:
-        if to or first or out or launches or latest or site_packages or source or python:
-            raise UsageError("--continue DIR takes no --to, --from, -o, --launch, --latest or tree option: DIR's "
-                             "record names them")
+        _continue_takes_nothing_else(to=to, first=first, out=out, launches=launches, latest=latest,
+                                     site_packages=site_packages, source=source, python=python, overrides=overrides)
         return _continue(Path(resume), fmt)
     if bool(to) == latest:
         raise UsageError("bump needs --to V or --latest (one of them), or --continue DIR")
@@ -32,13 +32,20 @@ def bump(to: str | None, first: str | None, out: str | None, launches: tuple[str
     if overrides is not None:
         check_overrides(overrides)
     first = versions.normalise(first, "--from") if first else None
-    to = _newest() if latest else _on_the_index(versions.normalise(str(to), "--to"))
+    to = releasing.newest() if latest else releasing.on_the_index(versions.normalise(str(to), "--to"))
     folder = Path(out or DEFAULT_FOLDER.format(to))
     bumping.check_folder(folder)  # before any download
+    base = None
     if first is None:
-        first = _first(site_packages, source, python, to)
+        base = releasing.first(to, output.progress, lambda: _tree_release(site_packages, source, python),
+                               bool(site_packages or source or python))
+        first = base.version
+        if base.note():
+            output.progress(base.note())
     elif site_packages or source or python:
         locate(site_packages, source=source, python=python, quiet=True)  # the tree named must be there
+    if latest and versions.parse(first) >= versions.parse(to):  # a scheduled job: no new release is no failure
+        return _nothing_to_do(first, to, fmt)
     if versions.parse(first) == versions.parse(to):
         raise UsageError(f"--to {to} is the release the patches are for already; name a newer one")
     if versions.parse(first) > versions.parse(to):
@@ -57,8 +64,39 @@ def bump(to: str | None, first: str | None, out: str | None, launches: tuple[str
             output.progress(f"doctor on SGLang {first} and {to}: {' '.join(argv)}")
             changes.append(compare(*sources, argv, given))
     found = bumping.plan(*sources, folder, output.progress, VerdictCache(pristine.home()), tuple(changes))
+    if base is not None and base.note():
+        found = replace(found, notes=(base.note(), *found.notes))
     bumping.write(found)
     return _show(found, fmt)
+
+
+def _continue_takes_nothing_else(**given: object) -> None:
+    """`--continue DIR` reads V0, V and the launch lines from DIR's record: any other option it
+    would ignore (a release, a tree, a GPU fact) is a usage error naming it, never dropped in silence."""
+    names = {"to": "--to", "first": "--from", "out": "-o", "launches": "--launch", "latest": "--latest",
+             "site_packages": "--site-packages", "source": "--source", "python": "--python"}
+    named = [names[key] for key, value in given.items() if key in names and value]
+    overrides = given.get("overrides")
+    if isinstance(overrides, Overrides):
+        named += [f"--{field.name.replace('_', '-')}" for field in fields(overrides)
+                  if getattr(overrides, field.name) not in (None, False)]
+    if named:
+        raise UsageError(f"--continue DIR takes no {', '.join(named)}: DIR's record names the releases and the launch "
+                         "lines; run it with --continue DIR alone (and --json or --markdown)")
+
+
+def _nothing_to_do(first: str, to: str, fmt: str) -> int:
+    """`--latest` on a set already on the newest release: exit 0, nothing written."""
+    where = ("the newest release on the package index" if versions.parse(first) == versions.parse(to)
+             else f"newer than the newest release on the package index ({to})")
+    said = f"SGLang {first}, the release the patches are for, is {where}: nothing to do; nothing written"
+    if fmt == "json":
+        output.as_json({"from": first, "to": to, "nothing_to_do": True})
+    elif fmt == "markdown":
+        output.text(f"# patchkit bump: SGLang {first}\n\n{said}.\n")
+    else:
+        output.line(said)
+    return EXIT_OK
 
 
 def _launch_argv(text: str) -> list[str]:
@@ -71,57 +109,13 @@ def _launch_argv(text: str) -> list[str]:
     return argv
 
 
-def _newest() -> str:
-    from packaging.version import Version
-
-    from patchkit.releases import index
-
-    found = [v for v in index.listed() if not Version(v).is_prerelease]
-    if not found:  # never the newest release patchkit knows: a scheduled job would not hear of a new one
-        raise FetchError("--latest: the package index cannot be asked for SGLang's releases (`pip index versions "
-                         "sglang` failed: offline?); nothing written; name the release with --to V")
-    return found[-1]
-
-
-def _on_the_index(version: str) -> str:
-    """Exit 3 before any download for a release the package index does not have (where the index
-    cannot be asked, the download says whether it has it; a release in the wheel cache needs none)."""
-    from packaging.version import Version
-
-    from patchkit.releases import index
-
-    known = index.listed()
-
-    if known and Version(version) not in {Version(v) for v in known}:
-        raise FetchError(f"SGLang {version} is not on the package index (newest: {known[-1]}); nothing written")
-    return version
-
-
-def _first(site_packages: str | None, source: str | None, python: str | None, to: str) -> str:
-    """V0 where --from does not say it: the tree's release (its state file's, else its installed
-    version), else the release the loaded diffs were made for (their index hashes)."""
-    from patchkit.engine import registry
+def _tree_release(site_packages: str | None, source: str | None, python: str | None) -> str:
+    """The tree's release: its state file's, else its installed version."""
     from patchkit.store import state
 
-    named = site_packages or source or python
-    diffs = [pid for pid in registry.patch_ids() if registry.is_diff(pid)]
-    if named or not diffs:
-        target = locate(site_packages, source=source, python=python, quiet=True)
-        recorded = state.load(target.site)
-        return versions.normalise(recorded.sglang_version if recorded else target.version, "the tree's release")
-    from patchkit.diffs import rebase as rebasing, release_blobs, unidiff
-
-    for pid in diffs:  # the cached releases first, then those the index has (fetched as rebase does)
-        made_for = next(p for p in registry.load_all() if p.ID == pid).made_for() or []
-        if made_for:
-            return str(made_for[0].version)
-    for pid in diffs:
-        path = registry.source_file(pid)
-        matches = release_blobs.find_base(rebasing.load(unidiff.read_file(path), path.name), to, output.progress)
-        if matches:
-            return str(matches[0].version)
-    raise UsageError("the loaded diffs name no release they were made for (their index hashes match no release); "
-                     "pass --from V0")
+    target = locate(site_packages, source=source, python=python, quiet=True)
+    recorded = state.load(target.site)
+    return versions.normalise(recorded.sglang_version if recorded else target.version, "the tree's release")
 
 
 def _continue(folder: Path, fmt: str) -> int:

@@ -25,6 +25,9 @@ def home(tmp_path, monkeypatch):
     ((), "bump needs --to V or --latest"),
     (("--to", "0.5.23", "--latest"), "bump needs --to V or --latest"),
     (("--continue", "x", "--to", "0.5.23"), "--continue DIR takes no --to"),
+    (("--continue", "x", "--gpu-memory", "80"), "--continue DIR takes no --gpu-memory: DIR's record names"),
+    (("--continue", "x", "--gpus", "2", "--sm", "9.0", "--launch", "--tp 2"),
+     "--continue DIR takes no --launch, --gpus, --sm: DIR's record names"),
     (("--to", "banana"), "banana"),
     (("--to", "0.5.23", "--launch", "--model-path 'x"), "--launch"),
     (("--to", "0.5.23", "--from", "0.5.23"), "is the release the patches are for already"),
@@ -34,6 +37,20 @@ def test_usage_errors_exit_2_and_write_nothing(home, tmp_path, args, message):
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert message in result.stderr and result.stderr.count("\n") == 1
     assert not list(tmp_path.glob("patchkit-bump-*"))
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown"])
+def test_latest_on_a_set_already_on_the_newest_release_is_nothing_to_do(home, tmp_path, fmt):
+    """A scheduled `bump --latest` must not fail every day that has no new release: exit 0, nothing
+    written, nothing downloaded."""
+    result = run("bump", "--latest", "--from", "0.5.23", *(() if fmt == "text" else (f"--{fmt}",)))
+    assert result.exit_code == 0, result.stderr
+    if fmt == "json":
+        assert result.json() == {"from": "0.5.23", "to": "0.5.23", "nothing_to_do": True}
+    else:
+        assert "SGLang 0.5.23, the release the patches are for, is the newest release on the package index: " \
+               "nothing to do" in result.stdout
+    assert not list(tmp_path.glob("patchkit-bump-*")) and not (home / "wheels").exists()
 
 
 def test_a_folder_holding_other_files_is_not_written_into(home, tmp_path):
