@@ -36,13 +36,15 @@ class TooLarge(EnvironmentFailure):
     """A file larger than its reader's bound (a config or cache file, not a multi-GB blob)."""
 
 
-def read_regular(path: Path, limit: int | None = None, flags: int = 0) -> bytes:
+def read_regular(path: Path, limit: int | None = None, flags: int = 0, dir_fd: int | None = None) -> bytes:
     """The bytes of a regular file, read without ever blocking: opened with O_NONBLOCK (a FIFO
     opens at once instead of waiting for a writer), then anything but a regular file is refused
     (EnvironmentFailure, exit 6, naming it; a folder stays IsADirectoryError). With `limit`, a
     larger file is refused before it is read (TooLarge), and one that says it is smaller (a file of
-    /proc, one growing) is read no further than `limit` + 1 bytes. FileNotFoundError passes through."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | flags)
+    /proc, one growing) is read no further than `limit` + 1 bytes. FileNotFoundError passes through.
+    With `dir_fd`, `path`'s last component is opened in that folder (`path` names it in messages)."""
+    fd = os.open(path if dir_fd is None else path.name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | flags,
+                 dir_fd=dir_fd)
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):

@@ -56,9 +56,12 @@ COMMAND_MEANINGS: dict[tuple[str, int], str] = {
     ("verify", EXIT_PLAN): "a check failed (or, with --strict, a needed patch is missing)",
     ("rebase", EXIT_PLAN): "a unit conflicts (the diff is written with conflict markers) or V already has the change",
     ("bump", EXIT_PLAN): "conflicts remain (DIR written with the blocks to resolve; the tree untouched), or a patch fails",
-    ("bump", EXIT_USAGE): "usage (-o DIR not new, empty or a bump's, or not makeable; --to older than V0), or a "
+    ("bump", EXIT_USAGE): "usage (-o DIR not new, empty or a bump's, or not makeable; --to older than V0; DIR's "
+                          "record damaged; a file in DIR it would remove or overwrite not the one it wrote), or a "
                           "patch file could not be loaded (DIR written without it, named in REPORT.md: "
                           "complete false)",
+    ("bump", EXIT_ENVIRONMENT): "DIR cannot be written, or a symlink in DIR where bump reads, writes or removes a "
+                                "file (nothing written)",
     ("bump", EXIT_TARGET): "a release unknown to the package index, the index not reachable for --latest, or no "
                            "SGLang where the tree options point",
     ("capture", EXIT_PLAN): "nothing to capture",

@@ -16,11 +16,11 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit.base.errors import PlanError, UsageError
-from patchkit.base.util import atomic_write, read_regular
+from patchkit.base.util import atomic_write, read_regular, sha256
 from patchkit.diffs import format_patch
 from patchkit.diffs.rebase import Rebased, write_diff
 
@@ -40,6 +40,7 @@ class Finished:
     dropped: tuple[str, ...]  # files of the tree left with V's bytes (no section)
     not_created: tuple[str, ...] = ()  # files V lacks, emptied by the resolution (in `dropped` too)
     ignored: tuple[str, ...] = ()  # files put in the tree that are not files of the diff
+    digests: dict[str, str] = field(default_factory=dict)  # sha256 of each file of the tree as it was read
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -102,7 +103,40 @@ def read_record(folder: Path) -> dict:
         raise UsageError(f"--continue {folder}: {RECORD} cannot be read ({exc})") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA or not isinstance(record.get("files"), dict):
         raise UsageError(f"--continue {folder}: {RECORD} is not a rebase record patchkit wrote")
+    why = _damaged(record)
+    if why:
+        raise UsageError(f"--continue {folder}: {folder / RECORD} is damaged ({why}); nothing written")
     return record
+
+
+def _damaged(record: dict) -> str | None:
+    """What in a rebase record read back is not as `tree_files` writes it: a key missing or of the
+    wrong type, a file name that is not a plain file name (`name`: the finished diff is written
+    under it) or a path inside the tree (`files`, `base`); None when nothing is."""
+    import binascii
+
+    from patchkit.base.confined import bad_name
+
+    for key in ("id", "name", "to", "prefix", "header"):
+        if not isinstance(record.get(key), str):
+            return f"{key!r} missing or not a string"
+    why = bad_name(record["name"]) or ("a path, not a file name" if "/" in record["name"] else None)
+    if why:
+        return f"name: {json.dumps(record['name'])[:80]} is {why}"
+    base = record.get("base", {})
+    if not isinstance(base, dict):
+        return "base: not an object"
+    for rel, existed in record["files"].items():
+        if bad_name(rel) or not isinstance(existed, bool):
+            return f"files: {json.dumps(rel)[:80]} is not a file of the tree"
+    for rel, data in [("header", record["header"]), *base.items()]:
+        try:
+            if bad_name(rel) and rel != "header" or not isinstance(data, str):
+                raise ValueError
+            base64.b64decode(data, validate=True)
+        except (ValueError, binascii.Error):
+            return f"{'header' if rel == 'header' else 'base: ' + json.dumps(rel)[:80]} is not base64 of a file"
+    return None
 
 
 def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
@@ -115,12 +149,14 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
     changes: list[format_patch.FileChange] = []
     dropped: list[str] = []
     not_created: list[str] = []
+    digests: dict[str, str] = {}
     for rel, existed in record["files"].items():
         path = folder / rel
         if rel not in present:
             dropped.append(rel)  # deleted from the tree: the user dropped that change
             continue
         now = read_regular(path, flags=os.O_NOFOLLOW)
+        digests[rel] = sha256(now)
         marker = _MARKER.search(now)
         if marker:
             line = now.count(b"\n", 0, marker.start()) + 1
@@ -142,7 +178,7 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
     header = base64.b64decode(record["header"])
     ignored = sorted(present - set(record["files"]))
     return Finished(record["id"], record["to"], record["name"], write_diff(header, record["prefix"], changes),
-                    tuple(c.rel for c in changes), tuple(dropped), tuple(not_created), tuple(ignored))
+                    tuple(c.rel for c in changes), tuple(dropped), tuple(not_created), tuple(ignored), digests)
 
 
 def _tree_entries(folder: Path) -> set[str]:

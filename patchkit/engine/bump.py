@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from patchkit.base import confined
 from patchkit.base.errors import PlanError, UsageError
-from patchkit.base.util import atomic_write
 from patchkit.engine import registry, upstream
 # The actions and the record's and report's names are said once, in bump_record (the registry reads them too).
 from patchkit.engine.bump_record import (BLOCKING as BLOCKING, CARRIES as CARRIES, CONFLICTS as CONFLICTS,
@@ -72,10 +72,10 @@ class PatchRow:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PatchRow:
-        conflicts = tuple(Conflict(c["file"], c["unit"], c["detail"]) for c in data["conflicts"])
-        return cls(**{**data, "conflicts": conflicts, "upstream": tuple(data["upstream"]),
-                      "evidence": tuple(data["evidence"]), "notes": tuple(data["notes"]),
-                      "waits_on": tuple(data["waits_on"])})
+        conflicts = tuple(Conflict(c["file"], c["unit"], c["detail"]) for c in data.get("conflicts", ()))
+        return cls(**{**data, "conflicts": conflicts, "upstream": tuple(data.get("upstream", ())),
+                      "evidence": tuple(data.get("evidence", ())), "notes": tuple(data.get("notes", ())),
+                      "waits_on": tuple(data.get("waits_on", ()))})
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,8 @@ class Bump:
     # What `write` puts in DIR: {path relative to DIR: bytes}; the diffs as given (for `--continue`).
     files: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
     inputs: dict[str, tuple[str, bytes]] = field(default_factory=dict, compare=False, repr=False)
+    # The sha256 of each output as the bump last wrote (or `--continue` last read) it: what may be removed.
+    digests: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def conflicts(self) -> list[tuple[str, Conflict]]:
@@ -398,27 +400,52 @@ def _applies_as_is(made: Rebased) -> bool:
 # --- DIR -----------------------------------------------------------------------------------------
 
 
-_STAGING, _EARLIER = ".patchkit-bump-new", ".patchkit-bump-earlier"  # inside DIR, while `write` runs
+# What `write` keeps in DIR besides the outputs, all bump's own: the new set while it is written
+# (`_STAGING`), the journal that makes the switch one step (`JOURNAL`, the commit point), and the
+# probe file `check_folder` makes; a run that was killed leaves them, the next one finishes or undoes it.
+_STAGING, JOURNAL, _PROBE = ".patchkit-bump-new", ".patchkit-bump-journal.json", ".patchkit-bump-check-"
+_JOURNAL_LIMIT = 16 << 20
 
 
-def check_folder(folder: Path) -> None:
+def _own(name: str) -> bool:
+    """A name in DIR that only bump itself writes (its working files, the record, REPORT.md)."""
+    return name in (_STAGING, JOURNAL, RECORD) or name.startswith(_PROBE)
+
+
+def check_folder(folder: Path, option: str = "-o") -> None:
     """DIR is new, empty, or a bump's own folder (written again): nothing of the user's is overwritten;
-    and it can be made and written (checked by making it, and a file in it, then removing both)."""
+    and it can be made and written (checked by making it, and a file in it, then removing both).
+    A bump's folder's record is read and checked now, before any work (damaged: exit 2), and a
+    symlink where bump's own files or its outputs are is refused (exit 6), never followed."""
     import errno
     import os
     import tempfile
 
     from patchkit.base.errors import EnvironmentFailure
 
-    if folder.exists() and (not folder.is_dir() or (any(p.name not in (_STAGING, _EARLIER) for p in folder.iterdir())
-                                                    and not (folder / RECORD).is_file())):
-        raise UsageError(f"-o {folder}: not a new or empty folder; name another (nothing of yours is overwritten)")
+    if folder.exists():
+        if not folder.is_dir():
+            raise UsageError(f"-o {folder}: not a new or empty folder; name another (nothing of yours is overwritten)")
+        names = [p.name for p in folder.iterdir()]
+        for name in (RECORD, JOURNAL, _STAGING):
+            if name in names:
+                confined.kind(folder, name)  # a symlink there: exit 6, before any work
+        if RECORD not in names and JOURNAL not in names and any(not _own(name) for name in names):
+            raise UsageError(f"-o {folder}: not a new or empty folder; name another (nothing of yours is overwritten)")
+        if JOURNAL not in names:  # (a journal is finished first, by `write`; the record is checked then)
+            for rel in _earlier_outputs(folder, option):
+                confined.kind(folder, rel)
     made = [parent for parent in (folder, *folder.parents) if not parent.exists()]
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        handle, probe = tempfile.mkstemp(prefix=".patchkit-bump-check-", dir=folder)
-        os.close(handle)
-        os.unlink(probe)
+        try:  # an unnamed file: a kill during the check leaves nothing in DIR
+            os.close(os.open(folder, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+            handle, probe = tempfile.mkstemp(prefix=_PROBE, dir=folder)
+            os.close(handle)
+            os.unlink(probe)
     except OSError as exc:
         why = f"-o {folder}: cannot make a folder there and write in it ({exc.strerror or exc}); name another"
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EIO):
@@ -438,90 +465,302 @@ def outputs(bump: Bump) -> list[str]:
     return sorted(bump.files)
 
 
-def _earlier_outputs(folder: Path) -> list[str]:
-    """The files the record in DIR says a bump wrote there (each a path inside DIR), REPORT.md and the record."""
-    if not (folder / RECORD).is_file():
-        return []
+# --- the record, read back: every name and type checked (a damaged record is exit 2 naming it) ---
+
+
+class _Damaged(ValueError):
+    pass
+
+
+def _shaped(value: Any, annotation: str, where: str) -> None:
+    """`value` (read from JSON) has the shape of the dataclass field type `annotation` (a string:
+    the module uses postponed annotations); _Damaged naming `where` otherwise."""
+    annotation = annotation.strip()
+    if annotation.endswith("| None"):
+        if value is not None:
+            _shaped(value, annotation[:-len("| None")], where)
+        return
+    base, _, inner = annotation.partition("[")
+    inner = inner[:-1] if inner.endswith("]") else inner
+    args = _split_args(inner) if inner else []
+    if base == "str":
+        ok = isinstance(value, str)
+    elif base == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif base == "bool":
+        ok = isinstance(value, bool)
+    elif base == "Conflict":
+        ok = isinstance(value, dict) and all(isinstance(value.get(key), str) for key in ("file", "unit", "detail"))
+    elif base == "tuple":
+        ok = isinstance(value, list) and (args[-1] == "..." or len(value) == len(args))
+        if ok:
+            for i, item in enumerate(value):
+                _shaped(item, args[0] if args[-1] == "..." else args[i], f"{where}[{i}]")
+    elif base == "dict":
+        ok = isinstance(value, dict)
+        if ok:
+            for key, item in value.items():
+                _shaped(item, args[1], f"{where}[{key!r}]")
+    else:  # a type this check does not know: whatever JSON holds
+        ok = True
+    if not ok:
+        raise _Damaged(f"{where}: {json.dumps(value)[:60]} is not {annotation}")
+
+
+def _split_args(inner: str) -> list[str]:
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(inner):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            out.append(inner[start:i].strip())
+            start = i + 1
+    return [*out, inner[start:].strip()]
+
+
+def _fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
+    """`data`'s fields as `cls`'s (a dataclass) keyword arguments, each of its type; a field with a
+    default may be missing, no other may be, and none `cls` does not have may be there."""
+    from dataclasses import MISSING, fields
+
+    if not isinstance(data, dict):
+        raise _Damaged(f"{where}: not an object")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise _Damaged(f"{where}: no field {unknown[0]!r}")
+    for name, spec in known.items():
+        if name not in data:
+            if spec.default is MISSING and spec.default_factory is MISSING:
+                raise _Damaged(f"{where}: {name!r} missing")
+            continue
+        _shaped(data[name], str(spec.type), f"{where}.{name}")
+    return dict(data)
+
+
+def _plain_file(name: Any, where: str, nested: bool = False) -> str:
+    """A name read back from a record: a plain file name in DIR (`nested`: a path inside it), and
+    none of bump's own names; _Damaged otherwise."""
+    why = confined.bad_name(name)
+    if why is None and not nested and "/" in name:
+        why = "a path, not a file name"
+    if why is None and (_own(name.split("/")[0]) or name == REPORT):
+        why = "one of bump's own files"
+    if why:
+        raise _Damaged(f"{where}: {json.dumps(name)[:80]} is {why}")
+    return str(name)
+
+
+def _checked(data: Any) -> dict[str, Any]:
+    """The record, every part of it checked; _Damaged naming the first that is not as `write` writes it."""
+    from packaging.version import InvalidVersion, Version
+
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise _Damaged("not a record patchkit bump wrote (no schema 1)")
+    for key in ("from", "to"):
+        try:
+            Version(data[key])
+        except KeyError:
+            raise _Damaged(f"{key!r} missing") from None
+        except (InvalidVersion, TypeError):
+            raise _Damaged(f"{key}: {json.dumps(data[key])[:60]} is not a release") from None
+    for key in ("patches", "launches"):
+        if not isinstance(data.get(key), list):
+            raise _Damaged(f"{key!r} missing or not a list")
+    for key in ("notes", "left_out", "outputs"):
+        _shaped(data.get(key, []), "tuple[str, ...]", key)
+    _shaped(data.get("digests", {}), "dict[str, str]", "digests")
+    rows = [_fields_of(PatchRow, row, f"patches[{i}]") for i, row in enumerate(data["patches"])]
+    for i, launch in enumerate(data["launches"]):
+        _fields_of(LaunchChange, launch, f"launches[{i}]")
+    inputs = data.get("inputs", {})
+    if not isinstance(inputs, dict):
+        raise _Damaged("inputs: not an object")
+    for pid, item in inputs.items():
+        if not (isinstance(item, dict) and isinstance(item.get("data"), str)):
+            raise _Damaged(f"inputs[{pid!r}]: no data")
+        _plain_file(item.get("name"), f"inputs[{pid!r}].name")
+        try:
+            base64.b64decode(item["data"], validate=True)
+        except ValueError:
+            raise _Damaged(f"inputs[{pid!r}].data: not base64") from None
+    ids = [row["id"] for row in rows]
+    if len(set(ids)) != len(ids):
+        raise _Damaged("patches: an id twice")
+    for i, row in enumerate(rows):
+        for key in ("written", "tree"):
+            if row.get(key) is not None:
+                _plain_file(row[key], f"patches[{i}].{key}")
+        for lower in row.get("waits_on", ()):
+            if lower not in ids or lower not in inputs or row["id"] not in inputs:
+                raise _Damaged(f"patches[{i}].waits_on: {lower!r} is not a diff of the record")
+    for i, name in enumerate(data.get("outputs", ())):
+        _plain_file(name, f"outputs[{i}]", nested=True)
+    for name in data.get("digests", {}):
+        _plain_file(name, f"digests[{name!r}]", nested=True)
+    return data
+
+
+def _record(folder: Path, option: str) -> dict[str, Any] | None:
+    """DIR's record, checked (None where there is none): exit 2 naming it where it is damaged, 6
+    where it is a symlink or not a plain file."""
     try:
-        data = json.loads((folder / RECORD).read_bytes())
-        names = [str(name) for name in data.get("outputs", ())]
-        for row in data.get("patches", ()):  # a record written before "outputs" was kept: its rows say them
-            names += [row["written"]] if row.get("written") else []
-            tree = row.get("tree")
-            if tree and "outputs" not in data and (folder / tree).is_dir():
-                names += [p.relative_to(folder).as_posix() for p in (folder / tree).rglob("*") if not p.is_dir()]
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        raise UsageError(f"-o {folder}: its {RECORD} cannot be read; name another folder (nothing of yours is "
-                         "overwritten)") from None
-    inside = [name for name in dict.fromkeys(names) if name and not Path(name).is_absolute()
-              and ".." not in Path(name).parts and (folder / name).is_file()]
-    return [*inside, *(name for name in (REPORT, RECORD) if (folder / name).is_file())]
+        raw = confined.read(folder, RECORD, _RECORD_LIMIT)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise UsageError(f"{option} {folder}: {folder / RECORD} is a folder, not the record patchkit bump "
+                         "writes; name another folder (nothing of yours is overwritten)") from None
+    try:
+        return _checked(json.loads(raw))
+    except (ValueError, RecursionError) as exc:  # _Damaged, JSON or UTF-8
+        raise UsageError(f"{option} {folder}: {folder / RECORD} is damaged ({exc}); nothing written; run the bump "
+                         "again into a new folder") from None
+
+
+def _earlier_outputs(folder: Path, option: str) -> dict[str, str | None]:
+    """{file: its sha256 as the bump wrote it} of every output the record in DIR names (None: a
+    record from before digests were kept), REPORT.md and the record left out."""
+    data = _record(folder, option)
+    if data is None:
+        return {}
+    digests = data.get("digests", {})
+    return {name: digests.get(name) for name in data.get("outputs", ())}
+
+
+def _theirs(folder: Path, rel: str, digest: str | None, option: str) -> None:
+    """Refuse to remove or replace `rel` unless it holds the bytes the bump wrote there (exit 2)."""
+    from patchkit.base.util import sha256
+
+    if digest is not None and sha256(confined.read(folder, rel, _RECORD_LIMIT)) == digest:
+        return
+    why = "changed since the bump wrote it" if digest is not None else "not a file the record shows the bump wrote"
+    raise UsageError(f"{option} {folder}: {folder / rel} is {why}; nothing written (move it out of the folder, or "
+                     "name another folder)")
 
 
 def write(bump: Bump, fresh: bool = True) -> list[str]:
     """DIR: each diff re-made for V, each module patch of a folder copied, each conflicting diff's tree,
     the record and REPORT.md. DIR must be new or empty, or a bump's own folder (nothing of yours
-    overwritten). A new plan (`fresh`) replaces the files the earlier record in DIR names; `--continue`
-    adds to them. Everything is written into DIR/.patchkit-bump-new first: a failure there leaves
-    DIR as it was; then the earlier files are moved aside and the new ones moved in (renames)."""
-    import os
-    import shutil
+    overwritten). A new plan (`fresh`) replaces the files the earlier record names, each only where
+    it still holds the bytes the bump wrote (the record keeps their sha256); `--continue` adds to them.
+
+    Every path is checked before anything is written (a symlink on the way: exit 6; a file of the
+    user's where the bump would write or remove one: exit 2). Then the new files are written into
+    DIR/.patchkit-bump-new/, the journal naming what to move in and remove is written (the commit
+    point), the switch is made and the journal removed. A run killed before the commit point leaves
+    DIR as it was (the next run removes the half-written folder); after it, the next run finishes
+    the switch (`recover`): DIR holds the earlier set or the new one, never a mix."""
+    from patchkit.base.util import sha256
 
     folder = bump.folder
-    check_folder(folder)
+    option = "-o" if fresh else "--continue"
+    check_folder(folder, option)
     folder.mkdir(parents=True, exist_ok=True)
-    staging, earlier_folder = folder / _STAGING, folder / _EARLIER
-    for leftover in (staging, earlier_folder):  # of a run that was killed in the middle
-        shutil.rmtree(leftover, ignore_errors=True)
-    earlier = _earlier_outputs(folder)
-    kept = [] if fresh else [name for name in earlier if name not in (REPORT, RECORD)]
-    record = {"schema": SCHEMA, **bump.to_dict(), "outputs": sorted({*kept, *bump.files}),
+    recover(folder)
+    earlier = _earlier_outputs(folder, option)
+    kept = {} if fresh else {rel: bump.digests.get(rel, digest) for rel, digest in earlier.items()}
+    digests = {**kept, **{rel: sha256(data) for rel, data in bump.files.items()}}
+    record = {"schema": SCHEMA, **bump.to_dict(), "outputs": sorted(digests),
+              "digests": {rel: digests[rel] for rel in sorted(digests) if digests[rel] is not None},
               "inputs": {pid: {"name": name, "data": base64.b64encode(data).decode()}
                          for pid, (name, data) in bump.inputs.items()}}
     new = {**bump.files, RECORD: json.dumps(record, indent=1).encode(), REPORT: bump.markdown().encode()}
+    remove = {rel: digest for rel, digest in earlier.items() if rel not in new} if fresh else {}
+    for rel, digest in remove.items():  # check first: every file to remove is the bump's own, in DIR
+        if confined.kind(folder, rel) == "file":
+            _theirs(folder, rel, digest, option)
+    for rel in new:  # ... and every file to write goes where nothing of the user's is
+        found = confined.kind(folder, rel)
+        if found == "folder":
+            raise UsageError(f"{option} {folder}: {folder / rel} is a folder where the bump writes a file; nothing "
+                             "written (move it out of the folder, or name another folder)")
+        if found == "file" and rel not in (RECORD, REPORT):
+            _theirs(folder, rel, earlier.get(rel), option)
     try:
         for rel, data in new.items():
-            path = staging / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, data, 0o644)
+            confined.write(folder, f"{_STAGING}/{rel}", data)
+        confined.write(folder, f"{_STAGING}/{JOURNAL}", json.dumps(
+            {"schema": SCHEMA, "add": sorted(new, key=lambda rel: rel == RECORD), "remove": remove}).encode())
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        confined.remove_tree(folder, _STAGING)
         raise
-    for rel in earlier if fresh else ():
-        (earlier_folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(folder / rel, earlier_folder / rel)
-    for rel in new:
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staging / rel, folder / rel)
-    for gone in (staging, earlier_folder):
-        shutil.rmtree(gone, ignore_errors=True)
-    for rel in earlier if fresh else ():  # the folders of an earlier tree, now empty
-        for parent in Path(rel).parents:
-            if parent != Path(".") and (folder / parent).is_dir() and not any((folder / parent).iterdir()):
-                (folder / parent).rmdir()
+    confined.rename(folder, f"{_STAGING}/{JOURNAL}", JOURNAL)  # the commit point
+    confined.sync(folder)
+    _switch(folder, _journal(folder))
     return outputs(bump)
 
 
-def read(folder: Path) -> Bump:
-    """The bump a folder holds (`bump --continue DIR`)."""
-    from patchkit.base.util import read_regular
+def _journal(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(confined.read(folder, JOURNAL, _JOURNAL_LIMIT))
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise _Damaged("not a journal patchkit bump wrote")
+        _shaped(data.get("add"), "tuple[str, ...]", "add")
+        _shaped(data.get("remove"), "dict[str, str | None]", "remove")
+        for i, rel in enumerate([*data["add"], *data["remove"]]):
+            _plain_file(rel, f"file {i}", nested=True) if rel not in (RECORD, REPORT) else None
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{folder}: {folder / JOURNAL} is damaged ({exc}); nothing changed; move the folder "
+                         "away and run the bump again into a new one") from None
+    return data
 
-    try:
-        data = json.loads(read_regular(folder / RECORD, _RECORD_LIMIT))
-    except FileNotFoundError:
-        raise UsageError(f"--continue {folder}: no {RECORD} there (write it with `patchkit bump --to V -o DIR`)") from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--continue {folder}: {RECORD} cannot be read ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise UsageError(f"--continue {folder}: {RECORD} is not a record patchkit bump wrote")
-    try:
-        rows = tuple(PatchRow.from_dict(row) for row in data["patches"])
-        launches = tuple(LaunchChange.from_dict(launch) for launch in data["launches"])
-        inputs = {pid: (item["name"], base64.b64decode(item["data"])) for pid, item in data["inputs"].items()}
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"--continue {folder}: {RECORD} is damaged ({exc})") from None
+
+def _switch(folder: Path, journal: dict[str, Any]) -> None:
+    """Roll the journal forward: each new file moved in from the staging folder (the record last),
+    each earlier output that still holds the bytes the bump wrote removed, then the journal and the
+    staging folder; each step done once however often it is run (a kill in the middle: run again)."""
+    from patchkit.base.util import sha256
+
+    touched = {""}
+    for rel in journal["add"]:
+        if confined.kind(folder, f"{_STAGING}/{rel}") == "file":
+            confined.rename(folder, f"{_STAGING}/{rel}", rel)
+        touched.add(rel.rpartition("/")[0])
+    for rel, digest in journal["remove"].items():
+        if confined.kind(folder, rel) == "file" and digest is not None and \
+                sha256(confined.read(folder, rel, _RECORD_LIMIT)) == digest:
+            confined.unlink(folder, rel)
+    for parent in sorted(touched, key=len, reverse=True):
+        confined.sync(folder, parent)
+    for rel in journal["remove"]:  # the folders of an earlier tree, now empty
+        if "/" in rel:
+            confined.rmdir_empty(folder, rel.rpartition("/")[0])
+    confined.unlink(folder, JOURNAL)
+    confined.remove_tree(folder, _STAGING)
+    confined.sync(folder)
+
+
+def recover(folder: Path) -> bool:
+    """A `write` into `folder` that was killed: finished where its journal was written (True), else
+    its half-written new set removed (DIR is the earlier set); leftovers of `check_folder` removed."""
+    if not folder.is_dir():
+        return False
+    for entry in folder.iterdir():
+        if entry.name.startswith(_PROBE):
+            confined.unlink(folder, entry.name)
+    if confined.kind(folder, JOURNAL) == "file":
+        _switch(folder, _journal(folder))
+        return True
+    confined.remove_tree(folder, _STAGING)
+    return False
+
+
+def read(folder: Path) -> Bump:
+    """The bump a folder holds (`bump --continue DIR`), every part of its record checked: a damaged
+    record (a key missing, a value of the wrong type, a name that is not a plain file in DIR) is
+    exit 2 naming it; a write of DIR a kill interrupted is finished first."""
+    if not folder.is_dir():
+        raise UsageError(f"--continue {folder}: no {RECORD} there (write it with `patchkit bump --to V -o DIR`)")
+    recover(folder)
+    data = _record(folder, "--continue")
+    if data is None:
+        raise UsageError(f"--continue {folder}: no {RECORD} there (write it with `patchkit bump --to V -o DIR`)")
+    rows = tuple(PatchRow.from_dict(row) for row in data["patches"])
+    launches = tuple(LaunchChange.from_dict(launch) for launch in data["launches"])
+    inputs = {pid: (item["name"], base64.b64decode(item["data"])) for pid, item in data.get("inputs", {}).items()}
     return Bump(str(data["from"]), str(data["to"]), folder, rows, launches, tuple(data.get("notes", ())),
-                tuple(data.get("left_out", ())), inputs=inputs)
+                tuple(data.get("left_out", ())), inputs=inputs, digests=dict(data.get("digests", {})))
 
 
 def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump:
@@ -533,6 +772,7 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
 
     rows = {row.id: row for row in bump.patches}
     files: dict[str, bytes] = {}
+    digests = dict(bump.digests)  # a resolved tree's files as read: the bump's own from now on
     state: dict[str, bytes] = {}  # V's files with the diffs so far applied
 
     def read_on(rel: str) -> bytes | None:
@@ -544,13 +784,22 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
             row = _remake(row, bump, read_on, to, files)
             progress(f"{pid}: re-made on top of {', '.join(row.waits_on) or 'the diffs under it'}")
         elif row.tree and row.action == CONFLICTS and not row.waits_on:
+            if confined.kind(bump.folder, row.tree) != "folder":  # a symlink: exit 6, never followed
+                raise UsageError(f"--continue {bump.folder}: {bump.folder / row.tree}, the tree the bump wrote there, "
+                                 "is gone; put it back, or run the bump again into a new folder")
             try:
                 done = rebase_tree.finish(bump.folder / row.tree, read_on)
             except PlanError as exc:
                 rows[pid] = replace(row, detail=str(exc))
                 progress(f"{pid}: {exc}")
                 continue
+            try:
+                _plain_file(done.name, "name")
+            except _Damaged as exc:
+                raise UsageError(f"--continue {bump.folder}: {bump.folder / row.tree / rebase_tree.RECORD} is damaged "
+                                 f"({exc}); nothing written") from None
             files[done.name] = done.data
+            digests.update({f"{row.tree}/{rel}": digest for rel, digest in done.digests.items()})
             row = replace(row, action=REBASED, conflicts=(), written=done.name, detail=f"resolved in {row.tree}",
                           notes=(*row.notes, *(f"left with {to.version}'s bytes: {rel}"
                                                for rel in done.dropped if rel not in done.not_created),
@@ -576,15 +825,14 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
                 progress(f"{pid}: {item.name}: {item.detail}")
             continue
         state = applied
-    return replace(bump, patches=tuple(rows[row.id] for row in bump.patches), files=files)
+    return replace(bump, patches=tuple(rows[row.id] for row in bump.patches), files=files, digests=digests)
 
 
 def _written(folder: Path, name: str) -> bytes:
-    """A diff an earlier round wrote into DIR, read back (a file deleted from DIR is named, not a crash)."""
-    from patchkit.base.util import read_regular
-
+    """A diff an earlier round wrote into DIR, read back (a file deleted from DIR is named, not a crash;
+    a symlink there is refused, never followed: exit 6)."""
     try:
-        return read_regular(folder / name)
+        return confined.read(folder, name)
     except FileNotFoundError:
         raise UsageError(f"--continue {folder}: {name}, which the bump wrote there, is gone; put it back, or run the "
                          "bump again into a new folder") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.base import confined
 from patchkit.engine import bump
 from patchkit.engine.bump import Bump, Conflict, LaunchChange, PatchRow
 
@@ -19,6 +20,8 @@ ROWS = (
              conflicts=(Conflict("sglang/srt/a.py", "<stack>", "stacked on fix"),)),
     PatchRow("keep", "diff", "applies", "applies", bump.CARRIES, written="keep.patch"),
 )
+# What plan keeps of each diff a row waits on, or that waits (`--continue` re-makes them from it).
+INPUTS = {"fix": ("fix.patch", b"\x00bytes\xff"), "fix-extra": ("fix-extra.patch", b"diff\n")}
 LAUNCH = LaunchChange(line=("--model-path", "/m", "--cuda-graph-max-bs", "8"),
                       renamed=(("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"),),
                       appeared=("error flag-removed: --cuda-graph-max-bs is not a flag",),
@@ -29,7 +32,7 @@ LAUNCH = LaunchChange(line=("--model-path", "/m", "--cuda-graph-max-bs", "8"),
 def test_the_record_reads_back_as_written(tmp_path):
     planned = Bump("0.5.17", "0.5.23", tmp_path / "out", ROWS, (LAUNCH,), ("a note",),
                    files={"keep.patch": b"diff\n", "fix.tree/sglang/srt/a.py": b"x = 1\n"},
-                   inputs={"fix": ("fix.patch", b"\x00bytes\xff")})
+                   inputs=INPUTS)
     assert bump.write(planned) == ["fix.tree/sglang/srt/a.py", "keep.patch"]
     back = bump.read(tmp_path / "out")
     assert (back.first, back.to, back.patches, back.launches, back.notes) == \
@@ -64,6 +67,7 @@ def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path):
 def test_a_read_only_folder_is_an_environment_failure_and_leaves_nothing(tmp_path, monkeypatch):
     """EROFS injected where the check writes its probe file: exit 6's error, the folder not left made."""
     import errno
+    import os
     import tempfile
 
     import pytest
@@ -73,7 +77,15 @@ def test_a_read_only_folder_is_an_environment_failure_and_leaves_nothing(tmp_pat
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
 
+    real_open = os.open
+
+    def read_only_tmpfile(path, flags, *args, **kwargs):
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            read_only()
+        return real_open(path, flags, *args, **kwargs)
+
     monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(os, "open", read_only_tmpfile)
     with pytest.raises(EnvironmentFailure, match="cannot make a folder there and write in it"):
         bump.check_folder(tmp_path / "new" / "out")
     assert not (tmp_path / "new").exists()
@@ -120,24 +132,25 @@ def test_a_new_plan_replaces_the_earlier_outputs_and_a_failure_leaves_them(tmp_p
     import pytest
 
     out = tmp_path / "out"
-    bump.write(Bump("0.5.17", "0.5.23", out, ROWS, files={"keep.patch": b"old\n", "fix.tree/sglang/srt/a.py": b"x\n"}))
+    bump.write(Bump("0.5.17", "0.5.23", out, ROWS, files={"keep.patch": b"old\n", "fix.tree/sglang/srt/a.py": b"x\n"},
+                    inputs=INPUTS))
     (out / "notes.txt").write_text("mine")
     earlier = _tree_of(out)
     calls = []
 
-    def failing(path, data, mode=None, owner=None):
-        calls.append(path)
+    def failing(root, rel, data, mode=0o644):
+        calls.append(rel)
         if len(calls) == 2:
             raise OSError(28, "No space left on device")
-        return real(path, data, mode, owner)
+        return real(root, rel, data, mode)
 
-    real = bump.atomic_write
-    monkeypatch.setattr(bump, "atomic_write", failing)
+    real = confined.write
+    monkeypatch.setattr(confined, "write", failing)
     again = Bump("0.5.17", "0.5.16", out, ROWS[3:], files={"keep.patch": b"new\n", "other.patch": b"o\n"})
     with pytest.raises(OSError, match="No space"):
         bump.write(again)
     assert len(calls) == 2 and _tree_of(out) == earlier
-    monkeypatch.setattr(bump, "atomic_write", real)
+    monkeypatch.setattr(confined, "write", real)
     bump.write(again)
     assert sorted(_tree_of(out)) == [bump.RECORD, bump.REPORT, "keep.patch", "notes.txt", "other.patch"]
     assert (out / "keep.patch").read_bytes() == b"new\n" and not (out / "fix.tree").exists()

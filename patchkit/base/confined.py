@@ -1,0 +1,250 @@
+"""A folder's files reached without ever leaving it: every name is a plain relative path (no `..`,
+no absolute path, no NUL or control character), and every component is opened relative to its
+folder's descriptor with O_NOFOLLOW, so a symlink (or a file where a folder should be) anywhere
+on the way is refused, never followed, on read, write, rename and delete alike.
+
+`bump` keeps its folder (DIR) with these: a record read back from DIR names files in it, and DIR
+is the user's, so neither a name nor a symlink there may take a write, a read or a delete outside.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from patchkit.base.errors import EnvironmentFailure
+from patchkit.base.util import read_regular
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class NotPlain(EnvironmentFailure):
+    """A symlink, or something other than a plain file or folder, where a confined path goes (exit 6)."""
+
+
+def bad_name(rel: object) -> str | None:
+    """Why `rel` is not a plain path inside a folder ('/'-separated, relative, no `.` or `..`
+    component, no empty component, no NUL or control character); None when it is one."""
+    if not isinstance(rel, str) or not rel:
+        return "not a file name"
+    if rel.startswith("/"):
+        return "an absolute path"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in rel) or "\\" in rel:
+        return "a control character or backslash in it"
+    parts = rel.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return "a '.', '..' or empty component in it"
+    return None
+
+
+def _refuse(root: Path, rel: str, what: str) -> NotPlain:
+    return NotPlain(f"{root / rel}: {what}; patchkit does not follow it out of {root} (remove it, or name another "
+                    "folder)")
+
+
+@contextmanager
+def folder(root: Path, rel: str = "", create: bool = False) -> Iterator[int]:
+    """A descriptor of the folder `rel` under `root` (`root` itself for ""), each component opened
+    without following a symlink; with `create`, missing folders are made. NotPlain where a
+    component is a symlink or not a folder; FileNotFoundError where one is missing."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        done: list[str] = []
+        for part in [p for p in rel.split("/") if p]:
+            done.append(part)
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _refuse(root, "/".join(done), _kind(fd, part)) from None
+                raise
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _kind(fd: int, name: str) -> str:
+    try:
+        mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+    except OSError:
+        return "not a folder"
+    return "a symlink" if stat.S_ISLNK(mode) else "not a folder" if not stat.S_ISDIR(mode) else "a folder"
+
+
+def _split(rel: str) -> tuple[str, str]:
+    parent, _, name = rel.rpartition("/")
+    return parent, name
+
+
+def lstat(root: Path, rel: str) -> os.stat_result | None:
+    """The entry `rel` itself (a symlink is not followed); None where it or a folder on its way is
+    missing. NotPlain where a folder on its way is a symlink or a file."""
+    parent, name = _split(rel)
+    try:
+        with folder(root, parent) as fd:
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def kind(root: Path, rel: str) -> str:
+    """"file", "folder" or "missing"; NotPlain for a symlink or anything else, on the way or at `rel`."""
+    info = lstat(root, rel)
+    if info is None:
+        return "missing"
+    if stat.S_ISREG(info.st_mode):
+        return "file"
+    if stat.S_ISDIR(info.st_mode):
+        return "folder"
+    raise _refuse(root, rel, "a symlink" if stat.S_ISLNK(info.st_mode) else "not a plain file or folder")
+
+
+def read(root: Path, rel: str, limit: int | None = None) -> bytes:
+    """The bytes of the plain file `rel` (FileNotFoundError where missing; NotPlain for a symlink)."""
+    parent, name = _split(rel)
+    with folder(root, parent) as fd:
+        try:
+            return read_regular(root / rel, limit, flags=os.O_NOFOLLOW, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _refuse(root, rel, "a symlink") from None
+            raise
+
+
+def write(root: Path, rel: str, data: bytes, mode: int = 0o644) -> None:
+    """`rel` replaced by `data` (a temp file beside it, synced, renamed over it, its folder synced);
+    the folders on its way are made."""
+    parent, name = _split(rel)
+    with folder(root, parent, create=True) as fd:
+        tmp = f".{name}.{os.getpid()}.tmp"
+        handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(handle, view):]
+                os.fchmod(handle, mode)
+                os.fsync(handle)
+            finally:
+                os.close(handle)
+            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=fd)
+            except OSError:
+                pass
+            raise
+        os.fsync(fd)
+
+
+def rename(root: Path, src: str, dst: str) -> None:
+    """Move `src` to `dst` within `root` (the folders on `dst`'s way made); `dst` is replaced."""
+    src_parent, src_name = _split(src)
+    dst_parent, dst_name = _split(dst)
+    with folder(root, src_parent) as src_fd, folder(root, dst_parent, create=True) as dst_fd:
+        os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+
+
+def unlink(root: Path, rel: str) -> bool:
+    """Remove the plain file `rel` (a symlink there is refused, never followed); False where missing."""
+    parent, name = _split(rel)
+    try:
+        with folder(root, parent) as fd:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode):
+                raise _refuse(root, rel, "a symlink" if stat.S_ISLNK(info.st_mode) else "not a plain file")
+            os.unlink(name, dir_fd=fd)
+            return True
+    except FileNotFoundError:
+        return False
+
+
+def rmdir_empty(root: Path, rel: str) -> None:
+    """Remove the folder `rel` and each folder above it (below `root`) that is left empty."""
+    while rel:
+        parent, name = _split(rel)
+        try:
+            with folder(root, parent) as fd:
+                os.rmdir(name, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.ENOTDIR):
+                return
+            raise
+        rel = parent
+
+
+def remove_tree(root: Path, rel: str) -> None:
+    """Remove the folder `rel` and everything in it, never following a symlink (one in it is
+    removed as a link); nothing where it is missing."""
+    parent, name = _split(rel)
+    try:
+        with folder(root, parent) as fd:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if not stat.S_ISDIR(info.st_mode):
+                raise _refuse(root, rel, "not a folder")
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            try:
+                _empty(child)
+            finally:
+                os.close(child)
+            os.rmdir(name, dir_fd=fd)
+    except FileNotFoundError:
+        pass
+
+
+def _empty(fd: int) -> None:
+    for entry in os.listdir(fd):
+        if stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
+            child = os.open(entry, _DIR_FLAGS, dir_fd=fd)
+            try:
+                _empty(child)
+            finally:
+                os.close(child)
+            os.rmdir(entry, dir_fd=fd)
+        else:
+            os.unlink(entry, dir_fd=fd)
+
+
+def files(root: Path, rel: str = "") -> list[str]:
+    """Every plain file under the folder `rel` ('/'-separated, relative to `root`), sorted; NotPlain
+    for a symlink or anything but a plain file or folder in it."""
+    found: list[str] = []
+
+    def walk(fd: int, prefix: str) -> None:
+        for entry in sorted(os.listdir(fd)):
+            here = f"{prefix}{entry}"
+            info = os.stat(entry, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode):
+                found.append(here)
+            elif stat.S_ISDIR(info.st_mode):
+                child = os.open(entry, _DIR_FLAGS, dir_fd=fd)
+                try:
+                    walk(child, here + "/")
+                finally:
+                    os.close(child)
+            else:
+                raise _refuse(root, here, "a symlink" if stat.S_ISLNK(info.st_mode) else "not a plain file or folder")
+
+    with folder(root, rel) as top:
+        walk(top, f"{rel}/" if rel else "")
+    return found
+
+
+def sync(root: Path, rel: str = "") -> None:
+    """fsync the folder `rel`: the renames and removals in it are on disk."""
+    with folder(root, rel) as fd:
+        os.fsync(fd)
