@@ -1,6 +1,6 @@
-"""`.ci/run` runs exactly the README's test command (the second line of its first shell block:
-the venv, the install, then pytest on two xdist workers), and takes a pytest that collected
-nothing (exit 5) for a failure."""
+"""`.ci/run` runs exactly the README's test commands (its first shell block: the venv and the
+install of the second line, then the last line, pytest on two xdist workers), and takes a pytest
+that collected nothing (exit 5) for a failure."""
 
 from __future__ import annotations
 
@@ -12,20 +12,26 @@ from testing.releases import REPO
 CI = (REPO / ".ci" / "run").read_text().splitlines()
 
 
-def readme_test_line() -> str:
+def readme_lines() -> list[str]:
     block = re.search(r"```sh\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
     assert block, "the README opens with a shell block"
-    return block.group(1).splitlines()[1]
+    return block.group(1).splitlines()
+
+
+def readme_test_command() -> str:
+    """The whole suite: the block's last line."""
+    return readme_lines()[-1]
 
 
 def test_ci_runs_the_readmes_test_command():
-    setup, _, command = readme_test_line().rpartition(" && ")
+    setup = readme_lines()[1].rpartition(" && ")[0]
     assert any(line.startswith(f"{setup} ") for line in CI), (setup, CI)
+    command = readme_test_command()
     assert command in CI, (command, CI)
     words = shlex.split(command)
     assert words[words.index("-n") + 1] == "2" and words[words.index("--dist") + 1] == "loadfile", words
 
 
 def test_ci_takes_no_tests_collected_for_a_failure():
-    after = CI[CI.index(readme_test_line().rpartition(" && ")[2]) + 1:]
+    after = CI[CI.index(readme_test_command()) + 1:]
     assert after[:2] == ["rc=$?", 'if [ "$rc" -eq 5 ]; then'] and "    exit 1" in after[:5], after[:5]

@@ -1,12 +1,18 @@
 """What a new user reads first (issue 37.6): the README's first command writes the patched SGLang
 where no build tool writes (`pip install .` leaves setuptools' own `build/lib` in the checkout, so a
 `build/` folder mixed the two), in a folder git ignores; and the README says where patchkit keeps
-what it downloads and its crash logs (PATCHKIT_HOME)."""
+what it downloads and its crash logs (PATCHKIT_HOME). Each command of its opening block works in the
+order shown (issue 43.2: the unit tier, offered in the text, failed right after the first line with
+`No module named pytest`, the test extra coming only with the whole suite's line)."""
 
 from __future__ import annotations
 
 import re
 import shlex
+from importlib import metadata
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from patchkit.base import crash_log
 from patchkit.base.constants import ENV_HOME
@@ -17,10 +23,72 @@ README = (REPO / "README.md").read_text()
 BUILD_OUTPUTS = ("build", "dist")  # setuptools' and pip's folders in a checkout
 
 
-def first_command() -> list[str]:
+def block_lines() -> list[str]:
     block = re.search(r"```sh\n(.*?)```", README, flags=re.S)
     assert block, "the README opens with a shell block"
-    return shlex.split(block.group(1).splitlines()[0])
+    return block.group(1).splitlines()
+
+
+def first_command() -> list[str]:
+    return shlex.split(block_lines()[0])
+
+
+PROJECT = "sglang-patchkit"
+MODULES = {"pytest": "pytest"}  # `python -m M`: the distribution that provides M
+PLUGIN_OPTIONS = {"-n": "pytest-xdist", "--dist": "pytest-xdist"}  # pytest options a plugin adds
+
+
+def installs(spec: str) -> set[str]:
+    """What `pip install SPEC` puts into the venv, for SPEC `.` or `.[EXTRA,...]` (this checkout):
+    the project and its requirements, the extras' too, as the installed project declares them."""
+    found = re.fullmatch(r"\.(?:\[([\w,-]+)\])?", spec)
+    assert found, f"the README installs {spec!r}: only this checkout (., .[extra]) is modelled here"
+    extras = set((found.group(1) or "").split(",")) - {""}
+    names = {PROJECT}
+    for text in metadata.requires(PROJECT) or []:
+        requirement = Requirement(text)
+        marker = requirement.marker
+        if marker is None or any(marker.evaluate({"extra": extra}) for extra in extras):
+            names.add(canonicalize_name(requirement.name))
+    return names
+
+
+def needs(words: list[str]) -> set[str]:
+    """The distributions a venv command needs: its own script's or module's, and its options' plugins."""
+    if words[0] == ".venv/bin/patchkit":
+        return {PROJECT}
+    if words[0] == ".venv/bin/pip":
+        return set()
+    assert words[:2] == [".venv/bin/python", "-m"] and words[2] in MODULES, f"a command not modelled here: {words}"
+    return {MODULES[words[2]]} | {PLUGIN_OPTIONS[word] for word in words[3:] if word in PLUGIN_OPTIONS}
+
+
+def test_each_line_of_the_opening_block_has_what_it_needs_from_itself_and_the_lines_before():
+    venv = False
+    installed: set[str] = set()
+    for number, line in enumerate(block_lines(), 1):
+        for command in line.split(" && "):
+            words = shlex.split(command)
+            if words[:3] == ["python3", "-m", "venv"]:
+                venv = True
+                continue
+            assert venv and words[0].startswith(".venv/bin/"), f"line {number}: {command} (no venv yet)"
+            if words[:2] == [".venv/bin/pip", "install"]:
+                installed |= installs(words[-1])
+            missing = needs(words) - installed
+            assert not missing, f"line {number}: `{command}` needs {sorted(missing)}, not installed by then"
+
+
+def test_the_text_names_no_command_beside_the_block_and_the_unit_tier_comes_first():
+    """A command the text offers (\"start with the unit tier\") is a line of the block, in the
+    order to run it: the unit tier before the whole suite, with what it needs on its own line."""
+    text = README.split("```", 2)[2].split("\n## ", 1)[0]
+    offered = [" ".join(span.split()) for span in re.findall(r"`(\.venv/bin/[^`]+)`", text)]
+    lines = block_lines()
+    assert all(any(line.endswith(command) for line in lines) for command in offered), (offered, lines)
+    unit = [n for n, line in enumerate(lines) if "pytest" in line and '-m "not slow"' in line]
+    whole = [n for n, line in enumerate(lines) if line.endswith("-m pytest -n 2 --dist loadfile")]
+    assert unit and whole and unit[0] < whole[0], lines
 
 
 def test_the_first_command_patches_a_folder_no_build_tool_writes():
