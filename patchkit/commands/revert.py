@@ -57,7 +57,7 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
         removed = _kept_copies(target) if dropped else []
         if plan.changes_files or plan.old_state != plan.new_state or dropped:
             kept = transaction.commit(plan.target, list(plan.writes), plan.old_state, plan.new_state, plan.lost)
-        progress.done = f"{len(plan.writes)} file(s) restored"
+        progress.done = _counted(plan.sglang_writes)
     warnings = [*recovery.warnings, *plan.warnings]
     kept = (*recovery.kept, *kept)
     if as_json:
@@ -88,5 +88,12 @@ def _revert(target, only, force, as_json, lock_timeout, progress: report.Progres
         output.line(f"  reverted        {pid}")
     report.kept(target.site, plan.lost, kept)
     if plan.writes:
-        output.line(f"restored {len(plan.sglang_writes)} file(s)")
+        output.line(_counted(plan.sglang_writes))
     return EXIT_OK
+
+
+def _counted(writes) -> str:
+    """`restored N file(s)`, and `removed M file(s) patchkit had created` where a patch had added files."""
+    removed = sum(1 for w in writes if w.after is None)
+    restored = f"restored {len(writes) - removed} file(s)"
+    return f"{restored}, removed {removed} file(s) patchkit had created" if removed else restored
