@@ -334,9 +334,22 @@ def select(ids: list[str], only: tuple[str, ...] = (), skip: tuple[str, ...] = (
     """The ids chosen by --only / --skip, in registry order; an unknown id is a usage error."""
     for wanted in (*only, *skip):
         if wanted not in ids:
-            raise UsageError(f"unknown patch id {wanted!r}; known: {', '.join(ids)} (see `patchkit list`)")
+            close = _close_to(wanted, ids)
+            meant = f"did you mean {close!r}? " if close else ""
+            raise UsageError(f"unknown patch id {wanted!r}; {meant}known: {', '.join(ids)} (see `patchkit list`)")
     chosen = [pid for pid in ids if not only or pid in only]
     return [pid for pid in chosen if pid not in skip]
+
+
+def _close_to(wanted: str, ids: list[str]) -> str | None:
+    """The one id `wanted` was likely meant to be: a close spelling, else the only id it begins."""
+    import difflib
+
+    close = difflib.get_close_matches(wanted, ids, n=1)
+    if close:
+        return close[0]
+    starting = [pid for pid in ids if pid.startswith(wanted)]
+    return starting[0] if len(starting) == 1 else None
 
 
 def stack(ids: list[str], classes: dict[str, type[Patch]]) -> list[str]:

@@ -105,3 +105,27 @@ def test_two_files_deriving_one_id_are_a_usage_error_naming_both(tmp_path, patch
     assert result.exit_code == 2
     assert "'fix-a' is defined twice" in result.stderr
     assert str(tmp_path / "Fix.A.patch") in result.stderr and str(tmp_path / "fix_a.diff") in result.stderr
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("mamba-slot-gracefull", "mamba-slot-graceful"),
+                                              ("fp4-kv", "fp4-kv-sm100"), ("symm-mem", "symm-mem-kill-switch")])
+def test_an_unknown_id_gets_a_did_you_mean(typed, meant):
+    """Issue 43.6: --only, --skip, `export ID` with a typo listed every id and suggested none."""
+    with pytest.raises(UsageError) as raised:
+        registry.select(registry.patch_ids(), (typed,))
+    assert str(raised.value).startswith(f"unknown patch id {typed!r}; did you mean {meant!r}? known: ")
+
+
+def test_no_did_you_mean_where_nothing_is_close_or_several_are():
+    for typed in ("zzz", "mtp"):  # nothing like it; two ids start with mtp-
+        with pytest.raises(UsageError) as raised:
+            registry.select(registry.patch_ids(), (), (typed,))
+        assert "did you mean" not in str(raised.value) and str(raised.value).startswith(f"unknown patch id {typed!r}; known: ")
+
+
+def test_the_cli_says_it_too(tmp_path):
+    from testing.cli import run
+
+    result = run("revert", "--only", "mamba-slot-gracefull", "--site-packages", tmp_path)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: unknown patch id 'mamba-slot-gracefull'; did you mean 'mamba-slot-graceful'?")
