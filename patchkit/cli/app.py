@@ -85,11 +85,31 @@ def _help(ctx: click.Context | None) -> int:
 
 def _usage_message(exc: click.exceptions.UsageError) -> str:
     message = exc.format_message()
+    if isinstance(exc, click.NoSuchOption) and exc.ctx is not None:
+        # An option of other commands (`status --only`): theirs, not click's nearest spelling (--json).
+        theirs = [name for name, command in _commands(main) if exc.option_name in _options(command)]
+        if theirs:
+            where = theirs[0] if len(theirs) == 1 else ", ".join(theirs[:-1]) + " and " + theirs[-1]
+            this = " ".join(exc.ctx.command_path.split()[1:]) or "patchkit"
+            message = f"No such option '{exc.option_name}' for {this} ({where} take{'s' * (len(theirs) == 1)} it)"
     if exc.ctx is not None and "--help" not in message:
         what = "commands" if isinstance(exc.ctx.command, click.Group) else "options"
         path = " ".join(["patchkit", *exc.ctx.command_path.split()[1:]])  # whatever name started it
         message = f"{message.rstrip('.')}; `{path} --help` lists its {what}"
     return message
+
+
+def _commands(group: click.Group, prefix: str = ""):
+    """(name as typed after `patchkit`, command) of every command under `group`."""
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from _commands(command, f"{prefix}{name} ")
+        else:
+            yield prefix + name, command
+
+
+def _options(command: click.Command) -> set[str]:
+    return {opt for param in command.params for opt in getattr(param, "opts", ())}
 
 
 def _interrupted() -> int:

@@ -48,3 +48,15 @@ def test_patches_is_taken_after_the_subcommand_too(tmp_path):
     before = {p["id"] for p in cli("--patches", tmp_path / "late", "list", "--json").json()["patches"]}
     after = {p["id"] for p in cli("list", "--patches", tmp_path / "late", "--json").json()["patches"]}
     assert "late-fix" in before and before == after
+
+
+def test_an_option_of_other_commands_is_named_as_theirs_not_mistaken_for_a_near_spelling():
+    """Issue 43.6: `status --only ID` said "Did you mean '--json'?": --only is apply's and revert's
+    (status always shows every patch), and --json is nothing like it."""
+    result = run("status", "--only", "mamba-slot-graceful")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "error: No such option '--only' for status (apply and revert take it); `patchkit status --help` lists its "
+        "options"]
+    typo = run("status", "--jsn")  # no command has it: click's own suggestion stays
+    assert "Did you mean '--json'?" in typo.stderr
