@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 from patchkit.releases import manifest as manifest_mod
 from patchkit.releases import versions
 from patchkit.store import stale
+from patchkit.store.naming import Naming
 
 if TYPE_CHECKING:
+    from patchkit.authoring.kind import PatchKind
     from patchkit.engine.view import View
 
 UPSTREAM, LOCAL_EDIT = "upstream", "local-edit"
@@ -72,11 +74,20 @@ def explain(view: "View", pid: str, files: tuple[str, ...]) -> str:
                 restore = f"`{naming.command('diff')}` shows it, `{naming.command('revert')}` then {restore}"
         return f"cause: a local edit ({shown} is not SGLang {version}'s release file); {restore}, or {skip}"
     if found == UPSTREAM:
-        following = view.patches[pid].upstream_remedy(version)
-        if following is None:
-            last = _last_release_it_applies_to(pid, version)
-            following = (f"`patchkit track --from {last} --to {version}` shows what changed" if last
-                         else "`patchkit track` shows what changed")
+        following = upstream_next(view.patches[pid], pid, version, view.target.naming)
         return (f"cause: an upstream change ({', '.join(files)} has SGLang {version}'s release bytes); "
                 f"{following}, or {skip}")
     return ""
+
+
+def upstream_next(patch: "PatchKind", pid: str, version: str, naming: Naming) -> str:
+    """What to run for a patch that SGLang `version`'s own code fails: the command that re-makes
+    it (a diff: `rebase`), else the `track` that shows what changed since the newest release it
+    applies to, written with the run's naming (its --patches)."""
+    following = patch.upstream_remedy(version)
+    if following is not None:
+        return following
+    last = _last_release_it_applies_to(pid, version)
+    if last is None:
+        return f"`{naming.command('track', '--from', 'A', '--to', version)}` (A: a release it applies to) shows what changed"
+    return f"`{naming.command('track', '--from', last, '--to', version)}` shows what changed"

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from patchkit.engine import decide, identity, registry
+from patchkit.engine import decide, failure_cause, identity, registry
 from patchkit.releases import manifest as manifest_mod
 from patchkit.base.errors import PlanError, TargetError
-from patchkit.engine.patch_status import NOT_APPLICABLE, PENDING, STATE_VERDICT, UPSTREAM_FIXED
+from patchkit.engine.patch_status import FAILED, NOT_APPLICABLE, PENDING, STATE_VERDICT, UPSTREAM_FIXED
 from patchkit.engine.view import code_view
+from patchkit.store.naming import Naming
 
 
 def describe(target: Any) -> manifest_mod.Manifest:
@@ -20,6 +21,10 @@ def describe(target: Any) -> manifest_mod.Manifest:
     files: dict[str, str] = {}
     for pid in registry.patch_ids():
         s = decide.evaluate(view, pid)
+        if s.state == FAILED:  # on a release's own files: its code, not a local edit
+            following = failure_cause.upstream_next(view.patches[pid], pid, target.version,
+                                                    Naming(patches=registry.given_folders()))
+            raise PlanError(f"patch {pid} is failed on SGLang {target.version}: {s.detail}; next: {following}")
         if s.state not in STATE_VERDICT:
             raise PlanError(f"patch {pid} is {s.state} on SGLang {target.version}: {s.detail or 'not a pristine release'}")
         present = tuple(rel for rel in view.patches[pid].TARGETS if view.read(rel) is not None)

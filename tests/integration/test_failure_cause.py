@@ -107,7 +107,9 @@ def ast_patch(tmp_path):
 def test_python_patch_whose_anchor_upstream_renamed(release, ast_patch):
     said = detail(ast_patch, release("0.5.17", extra=(OFFLOADER,)), "offloader-mark")
     assert "anchor not found: create_offloader" in said, said
-    assert "cause: an upstream change" in said and "`patchkit track`" in said and "`--skip offloader-mark`" in said
+    assert "cause: an upstream change" in said and "`--skip offloader-mark`" in said
+    # No release applies it (a folder patch): `track` from a release it applies to, the run's --patches kept.
+    assert f"`patchkit --patches {ast_patch} track --from A --to 0.5.17` (A: a release it applies to)" in said, said
     site = release("0.5.20", extra=(OFFLOADER,))
     before = run("--patches", ast_patch, "status", "--site-packages", site, "--json").json()["patches"]
     assert next(p for p in before if p["id"] == "offloader-mark")["state"] == "pending"  # its anchor is there
