@@ -147,7 +147,12 @@ class Bump:
         steps = []
         if self.left_out:
             steps.append("fix or remove each patch file left out (REPORT.md: Left out), then run this bump again: DIR lacks them")
-        if any(row.tree for row in self.patches if row.action == CONFLICTS):
+        modules = [row.tree for row in self.patches if row.tree and row.kind == "module" and row.action in BLOCKING]
+        if modules:
+            steps.append(f"fix each patch module that does not work on SGLang {self.to} in its tree, against "
+                         f"{self.to}'s files beside it ({', '.join(f'{self.folder}/{tree}/{tree[:-5]}.py' for tree in modules)}), "
+                         f"then run `patchkit bump --continue {self.folder}`")
+        if any(row.tree for row in self.patches if row.action == CONFLICTS and row.kind == "diff"):
             steps.append(f"resolve the <<<<<<< / >>>>>>> blocks in {self.folder}/*.tree/ (each block: make the "
                          f"change where the code is, delete the marker lines), then run `patchkit bump --continue "
                          f"{self.folder}`")
@@ -237,7 +242,7 @@ def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[
     rows = [_module_row(p, before[p.ID], after[p.ID], to, view) for p in modules]
     files: dict[str, bytes] = {}
     inputs: dict[str, tuple[str, bytes]] = {}
-    rows = [_module_file(row, files) for row in rows]
+    rows = [_module_file(row, patch, to, files) for row, patch in zip(rows, modules)]
     if diffs:
         rows += _diff_rows(diffs, before, first, to, progress, files, inputs, cache)
     if cache is not None:
@@ -251,15 +256,25 @@ def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[
                 inputs=inputs)
 
 
-def _module_file(row: PatchRow, files: dict[str, bytes]) -> PatchRow:
+def _module_file(row: PatchRow, patch: type[Patch], to: WheelSource, files: dict[str, bytes]) -> PatchRow:
     """A patch module of a `--patches` folder that stays in force on V, copied into DIR byte for byte
     (a folder of modules, as `--patches DIR` loads it), so that `--patches DIR apply` and `image build`
-    get the whole set; the built-in and entry-point sets come with patchkit and their packages."""
+    get the whole set; the built-in and entry-point sets come with patchkit and their packages.
+    One that conflicts or failed on V is never copied as if it worked: it goes into `NAME.tree/`
+    beside V's files of its targets, for the user to fix there and `--continue` to take back."""
     if row.action in (DROP, GONE) or not registry.origin(row.id).startswith("folder "):
         return row
     path = registry.source_file(row.id)
-    files[path.name] = path.read_bytes()
-    return replace(row, written=path.name)
+    if row.action not in BLOCKING:
+        files[path.name] = path.read_bytes()
+        return replace(row, written=path.name)
+    tree = f"{path.stem}.tree"
+    files[f"{tree}/{path.name}"] = path.read_bytes()
+    for rel in patch.TARGETS:
+        data = to.read(rel)
+        if data is not None:
+            files[f"{tree}/{rel}"] = data
+    return replace(row, tree=tree)
 
 
 def _module_row(patch: type[Patch], old: upstream.Verdict, new: upstream.Verdict, to: WheelSource,
@@ -778,6 +793,9 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
     def read_on(rel: str) -> bytes | None:
         return state[rel] if rel in state else to.read(rel)
 
+    for pid in [row.id for row in bump.patches if row.kind == "module" and row.tree and row.action in BLOCKING]:
+        rows[pid] = _finish_module(rows[pid], bump, to, files)
+        progress(f"{pid}: {rows[pid].action} ({rows[pid].tree})")
     for pid in [row.id for row in bump.patches if row.kind == "diff"]:
         row = started = rows[pid]
         if row.waits_on and all(rows[lower].action not in BLOCKING for lower in row.waits_on):
@@ -826,6 +844,34 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
             continue
         state = applied
     return replace(bump, patches=tuple(rows[row.id] for row in bump.patches), files=files, digests=digests)
+
+
+def _finish_module(row: PatchRow, bump: Bump, to: WheelSource, files: dict[str, bytes]) -> PatchRow:
+    """A patch module that conflicted or failed, fixed by the user in DIR/NAME.tree/NAME.py: judged on
+    V as the plan judges a module; in force there, it is copied into DIR (`rebased`), else it stays
+    as it is with the new verdict's detail."""
+    from patchkit.base.util import read_regular
+    from patchkit.engine import view as view_mod
+
+    assert row.tree is not None
+    name = row.tree.removesuffix(".tree") + ".py"
+    try:
+        data = read_regular(bump.folder / row.tree / name)
+        patch = registry.load_file(bump.folder / row.tree / name, row.id)
+    except FileNotFoundError:
+        raise UsageError(f"--continue {bump.folder}: {row.tree}/{name}, which the bump wrote there, is gone; put it "
+                         "back, or run the bump again into a new folder") from None
+    except (PlanError, UsageError) as exc:  # it does not import (yet): still the user's to fix
+        return replace(row, detail=str(exc))
+    view = view_mod.code_view(to, patch)  # type: ignore[arg-type]
+    verdict = upstream.judge_class(to, view, patch.ID)
+    made = _module_row(patch, upstream.Verdict(row.on_from, None, ""), verdict, to, view)
+    if made.action in BLOCKING:
+        return replace(made, tree=row.tree)
+    if made.action in (CARRIES, REBASED):
+        files[name] = data
+        made = replace(made, action=REBASED, written=name, detail=f"fixed in {row.tree}")
+    return replace(made, tree=row.tree)
 
 
 def _written(folder: Path, name: str) -> bytes:

@@ -311,23 +311,43 @@ def load_all() -> list[type[Patch]]:
 
             found.append(patch_class(patch_set.folder / name, patch_set.origin, _parsed.get(patch_set.folder / name)))
             continue
-        where = f"{patch_set.folder / name}.py ({patch_set.origin})"
         module = _import_patch_module(f"{patch_set.package}.{name}", patch_set.folder / f"{name}.py", patch_set.origin)
-        classes = [
-            obj for obj in vars(module).values()
-            if inspect.isclass(obj) and issubclass(obj, Patch) and obj is not Patch and obj.__module__ == module.__name__
-        ]
-        if len(classes) != 1:
-            raise PatchkitError(f"{where} must define exactly one Patch class, found {len(classes)}")
-        patch_cls = classes[0]
-        if getattr(patch_cls, "ID", None) != pid:
-            raise PatchkitError(f"{where} declares id {getattr(patch_cls, 'ID', None)!r}; the file name says {pid!r}")
-        found.append(patch_cls)
+        found.append(_patch_class(module, f"{patch_set.folder / name}.py ({patch_set.origin})", pid))
     if any(is_diff(cls.ID) for cls in found):
         from patchkit.diffs.diffpatch import order_stacks
 
         order_stacks([cls for cls in found if is_diff(cls.ID)])  # type: ignore[misc]
     return found
+
+
+def _patch_class(module: types.ModuleType, where: str, pid: str) -> type[Patch]:
+    """The one Patch class a patch module defines, with the id its file name says."""
+    from patchkit.authoring.patch import Patch
+
+    classes = [
+        obj for obj in vars(module).values()
+        if inspect.isclass(obj) and issubclass(obj, Patch) and obj is not Patch and obj.__module__ == module.__name__
+    ]
+    if len(classes) != 1:
+        raise PatchkitError(f"{where} must define exactly one Patch class, found {len(classes)}")
+    if getattr(classes[0], "ID", None) != pid:
+        raise PatchkitError(f"{where} declares id {getattr(classes[0], 'ID', None)!r}; the file name says {pid!r}")
+    return classes[0]
+
+
+def load_file(path: Path, pid: str) -> type[Patch]:
+    """The patch class of one module file outside the loaded sets (a module `bump` wrote into a
+    conflict tree for the user to fix), imported afresh under a name of its folder's own; a module
+    that does not import is exit 2 naming the file and line, as in a set."""
+    folder = path.resolve().parent
+    package = "patchkit_file_" + hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+    module = types.ModuleType(package, f"a patch module from {folder}")
+    module.__path__ = [str(folder)]
+    sys.modules[package] = module
+    sys.modules.pop(f"{package}.{path.stem}", None)  # read again: the user may have fixed it since
+    importlib.invalidate_caches()
+    origin = f"file {path}"
+    return _patch_class(_import_patch_module(f"{package}.{path.stem}", path, origin), f"{path} ({origin})", pid)
 
 
 def select(ids: list[str], only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[str]:

@@ -129,6 +129,12 @@ def judge(source: Source, view: view_mod.View | None = None, cache: VerdictCache
     return verdicts
 
 
+def judge_class(source: Source, view: view_mod.View, pid: str) -> Verdict:
+    """One patch's verdict on a source, in a view that holds it (`view.code_view(source, patch)`:
+    a module read from a file outside the registry, as `bump --continue` takes one back)."""
+    return _judge(source, view, pid)
+
+
 def _on_its_stack(view: view_mod.View, pid: str) -> Verdict | None:
     """A diff made on top of the diffs it stacks on (`Patchkit-After`), broken alone (their code is
     not there): applies where it does on their files, as `status` and `apply` render the stack. Not

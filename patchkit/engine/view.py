@@ -326,10 +326,12 @@ def open_view(target: Target) -> View:
     return view
 
 
-def code_view(source: Target) -> View:
+def code_view(source: Target, patch: "type[Patch] | None" = None) -> View:
     """A view that judges code alone: no state file, no manifest to lean on (any object with
-    `read` and `version` will do: a release tree or a git revision)."""
-    return View(target=source, state=None, manifest=manifest_mod.Manifest(source.version))
+    `read` and `version` will do: a release tree or a git revision); with `patch`, a view of that
+    one patch instead of the loaded set."""
+    return View(target=source, state=None, manifest=manifest_mod.Manifest(source.version),
+                _patches=None if patch is None else {patch.ID: patch()})
 
 
 def before_patchkit_sha(view: View, rel: str) -> str | None:

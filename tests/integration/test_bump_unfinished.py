@@ -109,3 +109,40 @@ def test_an_unfinished_bump_folder_is_refused_until_continue_finishes_it(home, t
     assert run("--patches", out, *dockerfile, "-o", finished / "Dockerfile").exit_code == 0
     (copied,) = (finished / "patchkit-patches").iterdir()
     assert sorted(p.name for p in copied.iterdir()) == ["device-fix.patch", "heads-fix.patch", "my_load_fix.py"]
+
+
+def test_a_patch_module_that_conflicts_is_a_tree_to_fix_and_continue_takes_it_back(home, tmp_path):  # noqa: F811
+    """A module of the user's set that works on PrefetchOperation.increment (0.5.17; gone on 0.5.23)
+    conflicts: it is never copied into DIR as if it worked (issue 40.11d) but written as
+    NAME.tree/ (the module and 0.5.23's file it targets), the next step says to fix it there; once
+    fixed, `--continue` judges it on 0.5.23 and copies it into DIR."""
+    from testing.releases import pristine
+
+    target = "sglang/srt/managers/cache_controller.py"
+    made = run("new", "prefetch-fix", "--target", target, "--class", "PrefetchOperation", "--method", "increment",
+               "--out", tmp_path / "mine")
+    assert made.exit_code == 0, made.stderr
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out, "--json")
+    assert done.exit_code == 1, done.stderr
+    row = next(row for row in done.json()["patches"] if row["id"] == "prefetch-fix")
+    assert (row["action"], row["written"], row["tree"]) == ("conflicts", None, "prefetch_fix.tree")
+    assert not (out / "prefetch_fix.py").exists()
+    tree = out / "prefetch_fix.tree"
+    assert (tree / "prefetch_fix.py").read_bytes() == (tmp_path / "mine" / "prefetch_fix.py").read_bytes()
+    assert (tree / target).read_bytes() == (pristine("0.5.23") / target).read_bytes()
+    steps = done.json()["next"]
+    assert steps[0].startswith("fix each patch module that does not work on SGLang 0.5.23 in its tree") and \
+        f"{tree}/prefetch_fix.py" in steps[0] and steps[0].endswith(f"`patchkit bump --continue {out}`")
+
+    again = run("bump", "--continue", out, "--json")  # not fixed yet: still a conflict, nothing copied
+    assert again.exit_code == 1 and not (out / "prefetch_fix.py").exists(), again.stderr
+    module = tree / "prefetch_fix.py"
+    module.write_bytes(module.read_bytes().replace(b'METHOD = "increment"', b'METHOD = "mark_terminate"'))
+    finished = run("bump", "--continue", out, "--json")
+    assert finished.exit_code == 0 and finished.json()["complete"], finished.stderr
+    row = next(row for row in finished.json()["patches"] if row["id"] == "prefetch-fix")
+    assert (row["on_to"], row["action"], row["written"]) == ("applies", "rebased", "prefetch_fix.py")
+    assert (out / "prefetch_fix.py").read_bytes() == module.read_bytes()
+    listed = run("--patches", out, "list", "--json")
+    assert listed.exit_code == 0 and [p["id"] for p in listed.json()["patches"]].count("prefetch-fix") == 1
