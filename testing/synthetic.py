@@ -328,3 +328,21 @@ class Synthetic:
 
     def pristine(self, rel: str) -> str:
         return SOURCES[rel]
+
+
+# --- a large record, for the runtime plugin's cost ------------------------------------------------
+
+
+def large_record(ids: int, files: int) -> dict:
+    """A state record (the shape `apply` writes) of `ids` patches and `files` recorded files
+    `sglang/srt/large_NNNNNN.py` (none on disk: each is judged drifted), file i changed by patch
+    i mod `ids`: what a record of that size costs the runtime plugin (issue 41.5: 5,000 x 5,000)."""
+    sha = "a" * 64
+    pids = [f"large-{i:06d}" for i in range(ids)]
+    entries = {}
+    for i in range(files):
+        pid = pids[i % ids]
+        entries[f"sglang/srt/large_{i:06d}.py"] = {"pristine_sha256": sha, "patched_sha256": "b" * 64,
+                                                   "patches": [pid], "patch_sha256": {pid: sha}}
+    return {"schema": 3, "patchkit_version": "0.1.0", "sglang_version": VERSION, "patches": pids,
+            "files": entries, "runtime": {"dir": None, "files": {}}}
