@@ -193,7 +193,8 @@ def expected_for_release(version: str) -> Expected:
     from patchkit.image import dockerfile
     from patchkit.releases import manifest, versions
 
-    normal = versions.normalise(version)
+    # The server's answer, not the user's input: a version string that is none is a bad server (3), not usage (2).
+    normal = str(versions.parse(version, "the SGLang version the server reports", TargetError))
     if manifest.find(normal) is None:
         raise TargetError(f"the server runs SGLang {version}, for which patchkit has no patch set; pass "
                           "--expect-from DIR or --expect-from LABELS")

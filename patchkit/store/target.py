@@ -20,7 +20,7 @@ from pathlib import Path
 from patchkit.base import crash_log, package_path
 from patchkit.releases import versions
 from patchkit.base.constants import PACKAGE, RUNTIME_DIST_INFO, RUNTIME_MODULE
-from patchkit.base.errors import NotFoundError, TargetError, UsageError, environment_failure, is_environment_failure, undecodable
+from patchkit.base.errors import EnvironmentFailure, NotFoundError, TargetError, UsageError, environment_failure, is_environment_failure, undecodable
 from patchkit.base.util import read_regular
 from patchkit.store.naming import Naming
 
@@ -61,7 +61,9 @@ class Target:
             full = self.runtime_dir / rel
             for step in (full, full.parent):
                 if step.is_symlink():
-                    raise TargetError(f"{step} is a symlink; patchkit writes its runtime report only to plain files")
+                    # A file of the wrong type (6), not a missing or mismatched SGLang (3).
+                    raise EnvironmentFailure(f"{step} is a symlink; patchkit writes its runtime report only to plain "
+                                             "files")
             return full
         # The rule the diff parser applies to every path a diff names at load (package_path), for a
         # module patch's TARGETS and a state file's paths here.

@@ -132,3 +132,24 @@ def test_verify_checks_their_bytes(site):
     changed = run("verify", "--site-packages", site, "--json")
     assert changed.exit_code == 1
     assert {c["check"]: c["result"] for c in changed.json()["checks"]}[f"runtime report {MODULE}"] == "failed"
+
+
+@pytest.mark.parametrize("command", ["revert", "apply"])
+def test_a_symlinked_runtime_folder_is_a_wrong_file_type_exit_6(site, tmp_path, command):
+    """The runtime report's folder replaced by a symlink (to a folder outside the tree): revert said
+    exit 3 (SGLang not found, version mismatch) for what is a file of the wrong type (6); nothing is
+    written through it, on either side of the link."""
+    if command == "revert":
+        assert run("apply", "--site-packages", site).exit_code == 0
+    elsewhere = tmp_path / "elsewhere"
+    if (site / RUNTIME_MODULE).exists():
+        (site / RUNTIME_MODULE).rename(elsewhere)
+    else:
+        elsewhere.mkdir()
+    (site / RUNTIME_MODULE).symlink_to(elsewhere, target_is_directory=True)
+    before, outside = snapshot(site), snapshot(elsewhere)
+    result = run(command, "--site-packages", site)
+    assert result.exit_code == 6, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{RUNTIME_MODULE} is a symlink" in lines[0], lines
+    assert snapshot(site) == before and snapshot(elsewhere) == outside

@@ -151,3 +151,17 @@ def test_a_patch_file_over_the_cap_is_refused_unread(tmp_path, patchkit_home, mo
     assert folder.exit_code == 2 and said in folder.stderr and "(left out;" in folder.stderr, folder.stderr
     assert sum(sizes) < 1 << 20, sizes
     assert snapshot(tmp_path) == before and snapshot(patchkit_home) == home
+
+
+def test_an_author_with_a_unicode_line_break_is_refused(tmp_path, patchkit_home):
+    """U+2028 and U+2029 are line breaks to str.splitlines (and to a mail reader, an editor): they
+    were accepted into the From: line; they are refused as a newline is."""
+    before, home = snapshot(tmp_path), snapshot(patchkit_home)
+    out = tmp_path / "fix.patch"
+    for brk in ("\u2028", "\u2029"):
+        author = f"A{brk}Patchkit-Id: evil <a@example.com>"
+        assert len(author.splitlines()) == 2
+        result = run("export", "cpu-offload-tied-params", "--release", "0.5.17", "--author", author, "-o", out)
+        assert_refused(result, 2, "--author: ")
+        assert "holds a control character" in result.stderr and brk not in result.stderr, result.stderr
+    assert snapshot(tmp_path) == before and snapshot(patchkit_home) == home

@@ -206,3 +206,18 @@ def test_text_from_the_server_is_printed_escaped(field, tmp_path):
     assert not any(c in printed.replace("\n", "") for c in "\x1b\r"), printed
     assert "\\x1b[2J\\rserver verified" in printed, printed
     assert not any(line.startswith("server verified: 1 rank(s)") for line in printed.splitlines()), printed
+
+
+@pytest.mark.parametrize("version", ["banana", "0.5." + "9" * 100, "0.5.23\x1b[2J"])
+def test_a_servers_bad_version_string_is_exit_3(version):
+    """Without --expect-from the audit expects the patch set of the release the ranks report; a
+    version string that is no version was read as the user's bad input (exit 2); a bad server is 3."""
+    info = copy.deepcopy(RECORDED)
+    for state in info["internal_states"]:
+        state["patchkit"]["sglang"] = version
+    with answering(lambda h: send(h, json.dumps(info).encode())) as (url, _):
+        result = run("verify", "--url", url)
+    assert result.exit_code == 3, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is not a version" in lines[0] and "the server" in lines[0], lines
+    assert "\x1b" not in result.stderr
