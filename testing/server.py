@@ -15,12 +15,16 @@
   of the server is one working in the server's own folder or writing to its log (what each
   inherits from the launcher), so children that outlive the launcher are found too; not by a
   marker in the environment, which SGLang's process titles overwrite (setproctitle reuses that
-  memory: /proc/PID/environ of the scheduler then no longer holds it).
+  memory: /proc/PID/environ of the scheduler then no longer holds it). Then it removes what the
+  server leaves behind: the load-snapshot file SGLang (0.5.13 on) writes into /dev/shm per start
+  (`sglang_loads_<instance>_<hash>.shm`, 16 KB, named by a random instance id and never removed),
+  found as a file its processes hold open, so another server's stays.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import http.client
 import json
@@ -41,6 +45,7 @@ from testing.releases import CACHE, REPO, copy_release, making
 REQUIREMENTS = REPO / "tests" / "server" / "requirements.txt"
 STANDIN = REPO / "testing" / "sgl_kernel_standin"
 KERNEL_LOG = "PATCHKIT_SGL_KERNEL_LOG"  # read by the stand-in (testing/sgl_kernel_standin)
+SHM_LEFT = "/dev/shm/sglang_loads_"  # SGLang's load snapshot: shm_path_for() in sglang/srt/managers/load_snapshot.py
 START_TIMEOUT = 900.0  # seconds to healthy: 20-45 s on a quiet 2-core machine, minutes under load
 # Set by whoever starts the server, never inherited from the tests' own environment.
 _NOT_INHERITED = ("PYTHONPATH", "SGLANG_PLUGINS", "SGLANG_PATCHKIT_DISABLE", "PATCHKIT_API_KEY", "PYTHONHOME")
@@ -132,6 +137,7 @@ class Server:
     api_key: str | None = None
     healthy_after: float = 0.0  # seconds from launch to the first /health answer
     notes: list[str] = field(default_factory=list)
+    left_files: set[Path] = field(default_factory=set)  # what it writes outside its folder, removed by stop()
 
     @property
     def url(self) -> str:
@@ -163,6 +169,28 @@ class Server:
                 continue
         return False
 
+    def files_left(self) -> set[Path]:
+        """The files outside its folder that the server's processes hold open (as a descriptor or
+        a mapping) and that it would leave behind: its /dev/shm load snapshot."""
+        found = set()
+        for pid in self.processes():
+            held = []
+            try:
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    with contextlib.suppress(OSError):
+                        held.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+                held += [line.split(None, 5)[5] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+                         if len(line.split(None, 5)) == 6]
+            except OSError:  # gone meanwhile
+                continue
+            found |= {Path(path) for path in held if path.startswith(SHM_LEFT) and not path.endswith(" (deleted)")}
+        return found
+
+    def remove_left_files(self) -> None:
+        """Remove what `files_left` found (once no process of the server is left)."""
+        for path in sorted(self.left_files):
+            path.unlink(missing_ok=True)
+
     def kernel_events(self) -> tuple[set[int], list[str]]:
         """(pids that imported the stand-in sgl_kernel, the calls made to it)."""
         lines = self.kernel_log.read_text().splitlines() if self.kernel_log.exists() else []
@@ -188,6 +216,7 @@ class Server:
         """SIGTERM to the launcher; what is still running after `grace` seconds gets SIGTERM by
         PID, then SIGKILL. Returns notes on what needed more than the launcher's SIGTERM; raises
         AssertionError when a process of the server is left even then."""
+        self.left_files |= self.files_left()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         left = self._wait_gone(grace)
@@ -202,6 +231,7 @@ class Server:
                     pass
             left = self._wait_gone(10.0)
         assert not left, f"processes of the SGLang {self.version} server are still running after SIGKILL: {left}"
+        self.remove_left_files()
         return self.notes
 
     def _wait_gone(self, seconds: float) -> dict[int, str]:
@@ -227,11 +257,13 @@ def started() -> list[Server]:
 def _stop_left_running() -> None:
     """A session ended without a fixture's teardown (an interrupt): no server outlives it."""
     for server in _STARTED:
+        server.left_files |= server.files_left()
         for pid in server.processes():
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        server.remove_left_files()
 
 
 def start(python: Path, model: Path, version: str, folder: Path, *, env: dict[str, str] | None = None,
@@ -266,6 +298,7 @@ def start(python: Path, model: Path, version: str, folder: Path, *, env: dict[st
         server.stop()
         raise
     server.healthy_after = time.monotonic() - started
+    server.left_files |= server.files_left()  # while every process of it runs
     return server
 
 
