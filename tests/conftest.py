@@ -23,8 +23,13 @@ _SESSION_HOME: list[str] = []
 
 
 def pytest_configure(config):
+    # pytest's temporary folders (tmp_path: released trees, the server tier's throwaway venvs) and the
+    # session's home go under the cache the suite owns, not /tmp/pytest-of-USER; a run's own
+    # --basetemp or PYTEST_DEBUG_TEMPROOT (pytest's setting of that root) wins.
+    temp_root = Path(os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(CACHE / "tmp")))
+    temp_root.mkdir(parents=True, exist_ok=True)
     real = Path(os.path.expanduser("~"))
-    home = tempfile.mkdtemp(prefix="patchkit-test-home-")
+    home = tempfile.mkdtemp(prefix="patchkit-test-home-", dir=temp_root)
     _SESSION_HOME.append(home)
     os.environ["HOME"] = home
     if "PYENV_ROOT" not in os.environ and (real / ".pyenv").is_dir():

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from testing.releases import CACHE
 
 REAL_HOME = Path(pwd.getpwuid(os.getuid()).pw_dir)
@@ -36,3 +38,17 @@ def test_pip_caches_in_the_tests_cache():
     """pip's own answer (its wheel cache was ~/.cache/pip/wheels)."""
     child = subprocess.run([sys.executable, "-m", "pip", "cache", "dir"], capture_output=True, text=True, check=True)
     assert inside(child.stdout.strip(), CACHE) and not inside(child.stdout.strip(), REAL_HOME), child.stdout
+
+
+def test_temporary_folders_are_under_the_tests_cache(tmp_path, request):
+    """Issue 43.5: the suite's temporary folders (a server test's throwaway venvs, released trees,
+    the session's home) went into pytest's shared default, /tmp/pytest-of-USER. They go under the
+    cache the suite owns (`PATCHKIT_TEST_CACHE/tmp`), unless the run names its own (--basetemp, or
+    PYTEST_DEBUG_TEMPROOT set before pytest starts)."""
+    root = CACHE / "tmp"
+    worker = getattr(request.config, "workerinput", None)  # under xdist: the controller's command line
+    argv = worker["mainargv"] if worker else request.config.invocation_params.args
+    if any(str(arg).startswith("--basetemp") for arg in argv) or \
+            os.environ.get("PYTEST_DEBUG_TEMPROOT", str(root)) != str(root):
+        pytest.skip("this run names its own temporary folder")
+    assert inside(str(tmp_path), root) and inside(os.environ["HOME"], root), (tmp_path, os.environ["HOME"])
