@@ -5,21 +5,29 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.commands import output
 from patchkit.engine import registry
-from patchkit.releases import pristine as releases, versions
-from patchkit.store import stale
+from patchkit.releases import versions
 from patchkit.store.naming import Naming
 from patchkit.base.constants import PACKAGE
 from patchkit.base.errors import NotFoundError, UsageError
 from patchkit.store.target import (EDITABLE, SOURCE, Target, check_version, find_for_python, find_in, find_installed,
                              find_source, usage_conflict)
 
+if TYPE_CHECKING:
+    from patchkit.releases import pristine as releases
+
+# The wheel cache (patchkit.releases.pristine: zipfile, shutil) and the leftover search
+# (patchkit.store.stale) are imported where they are used: a plain `status` needs neither.
+
 
 def release_source(version: str) -> releases.WheelSource:
     """A pristine release from the package index (for manifests, track and matrix), read straight
     from its cached wheel: only the files needed are inflated, nothing is unpacked on disk."""
+    from patchkit.releases import pristine as releases
+
     return releases.WheelSource(versions.normalise(version), output.progress)
 
 
@@ -45,6 +53,8 @@ def locate(
     if version is not None:
         versions.parse(version, what="--target")  # exit 2 before anything is looked at
     if fetch:
+        from patchkit.releases import pristine as releases
+
         if version is None:
             raise UsageError("--fetch DIR needs --target VERSION (the release to download)")
         folder = Path(fetch)
@@ -66,6 +76,8 @@ def locate(
         try:
             target = _find(site_packages, source, python)
         except NotFoundError as exc:
+            from patchkit.store import stale
+
             left = stale.orphans(list(exc.searched))
             if not left:
                 if site_packages or source or python:
@@ -105,6 +117,8 @@ def leftovers(site_packages: str | None, source: str | None, python: str | None)
     try:
         return _find(site_packages, source, python), []
     except NotFoundError as exc:
+        from patchkit.store import stale
+
         return None, stale.orphans(list(exc.searched))
 
 

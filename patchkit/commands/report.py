@@ -5,13 +5,15 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from patchkit.commands import output
-from patchkit.store import stale
 from patchkit.base.errors import INTERRUPTED_EARLY, Interrupted
 from patchkit.engine.patch_status import PatchStatus
 from patchkit.store.target import Target
+
+if TYPE_CHECKING:
+    from patchkit.store import stale
 
 
 def sglang(target: Target) -> dict:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from patchkit.store import lock
 from patchkit.engine import decide
 from patchkit.commands import output
 from patchkit.store import state as state_mod
@@ -14,6 +13,8 @@ def status(site_packages: str | None = None, version: str | None = None, as_json
     target = locate(site_packages, None, version, source=source, python=python)
     statuses, warnings = decide.status(target)
     if state_mod.journal_path(target.site).exists():
+        from patchkit.store import lock
+
         holder = lock.lock_holder(target.site)
         warnings.append(f"a patchkit run is in progress ({holder})" if holder else
                         f"an interrupted patchkit run is pending; `{target.naming.command('apply')}` or "

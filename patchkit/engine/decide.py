@@ -8,11 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from patchkit.engine import hand_applied
 from patchkit.releases import manifest as manifest_mod
 from patchkit.engine import registry
 from patchkit.engine import view as view_mod  # render_file through the module: the fault tests replace it
-from patchkit.authoring.kind import CREATED
 from patchkit.base.errors import PlanError
 from patchkit.engine.patch_status import (
     APPLIED, DRIFTED, FAILED, NOT_APPLICABLE, OUTDATED, PENDING, UPSTREAM_FIXED, VERDICT_STATE, PatchCrashed, PatchStatus,
@@ -92,6 +90,7 @@ def _rendered_differs(view: View, rel: str, ids: tuple[str, ...]) -> bool:
 def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = None) -> PatchStatus:
     """Decide a patch by its probes on the code (current bytes, or `contents`)."""
     from patchkit.base.errors import AnchorError
+    from patchkit.authoring.kind import CREATED  # here: the PatchKind protocol is no cost of a hash-only status
     from patchkit.authoring.patch import SkipPatch
 
     patch = view.patches[pid]
@@ -189,6 +188,8 @@ def judge(view: View, pid: str) -> PatchStatus:
     if found.state == FAILED and not found.crashed:
         found = _with_cause(view, found)
     if found.state == UPSTREAM_FIXED and hand_applied_files(view, pid):
+        from patchkit.engine import hand_applied
+
         return PatchStatus(pid, APPLIED, found.files, hand_applied.detail(view.target))
     return found
 
@@ -228,6 +229,8 @@ def hand_applied_files(view: View, pid: str) -> dict[str, bytes] | None:
     """The release's bytes of a diff patch's files when it was applied by hand (`hand_applied`)."""
     if not registry.is_diff(pid):
         return None  # asked before any patch is loaded (a plain status imports no libcst)
+    from patchkit.engine import hand_applied  # (nor this: its RECORD reading is for diffs)
+
     return hand_applied.release_bytes(view.target, view.patches[pid], view.read, view.state)
 
 

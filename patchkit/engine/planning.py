@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from packaging.version import InvalidVersion, Version
-
-from patchkit.engine import decide, hand_applied
+from patchkit.engine import decide
 from patchkit.engine import registry
 from patchkit.store import state as state_mod
-from patchkit.authoring.kind import CREATED
 from patchkit.base.errors import DriftError, PlanError
 from patchkit.engine.patch_status import APPLIED, DRIFTED, FAILED, OUTDATED, PENDING, PatchStatus
 from patchkit.store.state import FileRecord, State
@@ -75,6 +72,8 @@ def _unknown_after_warnings(view: View, pids: list[str]) -> list[str]:
 
 
 def _range_warnings(view: View, pids: list[str]) -> list[str]:
+    from packaging.version import InvalidVersion, Version
+
     try:
         version = Version(view.target.version)
     except InvalidVersion:
@@ -100,6 +99,8 @@ def _render_all(view: View, wanted: dict[str, tuple[str, ...]]) -> dict[str, byt
 def _render_whole(view: View, rel: str, ids: tuple[str, ...]) -> tuple[bytes | None] | None:
     """A file a diff patch creates or deletes (`new file mode` / `deleted file mode`), decided
     whole: (its new bytes, None to remove it); None for every other file (`view.render_file`)."""
+    from patchkit.authoring.kind import CREATED
+
     kinds = {pid: kind for pid in ids if pid in view.patches
              if (kind := view.patches[pid].file_change(rel))}
     if not kinds:
@@ -302,6 +303,8 @@ def _with_digests(view: View, statuses: list[PatchStatus]) -> State | None:
 
 
 def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False) -> Plan:
+    from patchkit.engine import hand_applied
+
     selected = registry.select(registry.patch_ids(), only)  # an unknown id is exit 2, whatever the state
     view = open_view(target)
     state = view.state

@@ -15,9 +15,7 @@ A release without SGLang's plugin system (0.5.10: no `sglang/srt/plugins/`) gets
 
 from __future__ import annotations
 
-import base64
 import hashlib
-from importlib import resources
 from typing import Collection, Mapping
 
 from patchkit.base.constants import (
@@ -35,6 +33,8 @@ def has_plugin_system(target: Target) -> bool:
 
 
 def _record_line(rel: str, data: bytes) -> str:
+    import base64  # here, as importlib.resources in render: a no-op apply renders nothing
+
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{rel},sha256={digest},{len(data)}\n"
 
@@ -42,6 +42,8 @@ def _record_line(rel: str, data: bytes) -> str:
 def render(switchable: list[str]) -> dict[str, bytes]:
     """{rel: bytes} of the plugin and its dist-info; `switchable`: the ids that honour
     SGLANG_PATCHKIT_DISABLE (the plugin reports the others as not switchable)."""
+    from importlib import resources  # here: it imports tempfile and shutil, which a no-op apply never needs
+
     template = (resources.files("patchkit") / "templates" / "runtime_plugin.py.txt").read_text(encoding="utf-8")
     module = template.replace("$SWITCHABLE", repr(sorted(switchable))).encode()
     metadata = ("Metadata-Version: 2.1\nName: sglang-patchkit-runtime\nVersion: 1\n"

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +13,8 @@ from patchkit.base.errors import DriftError
 from patchkit.store.state import State
 from patchkit.store.target import SITE, Target, interpreter_for
 from patchkit.base.util import sha256
+
+# shutil and shlex are imported where they are used: a no-op apply only asks `discard_stale`.
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,8 @@ def restore_advice(target: Target, files: list[str]) -> str:
 
 def git_command(target: Target, verb: str, files: list[str]) -> str:
     """`git -C CHECKOUT VERB -- PATHS` for files of a target in a git checkout, from any folder."""
+    import shlex
+
     assert target.checkout is not None
     paths = [os.path.relpath(target.site / rel, target.checkout) for rel in files]
     return " ".join(shlex.quote(word) for word in ("git", "-C", str(target.checkout), verb, "--", *paths))
@@ -105,6 +107,8 @@ def reinstall_command(target: Target) -> str | None:
     environment's pip, else pip's --target with its folder (a bare `pip install` reinstalls into
     whatever Python that shell finds). None for a source tree (an sdist, an editable install):
     pip would not rewrite those files."""
+    import shlex
+
     if target.kind != SITE:
         return None
     release = f"sglang=={target.version}"
@@ -118,6 +122,8 @@ def remove(folder: Path) -> None:
     """Remove `.patchkit/` (its lock file stays for the lock holder, which drops it on release).
     The state file goes last: a kill or an error in between leaves the record naming what is
     left, and the next `clean` removes the rest (removed first, it left backups no record named)."""
+    import shutil
+
     directory = state_mod.state_dir(folder)
     if not directory.is_dir():
         return

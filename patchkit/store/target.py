@@ -329,10 +329,11 @@ def find_source(folder: Path) -> Target:
 
 
 # Stdlib only, run in this interpreter or in another one (`--python`): where Python imports
-# sglang from, and the version its distribution metadata declares.
+# sglang from, and the version its distribution metadata declares. `read_dist` (in this
+# interpreter: `_read_dist`) reads the distribution where it can; else importlib.metadata does.
 _WHERE = r"""
-def where():
-    import importlib.metadata, importlib.util, os
+def where(read_dist=None):
+    import importlib.util, os
     import site
     out = {"package": None, "version": None, "metadata": None, "editable": False}
     try:
@@ -346,15 +347,20 @@ def where():
         spec = None
     if spec is not None and spec.origin and os.path.basename(spec.origin) == "__init__.py":
         out["package"] = os.path.dirname(os.path.abspath(spec.origin))
-    try:
-        dist = importlib.metadata.distribution("sglang")
-    except importlib.metadata.PackageNotFoundError:
+    found = read_dist("sglang") if read_dist is not None else None
+    if found is None:
+        import importlib.metadata
+        try:
+            dist = importlib.metadata.distribution("sglang")
+        except importlib.metadata.PackageNotFoundError:
+            return out
+        found = (dist.version, str(getattr(dist, "_path", "") or "") or None, lambda: dist.read_text("direct_url.json"))
+    if found is False:
         return out
-    out["version"] = dist.version
-    out["metadata"] = str(getattr(dist, "_path", "") or "") or None
+    out["version"], out["metadata"], direct_url = found
     try:
         import json
-        direct = json.loads(dist.read_text("direct_url.json") or "{}")
+        direct = json.loads(direct_url() or "{}")
         out["editable"] = bool(direct.get("dir_info", {}).get("editable"))
     except (ValueError, AttributeError):
         pass
@@ -389,7 +395,66 @@ def find_installed() -> Target:
     """The SGLang that this interpreter imports."""
     namespace: dict[str, Any] = {}
     exec(_WHERE, namespace)  # noqa: S102 - our own constant, shared with find_for_python
-    return _from_where(namespace["where"](), "this Python")
+    return _from_where(namespace["where"](_read_dist), "this Python")
+
+
+_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # str.splitlines breaks there, email does not
+
+
+def _read_dist(name: str) -> Any:
+    """What `importlib.metadata.distribution(name)` would answer, read without it (it imports the
+    email package: ~36 ms of every `status` of this Python's own SGLang): (version, its metadata
+    folder, a reader of its direct_url.json), or False where no distribution has that name. It
+    looks where importlib.metadata (3.10 to 3.13) looks: each sys.path folder in order, the first
+    child whose lowercased name ends in .dist-info or .egg-info and whose part before the first
+    dash normalises to `name`. None, and importlib.metadata answers, wherever this could differ:
+    another finder of distributions, a zip or an .egg on sys.path before it, a metadata file
+    rather than a folder, a Version that is not one plain line, an unreadable file."""
+    import importlib.machinery
+    import re
+    import sys
+
+    if sys.version_info < (3, 10) or any(getattr(finder, "find_distributions", None) is not None
+                                         and finder is not importlib.machinery.PathFinder for finder in sys.meta_path):
+        return None
+
+    def normal(text: str) -> str:
+        return re.sub(r"[-_.]+", "-", text).lower().replace("-", "_")
+
+    wanted = normal(name)
+    for root in sys.path:
+        if not isinstance(root, str) or os.path.basename(root).lower().endswith(".egg"):
+            return None
+        try:
+            children = os.listdir(root or ".")
+        except OSError:
+            if os.path.isfile(root):
+                return None  # a zip
+            continue
+        for child in children:
+            low = child.lower()
+            if low.endswith((".dist-info", ".egg-info")) and normal(low.rpartition(".")[0].partition("-")[0]) == wanted:
+                return _dist_at(Path(root, child))
+    return False
+
+
+def _dist_at(info: Path) -> Any:
+    def read(name: str) -> str | None:  # as importlib.metadata's PathDistribution.read_text
+        try:
+            return (info / name).read_text(encoding="utf-8")
+        except (FileNotFoundError, IsADirectoryError, KeyError, NotADirectoryError, PermissionError):
+            return None
+
+    try:
+        text = info.is_dir() and (read("METADATA") or read("PKG-INFO"))
+    except (OSError, ValueError):
+        return None
+    if not text or any(char in text for char in _LINE_BREAKS):
+        return None
+    version = header(text, "Version")
+    if not version or version.split() != [version]:
+        return None
+    return version, str(info), lambda: read("direct_url.json")
 
 
 def interpreter(python: str) -> str:

@@ -19,14 +19,12 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from patchkit.store import state as state_mod
-from patchkit.store import writable
 from patchkit.base.constants import BACKUPS_DIR, JOURNAL_FILE, JOURNAL_SCHEMA, LOCK_FILE, OVERWRITTEN_DIR, STATE_DIR
 from patchkit.base.errors import (
     DriftError, EnvironmentFailure, Interrupted, StateError, environment_failure, is_environment_failure,
@@ -88,6 +86,8 @@ def commit(target: Target, writes: list[FileWrite], old: State | None, new: Stat
     for write in writes:
         if target.read(write.rel) != write.before:
             raise StateError(f"{write.rel} changed while patchkit was planning; nothing was written, run the command again")
+    from patchkit.store import writable  # here: a no-op apply writes nothing
+
     # Past the commit point every target is replaced; one this process cannot replace is found now.
     writable.check([_dest(target, w.rel) for w in writes if w.after is not None],
                    [_dest(target, w.rel) for w in writes if w.after is None])
@@ -335,7 +335,13 @@ def _finish(target: Target, new: State | None, keep_stamps: set[str]) -> None:
     _prune_backups(target, new, check=False)
     state_mod.journal_path(site).unlink(missing_ok=True)
     if state_mod.pending_dir(site).exists():
-        shutil.rmtree(state_mod.pending_dir(site))
+        _rmtree(state_mod.pending_dir(site))
+
+
+def _rmtree(folder: Path) -> None:
+    import shutil  # here: a no-op apply removes nothing (shutil brings bz2 and lzma)
+
+    shutil.rmtree(folder)
 
 
 def _remove_runtime_folder(folder: Path) -> None:
@@ -344,13 +350,13 @@ def _remove_runtime_folder(folder: Path) -> None:
     cache = folder / "__pycache__"
     if cache.is_dir() and not cache.is_symlink() and all(p.suffix == ".pyc" for p in cache.iterdir()):
         if not any(p.suffix == ".py" for p in folder.iterdir()):
-            shutil.rmtree(cache)
+            _rmtree(cache)
     _remove_empty(folder)
 
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        _rmtree(path)
     else:
         path.unlink(missing_ok=True)
 
@@ -393,7 +399,7 @@ def _discard(target: Target, old: State | None, check: bool = False) -> None:
     if state_mod.journal_path(site).exists():  # (unlink fails on a read-only mount even when absent)
         state_mod.journal_path(site).unlink()
     if state_mod.pending_dir(site).exists():
-        shutil.rmtree(state_mod.pending_dir(site))
+        _rmtree(state_mod.pending_dir(site))
     for leftover in sorted(root.rglob(".*.tmp")):
         leftover.unlink(missing_ok=True)
     _prune_backups(target, old, check)

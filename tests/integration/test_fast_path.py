@@ -4,6 +4,7 @@ release, pristine and patched, as child processes (`python -m patchkit` against 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -78,11 +79,20 @@ def test_a_plain_command_line_is_parsed_as_click_parses_it():
 
 
 # What a plain status or no-op apply on a patched tree must not load (hash checks only): libcst
-# (the probes and stack rendering) and the stack-clash renderer that imports it.
-NOT_ON_THE_FAST_PATH = ("libcst", "patchkit.engine.stack_clash", "click")
-LOADED = ("import sys, runpy; sys.argv[1:] = {args!r}; sys.argv[0] = 'patchkit'\n"
+# (the probes and stack rendering), the stack-clash renderer that imports it, click, and what only
+# other commands need (issue 43.3: each a cost of every run): importlib.metadata and the email
+# package it imports (the version is read from METADATA directly), the wheel cache (zipfile),
+# shutil and tempfile (nothing is copied or written), the reading of hand-applied diffs; and in
+# `status`, the lock, the leftover search and what only writing needs.
+NOT_ON_THE_FAST_PATH = ("libcst", "patchkit.engine.stack_clash", "click", "email", "importlib.metadata",
+                        "importlib.resources", "zipfile", "shutil", "tempfile", "subprocess",
+                        "packaging.specifiers", "patchkit.releases.pristine", "patchkit.engine.hand_applied")
+NOT_IN_STATUS = ("patchkit.store.lock", "patchkit.store.stale", "patchkit.store.transaction", "patchkit.engine.planning")
+# Only what the run itself imported: a module the interpreter had loaded before it is not its cost.
+LOADED = ("import sys, runpy; before = set(sys.modules); sys.argv[1:] = {args!r}; sys.argv[0] = 'patchkit'\n"
           "try:\n    runpy.run_module('patchkit', run_name='__main__')\nexcept SystemExit:\n"
-          "    print('LOADED:', *[m for m in {heavy!r} if m in sys.modules], file=sys.stderr); raise\n")
+          "    print('LOADED:', *[m for m in {heavy!r} if m in sys.modules and m not in before], file=sys.stderr)"
+          "; raise\n")
 
 
 @pytest.mark.parametrize("command", ["status", "apply"])
@@ -91,8 +101,30 @@ def test_a_plain_command_on_a_patched_tree_loads_no_heavy_module(tmp_path, comma
     env = {**os.environ, "PATCHKIT_HOME": str(tmp_path / "home")}
     subprocess.run([sys.executable, "-c", CLICK, "apply", "--site-packages", str(site)], check=True,
                    capture_output=True, cwd=tmp_path, env=env)
+    heavy = NOT_ON_THE_FAST_PATH + (NOT_IN_STATUS if command == "status" else ())
     proc = subprocess.run([sys.executable, "-c", LOADED.format(args=[command, "--site-packages", str(site)],
-                                                              heavy=NOT_ON_THE_FAST_PATH)],
+                                                              heavy=heavy)],
                           capture_output=True, text=True, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "LOADED:", proc.stderr
+
+
+@pytest.mark.parametrize("patched", [False, True], ids=["pristine", "patched"])
+def test_status_of_this_pythons_own_sglang_says_the_same_and_loads_no_email(tmp_path, patched):
+    """Plain `status` (no targeting option) of the SGLang this Python imports (here a real 0.5.17
+    on PYTHONPATH): the fast path reads its METADATA itself, and says what the click CLI says."""
+    site = copy_minimal("0.5.17", tmp_path / "site")
+    env = {**os.environ, "PATCHKIT_HOME": str(tmp_path / "home"), "PYTHONPATH": str(site)}
+    # (The first run fills the home's cache of patch digests: a write, with tempfile.)
+    subprocess.run([sys.executable, "-c", CLICK, "apply" if patched else "status"], check=True, capture_output=True,
+                   cwd=tmp_path, env=env)
+    runs = [subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=tmp_path, env=env)
+            for argv in (["-c", LOADED.format(args=["status"], heavy=NOT_ON_THE_FAST_PATH + NOT_IN_STATUS)],
+                         ["-c", CLICK, "status"], ["-c", CLICK, "status", "--json"], ["-m", "patchkit", "status", "--json"])]
+    fast, slow, slow_json, fast_json = runs
+    assert fast.returncode == slow.returncode == 0, (fast.stderr, slow.stderr)
+    assert fast.stdout == slow.stdout and fast.stdout.startswith(f"SGLang 0.5.17 at {site}\n")
+    assert fast.stderr.strip().splitlines()[-1] == "LOADED:", fast.stderr
+    assert (fast_json.returncode, fast_json.stdout, fast_json.stderr) == (slow_json.returncode, slow_json.stdout,
+                                                                        slow_json.stderr)
+    assert json.loads(fast_json.stdout)["sglang"] == {"version": "0.5.17", "path": str(site)}
