@@ -18,7 +18,8 @@
   memory: /proc/PID/environ of the scheduler then no longer holds it). Then it removes what the
   server leaves behind: the load-snapshot file SGLang (0.5.13 on) writes into /dev/shm per start
   (`sglang_loads_<instance>_<hash>.shm`, 16 KB, named by a random instance id and never removed),
-  found as a file its processes hold open, so another server's stays.
+  found as a file its processes hold open, so another server's stays; and its temporary folder
+  (TMPDIR, where SGLang names its zmq sockets: `_launch`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import venv
 from dataclasses import dataclass, field
@@ -137,7 +139,7 @@ class Server:
     api_key: str | None = None
     healthy_after: float = 0.0  # seconds from launch to the first /health answer
     notes: list[str] = field(default_factory=list)
-    left_files: set[Path] = field(default_factory=set)  # what it writes outside its folder, removed by stop()
+    left_files: set[Path] = field(default_factory=set)  # what it writes outside its folder (its TMPDIR too), removed by stop()
 
     @property
     def url(self) -> str:
@@ -187,9 +189,12 @@ class Server:
         return found
 
     def remove_left_files(self) -> None:
-        """Remove what `files_left` found (once no process of the server is left)."""
+        """Remove what `files_left` found and its temporary folder (once no process of it is left)."""
         for path in sorted(self.left_files):
-            path.unlink(missing_ok=True)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
 
     def kernel_events(self) -> tuple[set[int], list[str]]:
         """(pids that imported the stand-in sgl_kernel, the calls made to it)."""
@@ -287,11 +292,7 @@ def start(python: Path, model: Path, version: str, folder: Path, *, env: dict[st
     if api_key:
         argv += ["--api-key", api_key]
     started = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env,
-                                cwd=folder, start_new_session=True)
-    server = Server(version, proc, port, folder, log_path, kernel_log, api_key)
-    _STARTED.append(server)
+    server = _launch(argv, version, folder, child_env, port, api_key)
     try:
         _wait_healthy(server, started)
     except BaseException:
@@ -299,6 +300,27 @@ def start(python: Path, model: Path, version: str, folder: Path, *, env: dict[st
         raise
     server.healthy_after = time.monotonic() - started
     server.left_files |= server.files_left()  # while every process of it runs
+    return server
+
+
+def _launch(argv: list[str], version: str, folder: Path, env: dict[str, str], port: int = 0,
+           api_key: str | None = None) -> Server:
+    """Start the server's launcher `argv` working in `folder`, its output into `folder`/server.log,
+    with a temporary folder of its own (TMPDIR, removed by `stop`): SGLang names its zmq sockets
+    there (NamedTemporaryFile(delete=False), five per start, never removed). That folder is a
+    short path in the system's temporary folder: a socket's path has at most 107 bytes."""
+    temp = Path(tempfile.mkdtemp(prefix="sglang-server-"))
+    left = {temp}
+    try:
+        with open(folder / "server.log", "wb") as log:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    env={**env, "TMPDIR": str(temp)}, cwd=folder, start_new_session=True)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    server = Server(version, proc, port, folder, folder / "server.log", folder / "sgl_kernel.log", api_key,
+                    left_files=left)
+    _STARTED.append(server)
     return server
 
 
