@@ -79,16 +79,25 @@ def test_each_line_of_the_opening_block_has_what_it_needs_from_itself_and_the_li
             assert not missing, f"line {number}: `{command}` needs {sorted(missing)}, not installed by then"
 
 
+def test_the_block_is_two_set_up_commands_the_main_job_then_the_tests():
+    """The README opens with exactly two commands for a fresh machine: the main job (patchkit
+    applied to a release it fetches), then the tests (install, the unit tier, the whole suite)."""
+    lines = block_lines()
+    assert len(lines) == 2, lines
+    assert ".venv/bin/patchkit apply" in lines[0] and "pytest" not in lines[0], lines[0]
+    assert "pytest" in lines[1] and "patchkit apply" not in lines[1], lines[1]
+
+
 def test_the_text_names_no_command_beside_the_block_and_the_unit_tier_comes_first():
-    """A command the text offers (\"start with the unit tier\") is a line of the block, in the
-    order to run it: the unit tier before the whole suite, with what it needs on its own line."""
+    """A command the text offers (\"the unit tier alone\") is a command of the block, in the
+    order to run it: the unit tier before the whole suite, after what it needs is installed."""
     text = README.split("```", 2)[2].split("\n## ", 1)[0]
     offered = [" ".join(span.split()) for span in re.findall(r"`(\.venv/bin/[^`]+)`", text)]
-    lines = block_lines()
-    assert all(any(line.endswith(command) for line in lines) for command in offered), (offered, lines)
-    unit = [n for n, line in enumerate(lines) if "pytest" in line and '-m "not slow"' in line]
-    whole = [n for n, line in enumerate(lines) if line.endswith("-m pytest -n 2 --dist loadfile")]
-    assert unit and whole and unit[0] < whole[0], lines
+    commands = [command for line in block_lines() for command in line.split(" && ")]
+    assert all(command in commands for command in offered), (offered, commands)
+    unit = [n for n, command in enumerate(commands) if "pytest" in command and '-m "not slow"' in command]
+    whole = [n for n, command in enumerate(commands) if command.endswith("-m pytest -n 2 --dist loadfile")]
+    assert unit and whole and unit[0] < whole[0], commands
 
 
 def test_the_first_command_patches_a_folder_no_build_tool_writes():
