@@ -129,3 +129,23 @@ def test_the_cli_says_it_too(tmp_path):
     result = run("revert", "--only", "mamba-slot-gracefull", "--site-packages", tmp_path)
     assert result.exit_code == 2
     assert result.stderr.startswith("error: unknown patch id 'mamba-slot-gracefull'; did you mean 'mamba-slot-graceful'?")
+
+
+def test_a_folder_s_modules_are_listed_as_pkgutil_lists_them(tmp_path):
+    """The patch ids come from a listing made here, not by pkgutil (issue 43.3: a cost of every
+    command); it must name the modules pkgutil.iter_modules names, packages as packages."""
+    import importlib.machinery
+    import pkgutil
+
+    extension = importlib.machinery.EXTENSION_SUFFIXES[0]
+    for name in ("fix_a.py", "fix_b.pyc", f"native{extension}", "abi.abi3.so", "plain.so", "_private.py",
+                 "__init__.py", "two.dots.py", ".py", "README.md", "both.py", "fix_a.pyc"):
+        (tmp_path / name).write_bytes(b"")
+    for folder, inner in (("both", "__init__.py"), ("pkg", "__init__.pyc"), ("plain_dir", "x.py"),
+                          ("dotted.pkg", "__init__.py"), ("tests", "__init__.py")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / inner).write_bytes(b"")
+    expected = sorted((info.name, info.ispkg) for info in pkgutil.iter_modules([str(tmp_path)]))
+    assert registry._modules_in(tmp_path) == expected
+    assert ("both", True) in expected and ("fix_a", False) in expected  # the folder wins over both.py
+    assert registry._modules_in(tmp_path / "missing") == []
