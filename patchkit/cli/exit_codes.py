@@ -55,7 +55,8 @@ COMMAND_MEANINGS: dict[tuple[str, int], str] = {
     ("matrix", EXIT_PLAN): "a patch fails on a release in the range",
     ("verify", EXIT_PLAN): "a check failed (or, with --strict, a needed patch is missing)",
     ("rebase", EXIT_PLAN): "a unit conflicts (the diff is written with conflict markers) or V already has the change",
-    ("bump", EXIT_PLAN): "conflicts remain (DIR written with the blocks to resolve; the tree untouched), or a patch fails",
+    ("bump", EXIT_PLAN): "conflicts remain (DIR written with the blocks to resolve; the tree untouched), or a patch fails, "
+                         "or a diff breaks on V (an undefined name; with --python, an import)",
     ("bump", EXIT_USAGE): "usage (-o DIR not new, empty or a bump's, or not makeable; --to older than V0; DIR's "
                           "record damaged; a file in DIR it would remove or overwrite not the one it wrote), or a "
                           "patch file could not be loaded (DIR written without it, named in REPORT.md: "

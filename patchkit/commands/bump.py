@@ -63,7 +63,7 @@ def bump(to: str | None, first: str | None, out: str | None, launches: tuple[str
         for argv in lines:
             output.progress(f"doctor on SGLang {first} and {to}: {' '.join(argv)}")
             changes.append(compare(*sources, argv, given))
-    found = bumping.plan(*sources, folder, output.progress, VerdictCache(pristine.home()), tuple(changes))
+    found = bumping.plan(*sources, folder, output.progress, VerdictCache(pristine.home()), tuple(changes), python)
     if base is not None and base.note():
         found = replace(found, notes=(base.note(), *found.notes))
     bumping.write(found)

@@ -23,6 +23,7 @@ from patchkit.base.errors import PlanError, UsageError
 from patchkit.base.util import atomic_write, read_regular, sha256
 from patchkit.diffs import format_patch
 from patchkit.diffs.rebase import Rebased, write_diff
+from patchkit.diffs.unidiff import DiffPatchFile
 
 RECORD = ".patchkit-rebase.json"
 SCHEMA = 1
@@ -80,6 +81,18 @@ def tree_files(made: Rebased, data: bytes) -> dict[str, bytes]:
     if shared:  # a diff of a stack: where it is made on a lower diff's file, that file is its pre-image, not V's
         record["base"] = {c.rel: base64.b64encode(c.before).decode() for c in made.changes
                           if c.rel in shared and c.before is not None}
+    return {**files, RECORD: json.dumps(record, indent=1).encode()}
+
+
+def applied_tree(diff: DiffPatchFile, data: bytes, to: str, after: Callable[[str], bytes | None]) -> dict[str, bytes]:
+    """The tree of a diff that applies on V but must be fixed there (`bump`: it breaks on V): each
+    file of the diff as `after` has it (V's, the diff applied) and the record, as `tree_files` makes
+    them; `finish` reads the pre-images from V as the diffs before it leave it."""
+    files = {f.path: content for f in diff.files if f.new_path is not None for content in [after(f.path)]
+             if content is not None}
+    record = {"schema": SCHEMA, "id": diff.id, "name": diff.name, "to": to, "prefix": diff.prefix,
+              "header": base64.b64encode(data[:_header_end(data)]).decode(),
+              "files": {f.path: f.old_path is not None for f in diff.files}}
     return {**files, RECORD: json.dumps(record, indent=1).encode()}
 
 

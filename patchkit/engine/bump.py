@@ -120,6 +120,8 @@ class Bump:
     inputs: dict[str, tuple[str, bytes]] = field(default_factory=dict, compare=False, repr=False)
     # The sha256 of each output as the bump last wrote (or `--continue` last read) it: what may be removed.
     digests: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # `--python PY`: the Python that imports the set on V (works_on.imports), kept for `--continue`.
+    python: str | None = None
 
     @property
     def conflicts(self) -> list[tuple[str, Conflict]]:
@@ -223,9 +225,10 @@ def _launch_markdown(launch: LaunchChange, first: str, to: str) -> list[str]:
 
 
 def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[str], None],
-         cache: Any = None, launches: tuple[LaunchChange, ...] = ()) -> Bump:
-    """Every loaded patch on V0 (`first`) and V (`to`), both read from their wheels; nothing written."""
-    from patchkit.engine import verdicts
+         cache: Any = None, launches: tuple[LaunchChange, ...] = (), python: str | None = None) -> Bump:
+    """Every loaded patch on V0 (`first`) and V (`to`), both read from their wheels; nothing written.
+    Each diff written for V is checked on V first (`works_on`; imported by `python` where given)."""
+    from patchkit.engine import verdicts, works_on
 
     patches = registry.load_all()
     diffs = [p for p in patches if p.works_on_bytes()]
@@ -243,8 +246,11 @@ def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[
     files: dict[str, bytes] = {}
     inputs: dict[str, tuple[str, bytes]] = {}
     rows = [_module_file(row, patch, to, files) for row, patch in zip(rows, modules)]
+    notes: tuple[str, ...] = ()
     if diffs:
-        rows += _diff_rows(diffs, before, first, to, progress, files, inputs, cache)
+        made = _diff_rows(diffs, before, first, to, progress, files, inputs, cache)
+        checked, notes = _works_on_v(made, to, python, progress, files, inputs)
+        rows += checked
     if cache is not None:
         cache.save()
     order = {p.ID: i for i, p in enumerate(patches)}
@@ -252,8 +258,8 @@ def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[
     for row in rows:
         progress(f"{row.id}: {row.on_from} on {first.version}, {row.on_to} on {to.version}: {row.action}")
     left_out = tuple(str(exc) for exc in registry.unloadable())
-    return Bump(first.version, to.version, folder, tuple(rows), launches, left_out=left_out, files=files,
-                inputs=inputs)
+    return Bump(first.version, to.version, folder, tuple(rows), launches, notes=notes, left_out=left_out, files=files,
+                inputs=inputs, python=works_on.interpreter(python) if python else None)
 
 
 def _module_file(row: PatchRow, patch: type[Patch], to: WheelSource, files: dict[str, bytes]) -> PatchRow:
@@ -388,6 +394,90 @@ def _diff_row(patch: type[Patch], old: upstream.Verdict, made: Rebased | str, da
     action = CARRIES if clean or _applies_as_is(made) else REBASED
     return replace(common, on_to=upstream.APPLIES if action == CARRIES else upstream.BROKEN, action=action,
                     counts={} if action == CARRIES else counts, written=name, notes=made.notes)
+
+
+def _works_on_v(rows: list[PatchRow], to: WheelSource, python: str | None, progress: Callable[[str], None],
+                files: dict[str, bytes], inputs: dict[str, tuple[str, bytes]]) -> tuple[list[PatchRow], tuple[str, ...]]:
+    """The diffs written for V (carries over, rebased), in stack order, each applied on V's files as
+    the diffs before it leave them and checked there (`works_on`: compiled, no new undefined name,
+    and with `python`, the set's modules and the model registry imported): a diff that breaks on V
+    is a conflict, its findings `FILE:LINE`, its tree written to fix (`--continue`); and the notes
+    of what could not be checked."""
+    from patchkit.diffs import unidiff
+
+    state: dict[str, bytes] = {}
+    after: dict[str, dict[str, bytes]] = {}  # each diff's files as it leaves them, on the diffs under it
+    broken: dict[str, list[Conflict]] = {}
+    changed_by: dict[str, str] = {}  # a file of the set -> the last diff that changes it
+    for row in rows:
+        if row.action in BLOCKING or not row.written:
+            continue
+        diff = unidiff.parse(files[row.written], row.written)
+        applied = _apply(diff, dict(state), to.read)
+        if applied is None:  # re-made on these files, it applies; said, never skipped in silence
+            broken[row.id] = [Conflict("<set>", row.id, f"does not apply on SGLang {to.version} after the diffs "
+                                                        "before it")]
+            continue
+        after[row.id] = applied
+        broken[row.id] = _breaks_on_v(diff, applied, state, to)
+        changed_by.update({file.path: row.id for file in diff.files})
+        state = applied
+    notes: tuple[str, ...] = ()
+    if python and changed_by:
+        found = _imported(python, to, state, changed_by, progress)
+        notes = found.notes
+        for item in found.findings:
+            broken[changed_by[item.file]].append(Conflict(item.file, str(item.line), item.detail))
+    out = []
+    for row in rows:
+        if not broken.get(row.id):
+            out.append(row)
+            continue
+        for item in broken[row.id]:
+            progress(f"{row.id}: {item.name}: {item.detail}")
+        assert row.written is not None
+        data = files.pop(row.written)
+        tree = _tree_of(row.written, data, after.get(row.id, {}), to, files)
+        out.append(replace(row, action=CONFLICTS, on_to=upstream.BROKEN, written=None, tree=tree,
+                           conflicts=tuple(broken[row.id]),
+                           detail=f"does not work on SGLang {to.version}: fix it in {tree or 'the diff'}, then run "
+                                  "`patchkit bump --continue DIR`"))
+    return out, notes
+
+
+def _breaks_on_v(diff: DiffPatchFile, applied: dict[str, bytes], state: dict[str, bytes],
+                 to: WheelSource) -> list[Conflict]:
+    """What `diff`, applied on V's files as `state` leaves them (`applied`), breaks there: its Python
+    files compiled and checked for names left undefined (works_on.static), each `FILE:LINE`."""
+    from patchkit.engine import works_on
+
+    found = works_on.static([file.path for file in diff.files],
+                            lambda rel: applied[rel] if rel in applied else to.read(rel),
+                            lambda rel: state[rel] if rel in state else to.read(rel), to.version)
+    return [Conflict(item.file, str(item.line), item.detail) for item in found]
+
+
+def _imported(python: str, to: WheelSource, state: dict[str, bytes], changed_by: dict[str, str],
+              progress: Callable[[str], None]) -> Any:
+    """works_on.imports of the whole set (`state`: V's files it changes, as it leaves them)."""
+    from patchkit.engine import works_on
+
+    return works_on.imports(works_on.interpreter(python), to.version, to.package_files(), to.read,
+                            {rel: state.get(rel) for rel in changed_by}, progress)
+
+
+def _tree_of(name: str, data: bytes, applied: dict[str, bytes], to: WheelSource, files: dict[str, bytes]) -> str:
+    """NAME.tree/ in `files` for a diff written for V that breaks there (`data`): its files as
+    `applied` holds them (V's, as the diffs before it leave them, with it applied), to fix and
+    `--continue`."""
+    from patchkit.diffs import rebase_tree, unidiff
+
+    tree = f"{Path(name).stem}.tree"
+    made = rebase_tree.applied_tree(unidiff.parse(data, name), data, to.version,
+                                    lambda rel: applied[rel] if rel in applied else to.read(rel))
+    for rel, content in made.items():
+        files[f"{tree}/{rel}"] = content
+    return tree
 
 
 def _gone(made: Rebased) -> list[str]:
@@ -585,6 +675,8 @@ def _checked(data: Any) -> dict[str, Any]:
     for key in ("notes", "left_out", "outputs"):
         _shaped(data.get(key, []), "tuple[str, ...]", key)
     _shaped(data.get("digests", {}), "dict[str, str]", "digests")
+    if not isinstance(data.get("python"), (str, type(None))):
+        raise _Damaged("python: not a path")
     rows = [_fields_of(PatchRow, row, f"patches[{i}]") for i, row in enumerate(data["patches"])]
     for i, launch in enumerate(data["launches"]):
         _fields_of(LaunchChange, launch, f"launches[{i}]")
@@ -676,7 +768,7 @@ def write(bump: Bump, fresh: bool = True) -> list[str]:
     earlier = _earlier_outputs(folder, option)
     kept = {} if fresh else {rel: bump.digests.get(rel, digest) for rel, digest in earlier.items()}
     digests = {**kept, **{rel: sha256(data) for rel, data in bump.files.items()}}
-    record = {"schema": SCHEMA, **bump.to_dict(), "outputs": sorted(digests),
+    record = {"schema": SCHEMA, **bump.to_dict(), "python": bump.python, "outputs": sorted(digests),
               "digests": {rel: digests[rel] for rel in sorted(digests) if digests[rel] is not None},
               "inputs": {pid: {"name": name, "data": base64.b64encode(data).decode()}
                          for pid, (name, data) in bump.inputs.items()}}
@@ -775,7 +867,8 @@ def read(folder: Path) -> Bump:
     launches = tuple(LaunchChange.from_dict(launch) for launch in data["launches"])
     inputs = {pid: (item["name"], base64.b64decode(item["data"])) for pid, item in data.get("inputs", {}).items()}
     return Bump(str(data["from"]), str(data["to"]), folder, rows, launches, tuple(data.get("notes", ())),
-                tuple(data.get("left_out", ())), inputs=inputs, digests=dict(data.get("digests", {})))
+                tuple(data.get("left_out", ())), inputs=inputs, digests=dict(data.get("digests", {})),
+                python=data.get("python"))
 
 
 def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump:
@@ -789,6 +882,9 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
     files: dict[str, bytes] = {}
     digests = dict(bump.digests)  # a resolved tree's files as read: the bump's own from now on
     state: dict[str, bytes] = {}  # V's files with the diffs so far applied
+    after: dict[str, dict[str, bytes]] = {}  # each applied diff's files as it leaves them
+    changed_by: dict[str, str] = {}  # a file of the set -> the last diff that changes it
+    started_rows: dict[str, PatchRow] = {}
 
     def read_on(rel: str) -> bytes | None:
         return state[rel] if rel in state else to.read(rel)
@@ -833,17 +929,43 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
             rows[pid] = replace(row, action=CONFLICTS, conflicts=(Conflict("<set>", pid, (
                 f"does not apply on SGLang {bump.to} after the diffs before it")),))
             continue
-        invalid = _invalid_python(diff, applied)
-        if invalid:  # a resolution that does not compile: back to its tree, the diff not written
+        invalid = tuple(_breaks_on_v(diff, applied, state, to))
+        if invalid:  # a resolution that does not compile or leaves a name undefined: back to its tree, not written
             files.pop(row.written, None)
-            rows[pid] = replace(started, action=CONFLICTS, on_to=upstream.BROKEN, written=None, conflicts=invalid,
-                                detail=f"does not compile on SGLang {bump.to}: fix it in {row.tree or 'the tree'}, "
-                                       f"then run `patchkit bump --continue {bump.folder}` again")
-            for item in invalid:
-                progress(f"{pid}: {item.name}: {item.detail}")
+            rows[pid] = _broken(started, row, invalid, bump, data, applied, to, files, progress)
             continue
+        after[pid], started_rows[pid] = applied, started
+        changed_by.update({file.path: pid for file in diff.files})
         state = applied
-    return replace(bump, patches=tuple(rows[row.id] for row in bump.patches), files=files, digests=digests)
+    notes = bump.notes
+    if bump.python and changed_by:
+        found = _imported(bump.python, to, state, changed_by, progress)
+        notes = (*(note for note in notes if not note.startswith("not checked by importing")), *found.notes)
+        broken: dict[str, list[Conflict]] = {}
+        for item in found.findings:
+            broken.setdefault(changed_by[item.file], []).append(Conflict(item.file, str(item.line), item.detail))
+        for pid, items in broken.items():
+            row = rows[pid]
+            assert row.written is not None
+            data = files.pop(row.written) if row.written in files else _written(bump.folder, row.written)
+            rows[pid] = _broken(started_rows[pid], row, tuple(items), bump, data, after[pid], to, files, progress)
+    return replace(bump, patches=tuple(rows[row.id] for row in bump.patches), files=files, notes=notes, digests=digests)
+
+
+def _broken(started: PatchRow, row: PatchRow, found: tuple[Conflict, ...], bump: Bump, data: bytes,
+            applied: dict[str, bytes], to: WheelSource, files: dict[str, bytes],
+            progress: Callable[[str], None]) -> PatchRow:
+    """`--continue`: a diff that breaks on V goes back to its tree (one written now where it had
+    none: V's files with it applied (`applied`), as the diffs before it leave them), its findings
+    `FILE:LINE`."""
+    for item in found:
+        progress(f"{row.id}: {item.name}: {item.detail}")
+    tree = started.tree  # the user's resolved files, where there is a tree: fixed there again
+    if tree is None and row.written:
+        tree = _tree_of(row.written, data, applied, to, files)
+    return replace(started, action=CONFLICTS, on_to=upstream.BROKEN, written=None, conflicts=found, tree=tree,
+                   waits_on=(), detail=f"does not work on SGLang {bump.to}: fix it in {tree or 'the diff'}, then run "
+                                       f"`patchkit bump --continue {bump.folder}` again")
 
 
 def _finish_module(row: PatchRow, bump: Bump, to: WheelSource, files: dict[str, bytes]) -> PatchRow:
@@ -882,23 +1004,6 @@ def _written(folder: Path, name: str) -> bytes:
     except FileNotFoundError:
         raise UsageError(f"--continue {folder}: {name}, which the bump wrote there, is gone; put it back, or run the "
                          "bump again into a new folder") from None
-
-
-def _invalid_python(diff: DiffPatchFile, state: dict[str, bytes]) -> tuple[Conflict, ...]:
-    """The Python files of `diff` that do not compile once it is applied (`state`), each named by
-    its first syntax error's line (`FILE:LINE`), as `apply` refuses them."""
-    found = []
-    for file in diff.files:
-        data = state.get(file.path)
-        if data is None or not file.path.endswith(".py"):
-            continue
-        try:
-            compile(data, file.path, "exec", dont_inherit=True)
-        except SyntaxError as exc:
-            found.append(Conflict(file.path, str(exc.lineno), f"does not compile: {exc.msg}"))
-        except ValueError as exc:  # a NUL byte
-            found.append(Conflict(file.path, "1", f"does not compile: {exc}"))
-    return tuple(found)
 
 
 def _remake(row: PatchRow, bump: Bump, read_on: Callable[[str], bytes | None], to: WheelSource,

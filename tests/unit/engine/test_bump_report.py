@@ -109,6 +109,12 @@ class _Release:
     def read(self, rel: str) -> bytes | None:
         return None
 
+    def python_files(self) -> list[str]:
+        return []
+
+    def package_files(self) -> list[str]:
+        return []
+
 
 def test_continue_refuses_a_resolution_that_does_not_compile(tmp_path):
     out = tmp_path / "out"
@@ -117,9 +123,11 @@ def test_continue_refuses_a_resolution_that_does_not_compile(tmp_path):
     row = PatchRow("keep", "diff", "applies", "applies", bump.CARRIES, written="keep.patch")
     bump.write(Bump("0.5.17", "0.5.23", out, (row,), files={"keep.patch": diff}))
     done = bump.resume(bump.read(out), _Release(), lambda line: None)  # type: ignore[arg-type]
-    assert done.blocked and not done.files
+    assert done.blocked and "keep.patch" not in done.files
     (found,) = done.patches
     assert found.action == bump.CONFLICTS and [c.name for c in found.conflicts] == ["sglang/x.py:2"]
+    # it had no tree (it carried over): one is written to fix it in, V's file with the diff applied
+    assert found.tree == "keep.tree" and done.files["keep.tree/sglang/x.py"] == b"x = 1\ndef def f():\n"
 
 
 def _tree_of(folder: Path) -> dict[str, bytes]:

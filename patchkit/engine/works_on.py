@@ -1,0 +1,358 @@
+"""Whether a patch set re-made for release V works on V, beyond applying (issue 40): before `bump`
+calls a diff `carries over` or `rebased`, and when `--continue` re-checks a resolution, each Python
+file the set changes is
+
+- compiled (a syntax error: `does not compile`, as `apply` refuses it);
+- checked for names it uses that nothing defines: what pyflakes reports as an undefined name, an
+  undefined local or an undefined name in `__all__` (module level and function bodies), and each
+  `from sglang... import NAME` whose module on V (the set applied) defines no NAME and has no
+  submodule of that name;
+- and, where a Python that imports SGLang's modules is given (`bump --python PY`), imported on the
+  CPU in that Python from a copy of V with the set applied: each changed module, and where the set
+  changes a model module, SGLang's model registry (`sglang.srt.models.registry`, which imports
+  every model module and stops at a model class two modules register).
+
+Only what the set brings counts: each finding is compared with the same check on the files without
+the change (V's own, or as the diffs under it leave them), so V's own warnings are never blamed on
+a patch. A finding names the file and line (`breaks on V: ...`).
+
+pyflakes does the name check: a well-kept checker that resolves Python's scopes (class bodies,
+comprehensions, `global`, conditional imports, `__all__`) as the interpreter does; the standard
+library's `symtable` gives scopes but not which names are bound before use, so it would mean
+re-writing pyflakes' binding rules by hand.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from patchkit.base.constants import PACKAGE
+
+REGISTRY = "sglang.srt.models.registry"  # imports every model module; a duplicate EntryClass fails it
+IMPORT_TIMEOUT = 600  # seconds for one Python's imports (the registry takes 25 s on 2 busy cores)
+_UNDEFINED = ("UndefinedName", "UndefinedLocal", "UndefinedExport")  # pyflakes' message classes
+_MARK = "patchkit-works-on "  # the import script's lines on stdout
+
+Read = Callable[[str], Optional[bytes]]
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str  # the package path of the changed file
+    line: int
+    detail: str  # "does not compile: ..." or "breaks on V: ..."
+
+
+@dataclass(frozen=True)
+class Imported:
+    """The import check of a set: what broke, and what could not be checked (said, never hidden)."""
+
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+# --- static: compile, undefined names, imports of names a module does not define ----------------
+
+
+def static(changed: Sequence[str], after: Read, before: Read, version: str) -> list[Finding]:
+    """The Python files of `changed` as `after` has them (the set applied), each against `before`
+    (the same file without the change; None: a new file): compile errors first, else the names
+    the change leaves undefined. `after` also answers for the modules an import names."""
+    found: list[Finding] = []
+    for rel in changed:
+        data = after(rel)
+        if data is None or not rel.endswith(".py"):
+            continue
+        broken = _compile_error(rel, data)
+        if broken is not None:
+            found.append(broken)
+            continue
+        old = before(rel)
+        if old is not None and _compile_error(rel, old) is not None:
+            old = None
+        found += _new_undefined(rel, data, old, version)
+        found += _new_missing_imports(rel, data, old, after, version)
+    return found
+
+
+def _compile_error(rel: str, data: bytes) -> Finding | None:
+    try:
+        compile(data, rel, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return Finding(rel, exc.lineno or 1, f"does not compile: {exc.msg}")
+    except ValueError as exc:  # a NUL byte
+        return Finding(rel, 1, f"does not compile: {exc}")
+    return None
+
+
+def _undefined(rel: str, data: bytes) -> list[tuple[str, str, int]]:
+    """(pyflakes' message class, the name, line) of each undefined name of a file that compiles."""
+    from pyflakes import checker
+
+    found = checker.Checker(ast.parse(data, rel), filename=rel).messages
+    return [(type(m).__name__, str(m.message_args[0]), int(m.lineno)) for m in found
+            if type(m).__name__ in _UNDEFINED]
+
+
+_WORDS = {"UndefinedName": "undefined name", "UndefinedLocal": "local variable used before it is assigned",
+          "UndefinedExport": "undefined name in __all__"}
+
+
+def _new_undefined(rel: str, data: bytes, old: bytes | None, version: str) -> list[Finding]:
+    now = _undefined(rel, data)
+    if not now:
+        return []
+    then = Counter((kind, name) for kind, name, _ in _undefined(rel, old)) if old is not None else Counter()
+    seen: Counter[tuple[str, str]] = Counter()
+    found = []
+    for kind, name, line in now:
+        seen[(kind, name)] += 1
+        if seen[(kind, name)] > then[(kind, name)]:  # more of them than without the change: new ones
+            found.append(Finding(rel, line, f"breaks on {version}: {_WORDS[kind]} '{name}' (a NameError when it "
+                                            "runs)"))
+    return found
+
+
+def _new_missing_imports(rel: str, data: bytes, old: bytes | None, read: Read, version: str) -> list[Finding]:
+    now = _missing_imports(rel, data, read)
+    if not now:
+        return []
+    then = {(module, name) for module, name, _ in _missing_imports(rel, old, read)} if old is not None else set()
+    return [Finding(rel, line, f"breaks on {version}: `from {module} import {name}`: "
+                               + (f"{version} has no module {module}" if name == "" else
+                                  f"{module} defines no {name} on {version} (an ImportError)"))
+            for module, name, line in now if (module, name) not in then]
+
+
+def _missing_imports(rel: str, data: bytes, read: Read) -> list[tuple[str, str, int]]:
+    """(module, name, line) of each `from sglang.X import NAME` (or relative) of the file whose module
+    defines no NAME and has no submodule NAME; (module, "", line) where the module is not there."""
+    found = []
+    bound: dict[str, set[str] | None] = {}
+    for node in ast.walk(ast.parse(data, rel)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        module = _absolute(rel, node.module, node.level)
+        if module is None or module.split(".")[0] != PACKAGE:
+            continue
+        path = module.replace(".", "/")
+        if module not in bound:
+            source = read(path + ".py")
+            package = read(path + "/__init__.py") if source is None else None
+            text = source if source is not None else package
+            bound[module] = _top_level_names(text) if text is not None else {"\0missing"}
+        names = bound[module]
+        if names is not None and "\0missing" in names:
+            found.append((module, "", node.lineno))
+            continue
+        for alias in node.names:
+            if alias.name == "*" or names is None or alias.name in names:
+                continue
+            if read(f"{path}/{alias.name}.py") is not None or read(f"{path}/{alias.name}/__init__.py") is not None:
+                continue
+            found.append((module, alias.name, node.lineno))
+    return found
+
+
+def _absolute(rel: str, module: str | None, level: int) -> str | None:
+    if not level:
+        return module
+    parts = rel.removesuffix(".py").split("/")[:-1]  # the file's package (a package's __init__: itself)
+    if level - 1 > len(parts):
+        return None
+    base = parts[:len(parts) - (level - 1)]
+    return ".".join([*base, *([module] if module else [])])
+
+
+def _top_level_names(data: bytes) -> set[str] | None:
+    """The names a module binds at its top level (in `if`/`try`/`with`/`for` blocks too); None when
+    it cannot be told (a star import, a module `__getattr__`, or a module that does not parse)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return None
+    names: set[str] = set()
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if stmt.name == "__getattr__":
+                return None
+            names.add(stmt.name)
+            continue
+        if isinstance(stmt, ast.ImportFrom) and any(alias.name == "*" for alias in stmt.names):
+            return None
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in stmt.names)
+            continue
+        for node in ast.walk(stmt):  # assignment targets, for/with/except names, walrus, nested blocks
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                names.add(node.name)
+        for block in ("body", "orelse", "finalbody", "handlers"):
+            for child in getattr(stmt, block, ()):
+                todo.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])
+    return names
+
+
+# --- import: the set applied to a copy of V, imported in the given Python ------------------------
+
+# Run by the given Python: imports each module named, one line per start and per outcome, so that a
+# Python that dies in the middle still says which module it was importing.
+_SCRIPT = """
+import importlib, json, sys, traceback
+for name in json.loads(sys.argv[1]):
+    print(%(mark)r + json.dumps({"module": name}), flush=True)
+    try:
+        importlib.import_module(name)
+    except BaseException as exc:
+        frames = [[f.filename, f.lineno] for f in traceback.extract_tb(exc.__traceback__)]
+        text = (type(exc).__name__ + ": " + str(exc)).strip()
+        print(%(mark)r + json.dumps({"module": name, "error": text.splitlines()[0] if text else "", "frames": frames}),
+              flush=True)
+    else:
+        print(%(mark)r + json.dumps({"module": name, "ok": True}), flush=True)
+""" % {"mark": _MARK}
+
+
+def module_of(rel: str) -> str | None:
+    """The module a package file is imported as (`sglang/srt/x/__init__.py` -> `sglang.srt.x`)."""
+    if not rel.endswith(".py") or rel.split("/")[0] != PACKAGE:
+        return None
+    parts = rel.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts) if all(part.isidentifier() for part in parts) else None
+
+
+def interpreter(python: str) -> str:
+    """`--python` as a path that works from any folder (a name on PATH, a relative path)."""
+    if "/" not in python:
+        return shutil.which(python) or python
+    return str(Path(python).absolute())
+
+
+def imports(python: str, version: str, files: Sequence[str], read: Read, changed: Mapping[str, bytes | None],
+            progress: Callable[[str], None], timeout: float = IMPORT_TIMEOUT) -> Imported:
+    """Each changed module of the set (and the model registry, where it changes a model module)
+    imported by `python` on the CPU from a copy of V (`files`, `read`) with `changed` written over
+    it (None: deleted); a module that fails is imported from V's own copy too, and only a failure
+    V's own files do not have is a finding (on the changed file the traceback passes through, else
+    where the error's names were added)."""
+    modules = list(dict.fromkeys(m for rel, data in changed.items() if data is not None
+                                 for m in [module_of(rel)] if m is not None))
+    models = REGISTRY.rsplit(".", 1)[0].replace(".", "/") + "/"
+    if any(rel.startswith(models) for rel in changed) and read(REGISTRY.replace(".", "/") + ".py") is not None \
+            and REGISTRY not in modules:  # a model module's EntryClass: a duplicate stops the registry
+        modules.append(REGISTRY)
+    if not modules:
+        return Imported()
+    with tempfile.TemporaryDirectory(prefix="patchkit-works-on-") as tmp:
+        own, patched = Path(tmp) / "v", Path(tmp) / "set"
+        for rel in files:
+            data = read(rel)
+            if data is not None:
+                (own / rel).parent.mkdir(parents=True, exist_ok=True)
+                (own / rel).write_bytes(data)
+        shutil.copytree(own, patched, copy_function=_link)
+        for rel, data in changed.items():
+            (patched / rel).unlink(missing_ok=True)  # a link to V's copy: replaced, never written into
+            if data is not None:
+                (patched / rel).parent.mkdir(parents=True, exist_ok=True)
+                (patched / rel).write_bytes(data)
+        progress(f"importing {len(modules)} module(s) of the set on SGLang {version} with {python} (on the CPU)")
+        failed = _run(python, patched, modules, timeout)
+        if not failed:
+            return Imported()
+        progress(f"importing {len(failed)} of them from SGLang {version}'s own files, to compare")
+        theirs = _run(python, own, list(failed), timeout)
+        findings: list[Finding] = []
+        notes = []
+        for module, (error, frames) in failed.items():
+            error = error.replace(str(patched) + "/", "")
+            own_error = theirs.get(module, ("", []))[0].replace(str(own) + "/", "")
+            if module in theirs and own_error == error:
+                notes.append(f"not checked by importing {module} on {version}: it fails on {version}'s own files "
+                             f"too in {python} ({error})")
+                continue
+            detail = f"breaks on {version}: importing {module} raises {error}"
+            findings += [Finding(rel, line, detail) for rel, line in _where(frames, own, patched, changed, error)]
+    return Imported(tuple(findings), tuple(notes))
+
+
+def _link(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _run(python: str, root: Path, modules: list[str], timeout: float) -> dict[str, tuple[str, list[list[object]]]]:
+    """{module: (error, traceback frames)} of the modules that did not import from `root`."""
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(PYTHONPATH=str(root), CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1", PYTHONWARNINGS="ignore")
+    ended = ""
+    try:
+        done = subprocess.run([python, "-c", _SCRIPT, json.dumps(modules)], capture_output=True, env=env,
+                              cwd=root.parent, timeout=timeout, stdin=subprocess.DEVNULL)
+        out = done.stdout.decode(errors="replace")
+        if done.returncode:
+            tail = done.stderr.decode(errors="replace").strip().splitlines()
+            ended = f"the Python ended with status {done.returncode}" + (f": {tail[-1]}" if tail else "")
+    except subprocess.TimeoutExpired as exc:
+        raw = exc.stdout or b""
+        out = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+        ended = f"not finished in {timeout:g} s"
+    except OSError as exc:
+        return {module: (f"{python} cannot be run ({exc.strerror or exc})", []) for module in modules}
+    failed: dict[str, tuple[str, list[list[object]]]] = {}
+    done_ok: set[str] = set()
+    for line in out.splitlines():
+        if not line.startswith(_MARK):
+            continue
+        item = json.loads(line[len(_MARK):])
+        if "error" in item:
+            failed[item["module"]] = (item["error"], item["frames"])
+        elif item.get("ok"):
+            done_ok.add(item["module"])
+    for module in modules:
+        if module not in failed and module not in done_ok:  # the one it died in, and those never reached
+            failed[module] = (ended or "the Python ended before importing it", [])
+    return failed
+
+
+def _where(frames: list[list[object]], own: Path, root: Path, changed: Mapping[str, bytes | None],
+           error: str) -> list[tuple[str, int]]:
+    """The changed file and line a failure is on: the deepest frame of the traceback in a changed
+    file; else the first line the set added that holds a name the error names (a model class two
+    modules register); else the first changed Python file."""
+    for filename, line in reversed(frames):
+        try:
+            rel = Path(str(filename)).relative_to(root).as_posix()
+        except ValueError:
+            continue
+        if rel in changed:
+            return [(rel, int(str(line)))]
+    import re
+
+    words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", error)]
+    for rel, data in changed.items():
+        if data is None or not rel.endswith(".py"):
+            continue
+        old = set((own / rel).read_bytes().splitlines()) if (own / rel).is_file() else set()
+        for number, text in enumerate(data.splitlines(), 1):
+            if text not in old and any(re.search(rb"\b" + w.encode() + rb"\b", text) for w in words):
+                return [(rel, number)]
+    first = next((rel for rel, data in changed.items() if data is not None and rel.endswith(".py")), None)
+    return [(first, 1)] if first else []

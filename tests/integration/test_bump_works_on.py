@@ -1,0 +1,101 @@
+"""`bump` checks on V what it calls done (issue 40, item 2): a diff that carries over or is rebased,
+but breaks on V (a name V's module no longer imports, a model class V registers itself, a class
+V's base no longer allows), is a conflict naming the file and line, exit 1, with its tree to fix;
+`--continue` runs the same checks on the resolved files. Each case built from real releases."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+
+from testing.checkout import wheel_home
+from testing.cli import run
+from testing.diffs import git_diff
+from testing.releases import pristine
+
+pytestmark = pytest.mark.integration
+
+GLM = "sglang/srt/models/glm4v_moe.py"
+LOAD = b"    def load_weights(self, weights: Iterable[Tuple[str, torch.Tensor]], is_nextn=False):\n"
+
+
+def _one_diff(folder: Path, name: str, version: str, rel: str, after: bytes) -> Path:
+    before = (pristine(version) / rel).read_bytes()
+    assert after != before
+    folder.mkdir()
+    path = folder / name
+    path.write_bytes(git_diff({rel: before}, {rel: after}, prefix="python/"))
+    return path
+
+
+def _rows(done) -> dict:
+    return {row["id"]: row for row in done.json()["patches"]}
+
+
+@pytest.mark.slow
+def test_a_unit_calling_a_name_v_no_longer_imports_is_a_conflict(tmp_path, monkeypatch):
+    """A change to `Glm4vMoeForConditionalGeneration.load_weights` made on 0.5.15.post1 reads
+    `get_global_server_args()`, which 0.5.15.post1's glm4v_moe.py imports and 0.5.16's no longer
+    does (it has `get_server_args`): the diff applies on 0.5.16 and compiles, and would fail at model
+    init with a NameError. It is a conflict at that line (exit 1), its tree written; fixed there with
+    0.5.16's name, `--continue` finishes it (exit 0)."""
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.16"))))
+    old = (pristine("0.5.15.post1") / GLM).read_bytes()
+    assert b"from sglang.srt.server_args import get_global_server_args\n" in old
+    assert b"get_global_server_args" not in (pristine("0.5.16") / GLM).read_bytes()
+    added = b"        self.use_data_parallel = get_global_server_args().mm_enable_dp_encoder\n"
+    _one_diff(tmp_path / "mine", "glm-dp-encoder.patch", "0.5.15.post1", GLM, old.replace(LOAD, LOAD + added, 1))
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.15.post1", "--to", "0.5.16", "-o", out,
+               "--json")
+    assert done.exit_code == 1, done.stderr
+    row = _rows(done)["glm-dp-encoder"]
+    tree = out / "glm-dp-encoder.tree" / GLM
+    assert row["action"] == "conflicts" and row["tree"] == "glm-dp-encoder.tree" and not row["written"]
+    line = tree.read_bytes().split(b"\n").index(added.rstrip(b"\n")) + 1
+    (conflict,) = row["conflicts"]
+    assert conflict["name"] == f"{GLM}:{line}", conflict
+    assert conflict["detail"] == "breaks on 0.5.16: undefined name 'get_global_server_args' (a NameError when it runs)"
+    assert not (out / "glm-dp-encoder.patch").exists() and not done.json()["complete"]
+    assert f"`{GLM}:{line}`: breaks on 0.5.16" in (out / "REPORT.md").read_text()
+
+    tree.write_bytes(tree.read_bytes().replace(b"get_global_server_args()", b"get_server_args()"))
+    finished = run("bump", "--continue", out, "--json")
+    assert finished.exit_code == 0, finished.stderr
+    assert _rows(finished)["glm-dp-encoder"]["action"] == "rebased"
+    assert b"+        self.use_data_parallel = get_server_args().mm_enable_dp_encoder" in \
+        (out / "glm-dp-encoder.patch").read_bytes()
+
+
+def test_a_name_v_itself_leaves_undefined_is_not_blamed_on_the_patch(tmp_path, monkeypatch):
+    """Only what the diff brings counts: a comment put at the top of a file that pyflakes already finds
+    an undefined name in on 0.5.23 carries over from 0.5.17 (exit 0)."""
+    from patchkit.engine import works_on
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.17", "0.5.23"))))
+    rel = next(rel for rel in _same_start("0.5.17", "0.5.23")
+               if works_on._undefined(rel, (pristine("0.5.23") / rel).read_bytes()))
+    old = (pristine("0.5.17") / rel).read_bytes()
+    _one_diff(tmp_path / "mine", "comment.patch", "0.5.17", rel, b"# a local note\n" + old)
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out, "--json")
+    assert done.exit_code == 0, done.stderr
+    assert _rows(done)["comment"]["action"] == "carries over", rel
+
+
+def _same_start(first: str, second: str) -> list[str]:
+    """Python files under sglang/srt/ whose first 3 lines are the same in both releases (a change at
+    the top applies as it is), small ones first."""
+    root = pristine(first)
+    found = []
+    for path in sorted((root / "sglang" / "srt").rglob("*.py"), key=lambda p: p.stat().st_size):
+        rel = path.relative_to(root).as_posix()
+        other = pristine(second) / rel
+        head = path.read_bytes().split(b"\n")[:3]
+        if other.is_file() and len(head) == 3 and other.read_bytes().split(b"\n")[:3] == head:
+            found.append(rel)
+    return found
