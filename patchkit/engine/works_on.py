@@ -69,6 +69,7 @@ def static(changed: Sequence[str], after: Read, before: Read, version: str) -> l
     (the same file without the change; None: a new file): compile errors first, else the names
     the change leaves undefined. `after` also answers for the modules an import names."""
     found: list[Finding] = []
+    bound: dict[str, set[str] | None] = {}  # a module's top-level names, read once per check
     for rel in changed:
         data = after(rel)
         if data is None or not rel.endswith(".py"):
@@ -77,11 +78,14 @@ def static(changed: Sequence[str], after: Read, before: Read, version: str) -> l
         if broken is not None:
             found.append(broken)
             continue
+        tree = ast.parse(data, rel)
         old = before(rel)
-        if old is not None and _compile_error(rel, old) is not None:
-            old = None
-        found += _new_undefined(rel, data, old, version)
-        found += _new_missing_imports(rel, data, old, after, version)
+        try:
+            old_tree = ast.parse(old, rel) if old is not None else None
+        except (SyntaxError, ValueError):
+            old_tree = None
+        found += _new_undefined(rel, tree, old_tree, version)
+        found += _new_missing_imports(rel, tree, old_tree, after, bound, version)
     return found
 
 
@@ -95,11 +99,11 @@ def _compile_error(rel: str, data: bytes) -> Finding | None:
     return None
 
 
-def _undefined(rel: str, data: bytes) -> list[tuple[str, str, int]]:
-    """(pyflakes' message class, the name, line) of each undefined name of a file that compiles."""
+def undefined(rel: str, tree: ast.Module) -> list[tuple[str, str, int]]:
+    """(pyflakes' message class, the name, line) of each undefined name of a module."""
     from pyflakes import checker
 
-    found = checker.Checker(ast.parse(data, rel), filename=rel).messages
+    found = checker.Checker(tree, filename=rel).messages
     return [(type(m).__name__, str(m.message_args[0]), int(m.lineno)) for m in found
             if type(m).__name__ in _UNDEFINED]
 
@@ -108,11 +112,11 @@ _WORDS = {"UndefinedName": "undefined name", "UndefinedLocal": "local variable u
           "UndefinedExport": "undefined name in __all__"}
 
 
-def _new_undefined(rel: str, data: bytes, old: bytes | None, version: str) -> list[Finding]:
-    now = _undefined(rel, data)
+def _new_undefined(rel: str, tree: ast.Module, old: ast.Module | None, version: str) -> list[Finding]:
+    now = undefined(rel, tree)
     if not now:
         return []
-    then = Counter((kind, name) for kind, name, _ in _undefined(rel, old)) if old is not None else Counter()
+    then = Counter((kind, name) for kind, name, _ in undefined(rel, old)) if old is not None else Counter()
     seen: Counter[tuple[str, str]] = Counter()
     found = []
     for kind, name, line in now:
@@ -123,55 +127,41 @@ def _new_undefined(rel: str, data: bytes, old: bytes | None, version: str) -> li
     return found
 
 
-def _new_missing_imports(rel: str, data: bytes, old: bytes | None, read: Read, version: str) -> list[Finding]:
-    now = _missing_imports(rel, data, read)
-    if not now:
-        return []
-    then = {(module, name) for module, name, _ in _missing_imports(rel, old, read)} if old is not None else set()
-    return [Finding(rel, line, f"breaks on {version}: `from {module} import {name}`: "
-                               + (f"{version} has no module {module}" if name == "" else
-                                  f"{module} defines no {name} on {version} (an ImportError)"))
-            for module, name, line in now if (module, name) not in then]
-
-
-def _missing_imports(rel: str, data: bytes, read: Read) -> list[tuple[str, str, int]]:
-    """(module, name, line) of each `from sglang.X import NAME` (or relative) of the file whose module
-    defines no NAME and has no submodule NAME; (module, "", line) where the module is not there."""
+def _imports(rel: str, tree: ast.Module) -> list[tuple[str, str, int]]:
+    """(module, name, line) of each `from sglang.X import NAME` of a module (relative ones made
+    absolute; NAME "*" for a star import)."""
     found = []
-    bound: dict[str, set[str] | None] = {}
-    for node in ast.walk(ast.parse(data, rel)):
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        module = _absolute(rel, node.module, node.level)
-        if module is None or module.split(".")[0] != PACKAGE:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = _absolute(rel, node.module, node.level)
+            if module is not None and module.split(".")[0] == PACKAGE:
+                found += [(module, alias.name, node.lineno) for alias in node.names]
+    return found
+
+
+def _new_missing_imports(rel: str, tree: ast.Module, old: ast.Module | None, read: Read,
+                         bound: dict[str, set[str] | None], version: str) -> list[Finding]:
+    """The imports the change adds (an import the file without it has too fares the same on V) whose
+    module on V defines no such name and has no such submodule, or is not there."""
+    then = {(module, name) for module, name, _ in _imports(rel, old)} if old is not None else set()
+    found = []
+    for module, name, line in _imports(rel, tree):
+        if (module, name) in then or name == "*":
             continue
         path = module.replace(".", "/")
         if module not in bound:
             source = read(path + ".py")
-            package = read(path + "/__init__.py") if source is None else None
-            text = source if source is not None else package
+            text = source if source is not None else read(path + "/__init__.py")
             bound[module] = _top_level_names(text) if text is not None else {"\0missing"}
         names = bound[module]
         if names is not None and "\0missing" in names:
-            found.append((module, "", node.lineno))
-            continue
-        for alias in node.names:
-            if alias.name == "*" or names is None or alias.name in names:
-                continue
-            if read(f"{path}/{alias.name}.py") is not None or read(f"{path}/{alias.name}/__init__.py") is not None:
-                continue
-            found.append((module, alias.name, node.lineno))
+            found.append(Finding(rel, line, f"breaks on {version}: `from {module} import {name}`: {version} has no "
+                                             f"module {module} (an ImportError)"))
+        elif names is not None and name not in names and read(f"{path}/{name}.py") is None \
+                and read(f"{path}/{name}/__init__.py") is None:
+            found.append(Finding(rel, line, f"breaks on {version}: `from {module} import {name}`: {module} defines "
+                                             f"no {name} on {version} (an ImportError)"))
     return found
-
-
-def _absolute(rel: str, module: str | None, level: int) -> str | None:
-    if not level:
-        return module
-    parts = rel.removesuffix(".py").split("/")[:-1]  # the file's package (a package's __init__: itself)
-    if level - 1 > len(parts):
-        return None
-    base = parts[:len(parts) - (level - 1)]
-    return ".".join([*base, *([module] if module else [])])
 
 
 def _top_level_names(data: bytes) -> set[str] | None:
@@ -195,15 +185,35 @@ def _top_level_names(data: bytes) -> set[str] | None:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             names.update((alias.asname or alias.name).split(".")[0] for alias in stmt.names)
             continue
-        for node in ast.walk(stmt):  # assignment targets, for/with/except names, walrus, nested blocks
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names.add(node.id)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                names.add(node.name)
+        targets: list[ast.AST] = []
+        if isinstance(stmt, ast.Assign):
+            targets = list(stmt.targets)
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+            targets = [stmt.target]
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
+        elif isinstance(stmt, (ast.If, ast.While)):
+            targets = [node for node in ast.walk(stmt.test) if isinstance(node, ast.NamedExpr)]
+        for target in targets:
+            names.update(node.id for node in ast.walk(target) if isinstance(node, ast.Name))
         for block in ("body", "orelse", "finalbody", "handlers"):
             for child in getattr(stmt, block, ()):
-                todo.extend(child.body if isinstance(child, ast.ExceptHandler) else [child])
+                if isinstance(child, ast.ExceptHandler):
+                    names.update([child.name] if child.name else [])
+                    todo.extend(child.body)
+                else:
+                    todo.append(child)
     return names
+
+
+def _absolute(rel: str, module: str | None, level: int) -> str | None:
+    if not level:
+        return module
+    parts = rel.removesuffix(".py").split("/")[:-1]  # the file's package (a package's __init__: itself)
+    if level - 1 > len(parts):
+        return None
+    base = parts[:len(parts) - (level - 1)]
+    return ".".join([*base, *([module] if module else [])])
 
 
 # --- import: the set applied to a copy of V, imported in the given Python ------------------------

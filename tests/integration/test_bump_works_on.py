@@ -5,9 +5,7 @@ V's base no longer allows), is a conflict naming the file and line, exit 1, with
 
 from __future__ import annotations
 
-import os
-import subprocess
-import venv
+import ast
 from pathlib import Path
 
 import pytest
@@ -78,7 +76,7 @@ def test_a_name_v_itself_leaves_undefined_is_not_blamed_on_the_patch(tmp_path, m
 
     monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.17", "0.5.23"))))
     rel = next(rel for rel in _same_start("0.5.17", "0.5.23")
-               if works_on._undefined(rel, (pristine("0.5.23") / rel).read_bytes()))
+               if works_on.undefined(rel, ast.parse((pristine("0.5.23") / rel).read_bytes())))
     old = (pristine("0.5.17") / rel).read_bytes()
     _one_diff(tmp_path / "mine", "comment.patch", "0.5.17", rel, b"# a local note\n" + old)
     out = tmp_path / "bump"
