@@ -25,6 +25,7 @@ from patchkit.engine.bump_record import (BLOCKING as BLOCKING, CARRIES as CARRIE
 from patchkit.engine.bump_record import RECORD_LIMIT as _RECORD_LIMIT
 
 if TYPE_CHECKING:
+    from patchkit.engine.works_on import Imported
     from patchkit.authoring.patch import Patch
     from patchkit.diffs.unidiff import DiffPatchFile
     from patchkit.diffs.rebase import Rebased
@@ -157,6 +158,10 @@ class Bump:
         if any(row.tree for row in self.patches if row.action == CONFLICTS and row.kind == "diff"):
             steps.append(f"resolve the <<<<<<< / >>>>>>> blocks in {self.folder}/*.tree/ (each block: make the "
                          f"change where the code is, delete the marker lines), then run `patchkit bump --continue "
+                         f"{self.folder}`")
+        if any(c.detail.startswith(f"breaks on {self.to}:") for _, c in self.conflicts):
+            steps.append(f"fix what each `breaks on {self.to}` conflict names at its FILE:LINE, in {self.folder}/"
+                         f"NAME.tree/ (the diff applied on {self.to}), then run `patchkit bump --continue "
                          f"{self.folder}`")
         patches = f" --patches {self.folder}" if any(row.written for row in self.patches) else ""
         steps.append(f"rebuild the image: `patchkit{patches} image build --target {self.to} ...`")
@@ -426,8 +431,8 @@ def _works_on_v(rows: list[PatchRow], to: WheelSource, python: str | None, progr
     if python and changed_by:
         found = _imported(python, to, state, changed_by, progress)
         notes = found.notes
-        for item in found.findings:
-            broken[changed_by[item.file]].append(Conflict(item.file, str(item.line), item.detail))
+        for finding in found.findings:
+            broken[changed_by[finding.file]].append(Conflict(finding.file, str(finding.line), finding.detail))
     out = []
     for row in rows:
         if not broken.get(row.id):
@@ -458,7 +463,7 @@ def _breaks_on_v(diff: DiffPatchFile, applied: dict[str, bytes], state: dict[str
 
 
 def _imported(python: str, to: WheelSource, state: dict[str, bytes], changed_by: dict[str, str],
-              progress: Callable[[str], None]) -> Any:
+              progress: Callable[[str], None]) -> Imported:
     """works_on.imports of the whole set (`state`: V's files it changes, as it leaves them)."""
     from patchkit.engine import works_on
 
@@ -942,8 +947,9 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
         found = _imported(bump.python, to, state, changed_by, progress)
         notes = (*(note for note in notes if not note.startswith("not checked by importing")), *found.notes)
         broken: dict[str, list[Conflict]] = {}
-        for item in found.findings:
-            broken.setdefault(changed_by[item.file], []).append(Conflict(item.file, str(item.line), item.detail))
+        for finding in found.findings:
+            broken.setdefault(changed_by[finding.file], []).append(
+                Conflict(finding.file, str(finding.line), finding.detail))
         for pid, items in broken.items():
             row = rows[pid]
             assert row.written is not None

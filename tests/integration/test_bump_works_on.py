@@ -59,7 +59,8 @@ def test_a_unit_calling_a_name_v_no_longer_imports_is_a_conflict(tmp_path, monke
     assert conflict["name"] == f"{GLM}:{line}", conflict
     assert conflict["detail"] == "breaks on 0.5.16: undefined name 'get_global_server_args' (a NameError when it runs)"
     assert not (out / "glm-dp-encoder.patch").exists() and not done.json()["complete"]
-    assert f"`{GLM}:{line}`: breaks on 0.5.16" in (out / "REPORT.md").read_text()
+    report = (out / "REPORT.md").read_text()
+    assert f"`{GLM}:{line}`: breaks on 0.5.16" in report and "fix what each `breaks on 0.5.16` conflict names" in report
 
     tree.write_bytes(tree.read_bytes().replace(b"get_global_server_args()", b"get_server_args()"))
     finished = run("bump", "--continue", out, "--json")
