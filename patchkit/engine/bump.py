@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchkit.base import confined
-from patchkit.base.errors import PlanError, UsageError
+from patchkit.base.errors import Interrupted, PlanError, UsageError, environment_failure, is_environment_failure
 from patchkit.engine import registry, upstream
 # The actions and the record's and report's names are said once, in bump_record (the registry reads them too).
 from patchkit.engine.bump_record import (BLOCKING as BLOCKING, CARRIES as CARRIES, CONFLICTS as CONFLICTS,
@@ -797,10 +798,35 @@ def write(bump: Bump, fresh: bool = True) -> list[str]:
     except BaseException:
         confined.remove_tree(folder, _STAGING)
         raise
-    confined.rename(folder, f"{_STAGING}/{JOURNAL}", JOURNAL)  # the commit point
-    confined.sync(folder)
-    _switch(folder, _journal(folder))
+    try:
+        with _interrupts_held():  # from the commit point on, a Ctrl-C waits for the switch to be made
+            confined.rename(folder, f"{_STAGING}/{JOURNAL}", JOURNAL)  # the commit point
+            confined.sync(folder)
+            _switch(folder, _journal(folder))
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted while {folder} was written; its new set had been committed and was put in "
+                          "place first: DIR holds it") from None
+    except OSError as exc:
+        if not is_environment_failure(exc) or confined.kind(folder, JOURNAL) != "file":
+            raise
+        raise environment_failure(exc, f"{folder}'s new set was committed ({JOURNAL}): the next `patchkit bump` "
+                                       "on it puts it in place") from None
     return outputs(bump)
+
+
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """SIGINT held back (blocked) while the body runs, then delivered: KeyboardInterrupt after it."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held SIGINT raises KeyboardInterrupt here
 
 
 def _journal(folder: Path) -> dict[str, Any]:
@@ -852,7 +878,12 @@ def recover(folder: Path) -> bool:
         if entry.name.startswith(_PROBE):
             confined.unlink(folder, entry.name)
     if confined.kind(folder, JOURNAL) == "file":
-        _switch(folder, _journal(folder))
+        try:
+            with _interrupts_held():
+                _switch(folder, _journal(folder))
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted; {folder}'s write that an earlier run left unfinished was finished first "
+                              "(DIR holds that run's new set); nothing else was done") from None
         return True
     confined.remove_tree(folder, _STAGING)
     return False

@@ -320,3 +320,31 @@ def test_a_kill_at_any_step_leaves_the_earlier_set_or_the_new_one(world):
             break
         n += 1
     assert n > 10 and {"start", "end", "journal"} <= seen, (n, seen)
+
+
+def test_a_ctrl_c_after_the_commit_point_waits_for_the_switch_and_says_so(world, monkeypatch):
+    """A SIGINT at the journal's rename (the commit point) is held until the new set is in place,
+    then exit 130 saying DIR holds it; before, KeyboardInterrupt left DIR half switched and the
+    error handler said no file was changed."""
+    import signal
+
+    from patchkit.base import confined
+    from patchkit.base.errors import Interrupted
+
+    out = world / "out"
+    new = Bump("0.5.17", "0.5.16", out, ROWS[:1], files={"keep.patch": KEEP + b"+again\n"}, inputs=INPUTS)
+    real = confined.rename
+
+    def interrupted(root, src, dst):
+        if dst == bump.JOURNAL:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(root, src, dst)
+
+    monkeypatch.setattr(confined, "rename", interrupted)
+    with pytest.raises(Interrupted, match="committed and was put in place first") as caught:
+        bump.write(new)
+    assert caught.value.exit_code == 130
+    monkeypatch.setattr(confined, "rename", real)
+    done = _bytes(out)
+    bump.write(new)
+    assert _bytes(out) == done and not (out / "fix.tree").exists() and (out / "MYNOTES.txt").exists()
