@@ -174,14 +174,17 @@ def unlink(root: Path, rel: str) -> bool:
 
 
 def rmdir_empty(root: Path, rel: str) -> None:
-    """Remove the folder `rel` and each folder above it (below `root`) that is left empty."""
+    """Remove the folder `rel` and each folder above it (below `root`) that is left empty; one
+    already gone is passed over (a run killed half-way through this left the ones above it)."""
     while rel:
         parent, name = _split(rel)
         try:
             with folder(root, parent) as fd:
                 os.rmdir(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
         except OSError as exc:
-            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.ENOTDIR):
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
                 return
             raise
         rel = parent

@@ -23,7 +23,7 @@ from patchkit.engine import registry, upstream
 from patchkit.engine.bump_record import (BLOCKING as BLOCKING, CARRIES as CARRIES, CONFLICTS as CONFLICTS,
                                          DROP as DROP, FAILED as FAILED, GONE as GONE, NOT_NEEDED as NOT_NEEDED,
                                          REBASED as REBASED, RECORD as RECORD, REPORT as REPORT)
-from patchkit.engine.bump_record import RECORD_LIMIT as _RECORD_LIMIT
+from patchkit.engine.bump_record import JOURNAL as JOURNAL, RECORD_LIMIT as _RECORD_LIMIT
 
 if TYPE_CHECKING:
     from patchkit.engine.works_on import Imported
@@ -514,7 +514,7 @@ def _applies_as_is(made: Rebased) -> bool:
 # What `write` keeps in DIR besides the outputs, all bump's own: the new set while it is written
 # (`_STAGING`), the journal that makes the switch one step (`JOURNAL`, the commit point), and the
 # probe file `check_folder` makes; a run that was killed leaves them, the next one finishes or undoes it.
-_STAGING, JOURNAL, _PROBE = ".patchkit-bump-new", ".patchkit-bump-journal.json", ".patchkit-bump-check-"
+_STAGING, _PROBE = ".patchkit-bump-new", ".patchkit-bump-check-"
 _JOURNAL_LIMIT = 16 << 20
 
 

@@ -10,6 +10,7 @@ Reads only the record; never imports the bump itself (the registry, which bump i
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,9 @@ CARRIES, REBASED, DROP, GONE, CONFLICTS, FAILED, NOT_NEEDED = (
 BLOCKING = frozenset({CONFLICTS, FAILED})  # what makes the bump exit 1
 RECORD = ".patchkit-bump.json"
 REPORT = "REPORT.md"
+# While bump switches DIR to a new set (its commit point to its end); a kill leaves it, and the next
+# `bump` on DIR finishes the switch: until then DIR may hold parts of the earlier set beside the new one.
+JOURNAL = ".patchkit-bump-journal.json"
 TREE_SUFFIX = ".tree"  # DIR/NAME.tree/: a conflicting patch's files to resolve
 RECORD_LIMIT = 256 << 20  # bytes: the record holds the input diffs
 
@@ -36,9 +40,13 @@ class Unfinished:
     failed: tuple[str, ...] = ()  # patch ids that failed
     left_out: tuple[str, ...] = ()  # "FILE: why" of the set's files that could not be loaded
     damaged: str = ""  # why the record cannot be read: what it leaves out is not known
+    interrupted: bool = False  # bump's switch to a new set was killed half-way (its journal is there)
 
     def missing(self) -> str:
         """The patches this folder lacks, in words."""
+        if self.interrupted:
+            return (f"a bump's write of it was interrupted ({JOURNAL} is there), so it may hold parts of the earlier "
+                    "set beside the new one")
         if self.damaged:
             return f"its {RECORD} cannot be read ({self.damaged}), so what it lacks is not known"
         parts = [f"{what}: {', '.join(ids)}" for what, ids in (
@@ -48,7 +56,7 @@ class Unfinished:
 
     def refusal(self) -> str:
         """The one line a command that loads the folder stops with."""
-        if self.damaged:
+        if self.damaged or self.interrupted:
             steps = [f"run `patchkit bump --continue {self.folder}` or the bump again"]
         else:
             steps = [f"resolve the blocks in {self.folder}/*{TREE_SUFFIX}/ and run `patchkit bump --continue "
@@ -69,6 +77,8 @@ class Unfinished:
 def unfinished(folder: Path, named: str) -> Unfinished | None:
     """The bump in `folder` that is not finished, or None: no record there (not a bump's folder),
     or a record saying every patch carries over, is rebased or dropped, none left out."""
+    if os.path.lexists(folder / JOURNAL):  # the next `bump` on DIR finishes the switch
+        return Unfinished(named, "?", "?", interrupted=True)
     path = folder / RECORD
     if not path.is_file():
         return None

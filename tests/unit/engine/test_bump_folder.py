@@ -296,6 +296,9 @@ def test_a_kill_at_any_step_leaves_the_earlier_set_or_the_new_one(world):
     import shutil
 
     out = world / "out"
+    # A tree three folders deep (its emptied folders are removed up to the tree's own, a kill between any two).
+    bump.write(Bump("0.5.17", "0.5.23", out, ROWS, files={**FILES, "fix.tree/sglang/srt/utils/deep.py": b"d = 1\n"},
+                    inputs=INPUTS))
     new = Bump("0.5.17", "0.5.16", out, ROWS[:1], files={"keep.patch": KEEP + b"+again\n", "other.patch": KEEP},
                inputs=INPUTS)
     start = _bytes(out)

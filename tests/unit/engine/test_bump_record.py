@@ -80,3 +80,17 @@ def test_a_bump_folders_report_and_trees_are_not_patches(tmp_path):
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "REPORT.md").write_text("mine")
     assert bump_record.not_patches(tmp_path / "plain") == frozenset()
+
+
+def test_a_folder_whose_switch_was_killed_is_refused_until_a_bump_finishes_it(tmp_path):
+    """Issue 41.4: a bump killed between its commit point and the journal's removal leaves DIR with
+    parts of the earlier set beside the new one until the next `bump` on it finishes the switch; a
+    command loading it meanwhile is refused, naming the journal (before, it loaded the mix)."""
+    out = _folder(tmp_path, (DROPPED,))
+    (out / bump.JOURNAL).write_text('{"schema": 1, "add": [], "remove": {}}')
+    registry.use_folders([str(out)])
+    with pytest.raises(PlanError, match=r"a bump's write of it was interrupted \(\.patchkit-bump-journal\.json"):
+        registry.patch_ids()
+    bump.recover(out)  # what the next `bump` on DIR does first
+    registry.use_folders([str(out)])
+    assert not (out / bump.JOURNAL).exists() and "gone" not in registry.patch_ids()  # loads: nothing refused
