@@ -816,17 +816,25 @@ def write(bump: Bump, fresh: bool = True) -> list[str]:
 
 @contextmanager
 def _interrupts_held() -> Iterator[None]:
-    """SIGINT held back (blocked) while the body runs, then delivered: KeyboardInterrupt after it."""
+    """A SIGINT that comes while the body runs is noted, not raised, and raised (KeyboardInterrupt)
+    once it is done. Python runs a signal's handler in the main thread whichever thread the signal
+    reached, so the handler is swapped there (elsewhere nothing is held)."""
     import signal
+    import threading
 
-    if not hasattr(signal, "pthread_sigmask"):
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    came: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held SIGINT raises KeyboardInterrupt here
+        signal.signal(signal.SIGINT, previous)
+    if came and previous is signal.default_int_handler:
+        raise KeyboardInterrupt
+    if came and callable(previous):
+        previous(signal.SIGINT, None)
 
 
 def _journal(folder: Path) -> dict[str, Any]:
