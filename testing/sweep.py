@@ -410,20 +410,7 @@ class Sweep:
         outside it (Python's own imports) every `openat_stride`-th. Not `full`: SIGKILL stays at
         every such point, but each N gets one of SIGINT, EIO, ENOSPC in turn (SIGINT alone where
         no error is injected), so every N is still faulted once besides the kill."""
-        index: Counter = Counter()
-        trials: list[tuple[str, int, str]] = [("openat", 1, "signal=SIGKILL")]  # the start tree
-        for name, args in calls:
-            index[name] += 1
-            n = index[name]
-            changes = name in MUTATING or (name == "openat" and "O_CREAT" in args)
-            if changes or name != "openat" or n % (4 if "/sglang-tree" in args else openat_stride) == 0:
-                faults = ["signal=SIGINT", *(f"error={err}" for err in (ERRORS if name in ERROR_SYSCALLS else ()))]
-                trials += [(name, n, fault) for fault in (faults if full else [faults[n % len(faults)]])]
-            if changes and (name, n) != ("openat", 1):
-                trials.append((name, n, "signal=SIGKILL"))
-        for name in SYSCALLS:  # N = calls + 1: the command completes with the injection armed
-            trials.append((name, index[name] + 1, "signal=SIGKILL"))
-        return trials
+        return plan_trials(calls, openat_stride, full, "/sglang-tree")
 
     def run_trial(self, syscall: str, n: int, fault: str, total: Counts) -> None:
         counts = Counts()
@@ -572,6 +559,28 @@ class Sweep:
             counts.lost += 1
             problems.append(f"next revert did not restore the pristine tree: exit {code} {err.strip()[-200:]}")
         return problems
+
+
+def plan_trials(calls: list[tuple[str, str]], openat_stride: int, full: bool, inside: str,
+                syscalls: tuple[str, ...] = SYSCALLS, mutating: tuple[str, ...] = MUTATING,
+                error_syscalls: tuple[str, ...] = ERROR_SYSCALLS) -> list[tuple[str, int, str]]:
+    """`Sweep.plan`'s trials for a trace; `inside`: what an openat's path holds where it reads the
+    command's own folder (every 4th of those is faulted, the rest every `openat_stride`-th); the
+    system calls swept, those that change the disk and those an error is injected at."""
+    index: Counter = Counter()
+    trials: list[tuple[str, int, str]] = [("openat", 1, "signal=SIGKILL")]  # the start tree
+    for name, args in calls:
+        index[name] += 1
+        n = index[name]
+        changes = name in mutating or (name == "openat" and "O_CREAT" in args)
+        if changes or name != "openat" or n % (4 if inside in args else openat_stride) == 0:
+            faults = ["signal=SIGINT", *(f"error={err}" for err in (ERRORS if name in error_syscalls else ()))]
+            trials += [(name, n, fault) for fault in (faults if full else [faults[n % len(faults)]])]
+        if changes and (name, n) != ("openat", 1):
+            trials.append((name, n, "signal=SIGKILL"))
+    for name in syscalls:  # N = calls + 1: the command completes with the injection armed
+        trials.append((name, index[name] + 1, "signal=SIGKILL"))
+    return trials
 
 
 def command_in_process(args: tuple[str, ...], site: Path) -> tuple[int, str]:
