@@ -13,6 +13,12 @@ stacked on top of it.
   the first one's post-image blobs): the release after that's change to a few of its files.
 - `cuh_diff()`: upstream's 0.5.17 -> 0.5.18 change of a `.cuh` kernel source at its 0.5.16 path
   (`sglang/jit_kernel/csrc/...`; the folder is `sglang/kernels/jit/csrc/` from 0.5.17).
+- `moved_code_diff()`: a one-place change to code upstream moved to another unit of its file in
+  later releases (issue 40 item 3): on 0.5.15.post1's memory_pool.py (151 kB; over 200 kB from 0.5.16: no size limit),
+  the `with torch.cuda.use_mem_pool(...)` header of `DSATokenToKVPool.__init__`'s index-buffer
+  allocation wrapped in a tuple adding `self.memory_saver_adapter.region(GPU_MEMORY_TYPE_KV_CACHE)`,
+  as 0.5.15.post1's `MLATokenToKVPool` writes it; 0.5.16 moved the allocation to
+  `_create_index_buffers`.
 
 Built once per process (`functools.cache`); tests share them through module or session fixtures.
 """
@@ -138,6 +144,35 @@ def cuh_diff() -> FieldDiff:
     assert before[CUH_OLD] == _read("0.5.17", CUH_NEW) != after[CUH_OLD]  # moved as it was, changed after
     return FieldDiff("jit-kernel-fused-store-index-cache.patch", "0.5.16", before, after,
                      git_diff(before, after, prefix="python/"))
+
+
+MEMORY_POOL = "sglang/srt/mem_cache/memory_pool.py"
+_POOL_HEADER = b"""        with (
+            torch.cuda.use_mem_pool(self.custom_mem_pool)
+            if self.custom_mem_pool
+            else nullcontext()
+        ):
+            self.index_k_with_scale_buffer = [
+"""
+_POOL_HEADER_IN_REGION = b"""        with (
+            self.memory_saver_adapter.region(GPU_MEMORY_TYPE_KV_CACHE),
+            (
+                torch.cuda.use_mem_pool(self.custom_mem_pool)
+                if self.custom_mem_pool
+                else nullcontext()
+            ),
+        ):
+            self.index_k_with_scale_buffer = [
+"""
+
+
+@functools.cache
+def moved_code_diff() -> FieldDiff:
+    before = (pristine("0.5.15.post1") / MEMORY_POOL).read_bytes()
+    assert before.count(_POOL_HEADER) == 1 and len(before) > SIZE_LIMIT
+    after = {MEMORY_POOL: before.replace(_POOL_HEADER, _POOL_HEADER_IN_REGION)}
+    return FieldDiff("dsa-index-buffers-in-region.patch", "0.5.15.post1", {MEMORY_POOL: before}, after,
+                     git_diff({MEMORY_POOL: before}, after, prefix="python/"))
 
 
 def releases_after(post: str) -> list[str]:

@@ -295,25 +295,79 @@ def _file_merge(found: FileResolution, base: bytes, patched: bytes, target: byte
     """Never worse than `git apply --3way`: where units conflict, a 3-way merge of the whole file
     (the diff's pre-image, the target, the patched pre-image), as git merges a file whose pre-image
     blob it has. Taken when it is clean, every unit of the diff reads back as holding its change
-    (`unit_change.holds`) and no unit went to another file; the conflicting units are then merged.
-    A unit's code upstream moved to a helper beside it (0.5.16's `DSATokenToKVPool.__init__`) merges
-    there, where the unit-level merge saw both sides change the unit."""
+    (`unit_change.holds`), or its change went with the code it changes to that code's new home in
+    this release (`_new_home`: named in a note and the unit's outcome), no unit went to another
+    file, and the merge made no unit that neither side has (a definition both sides add, at other
+    places, written twice: git's protocol.py files, GIT_DUPLICATES in the tests); the conflicting
+    units are then merged. A unit's code upstream moved to a helper beside it
+    (0.5.16's `DSATokenToKVPool.__init__` -> `_create_index_buffers`) merges there, where the
+    unit-level merge saw both sides change the unit."""
     if found.elsewhere or found.moved:
         return found
     merged, clean = _merge(base, target, patched, False)
     if not clean:
         return found
     try:
-        old, new, now = (units_mod.texts(data) for data in (base, patched, merged))
+        old, new, now, ours = (units_mod.texts(data) for data in (base, patched, merged, target))
     except (SyntaxError, ValueError):
         return found
+    if set(now) - set(ours) - set(new):  # a unit neither side has: a definition written twice ("NAME#2")
+        return found
+    homes: dict[str, str] = {}  # a unit of the diff -> the unit of the target its change went to
     for name in dict.fromkeys([*old, *new]):
         before, after = old.get(name, b""), new.get(name, b"")
         if before != after and not unit_change.holds(before, now.get(name, b""), after, _plain_merge):
+            home = _new_home(name, before, after, ours, now)
+            if home is None:
+                return found
+            homes[name] = home
+    if homes:  # the merge changed no unit but the diff's own and their new homes
+        changed = {name for name in dict.fromkeys([*old, *new]) if old.get(name) != new.get(name)}
+        if any(now.get(name) != ours.get(name) for name in {*now, *ours} - changed - set(homes.values())):
             return found
-    units = tuple(UnitOutcome(u.file, u.unit, MERGED, "merged with the whole file (git's 3-way way)")
-                  if u.outcome == CONFLICT else u for u in found.units)
-    return FileResolution(found.rel, PER_UNIT, target, merged, units, found.notes)
+    units: list[UnitOutcome] = []
+    for u in found.units:
+        if u.outcome != CONFLICT:
+            units.append(u)
+        elif u.unit in homes:
+            units.append(UnitOutcome(u.file, homes[u.unit], MERGED, "merged with the whole file (git's 3-way way): "
+                                     f"moved from {u.unit}, which no longer holds the code the diff changes"))
+        else:
+            units.append(UnitOutcome(u.file, u.unit, MERGED, "merged with the whole file (git's 3-way way)"))
+    notes = [f"moved: {found.rel}:{name} -> {found.rel}:{home} (the code the diff changes is there in this release; "
+             "merged with the whole file)" for name, home in homes.items()]
+    return FileResolution(found.rel, PER_UNIT, target, merged, tuple(units), (*found.notes, *notes))
+
+
+def _new_home(name: str, before: bytes, after: bytes, ours: dict[str, bytes], now: dict[str, bytes]) -> str | None:
+    """The unit of the target where the whole-file merge put the diff's change to `name` because
+    upstream moved the code it changes there: the one unit other than `name` that the merge
+    changed and whose lines now hold every run of lines the diff wrote, while `name` is left as the
+    target had it and holds none of the runs the diff replaced (for a run it only adds, the two
+    lines around it); None where that is not so."""
+    from difflib import SequenceMatcher
+
+    old, new = units_mod.split_lines(before), units_mod.split_lines(after)
+    replaced: list[list[bytes]] = []
+    written: list[list[bytes]] = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        replaced.append(old[i1:i2] if i2 > i1 else old[max(i1 - 1, 0):i1 + 1])
+        if j2 > j1:
+            written.append(new[j1:j2])
+    if not written or now.get(name) != ours.get(name):
+        return None
+    left = units_mod.split_lines(ours.get(name, b""))
+    if any(run and _holds_run(left, run) for run in replaced):
+        return None
+    homes = [unit for unit, data in now.items() if unit != name and data != ours.get(unit)
+             and all(_holds_run(units_mod.split_lines(data), run) for run in written)]
+    return homes[0] if len(homes) == 1 else None
+
+
+def _holds_run(lines: list[bytes], run: list[bytes]) -> bool:
+    return any(lines[at:at + len(run)] == run for at in range(len(lines) - len(run) + 1))
 
 
 def _whole_file(file: FileDiff, target: bytes | None, markers: bool = False) -> FileResolution:

@@ -64,33 +64,42 @@ GIT_DUPLICATES = {("0.5.12.post1", "0.5.16"): {"sglang/srt/entrypoints/openai/pr
                   ("0.5.12.post1", "0.5.17"): {"sglang/srt/entrypoints/openai/protocol.py": b"RESPONSE_TOOL_TYPES = Literal["}}
 
 
+# Where upstream moved the code a diff changes to another unit of the file, git's merge of the whole
+# file follows it (issue 40 item 3): the unit of the release the change went to, per release.
+MOVED_CODE_HOMES = {version: "DSATokenToKVPool._create_index_buffers" for version in ("0.5.16", "0.5.17")} | {
+    version: "DSATokenToKVPool._init_kpool_compress_tail_buffers" for version in ("0.5.20", "0.5.21", "0.5.22", "0.5.23")}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("post", ["0.5.15.post1", "0.5.12.post1"])
+@pytest.mark.parametrize("post", ["0.5.15.post1", "0.5.12.post1", "moved-code"])
 def test_never_worse_than_git_apply_3way(post):
     """Per file, on every release 0.5.10-0.5.23 and the post releases, on a repository made from the
     diff's base (its pre-image blobs) with the release's files committed on top: every file
     `git apply --3way` applies cleanly is clean for patchkit too (issue 29 item 6: 0 such files),
     with the same bytes but where git writes a change twice (GIT_DUPLICATES). On 0.5.20 the
-    unit-level merge conflicted in xgrammar_backend.py and communication_op.py, which git merges:
-    the whole-file 3-way merge takes them (red without it)."""
+    whole-file 3-way merge of xgrammar_backend.py and communication_op.py (git: conflicts) defines
+    a function twice: refused. `moved-code` (testing.field_diffs.
+    moved_code_diff): the change to `DSATokenToKVPool.__init__` is merged where upstream moved the
+    code it changes, the unit named (MOVED_CODE_HOMES; it was a conflict of `__init__` on the six
+    releases where git merges it)."""
     from patchkit.diffs import diffpatch, unidiff
     from patchkit.releases.pristine import WheelSource
     from testing.diffs import git_3way_files
-    from testing.field_diffs import releases_after
+    from testing.field_diffs import MEMORY_POOL, moved_code_diff, releases_after
     from testing.releases import HOME
 
-    field = field_diff(post)
+    field = moved_code_diff() if post == "moved-code" else field_diff(post)
     diff = unidiff.parse(field.text, field.name)
-    worse, other = {}, {}
+    worse, other, homes = {}, {}, {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATCHKIT_HOME", str(HOME))
-        for version in releases_after(post):
+        for version in releases_after(field.base):
             source = WheelSource(version)
             resolution = diffpatch.resolve(diff, source.read, python_files=source.python_files,
                                            package_files=source.package_files)
             mine = {f.rel: f.after for f in resolution.files if f.how != diffpatch.ABSENT and not f.conflicts}
             theirs = git_3way_files(field.before, {rel: source.read(rel) for rel in field.after}, field.text, "python/")
-            assert theirs, version
+            assert theirs or post == "moved-code", version
             if missing := sorted(rel for rel in theirs if rel not in mine):
                 worse[version] = missing
             for rel in theirs:
@@ -98,11 +107,20 @@ def test_never_worse_than_git_apply_3way(post):
                     other[(post, version)] = {**other.get((post, version), {}), rel: theirs[rel]}
                     assert mine[rel] == source.read(rel)  # patchkit: every unit upstream
             if post == "0.5.15.post1" and version == "0.5.20":
-                whole = {f.rel for f in resolution.files for u in f.units
-                         if u.detail.startswith("merged with the whole file")}
-                assert whole == {"sglang/srt/constrained/xgrammar_backend.py", "sglang/srt/distributed/communication_op.py"}
-                assert whole <= set(mine) and not whole & set(theirs)
+                # git conflicts in both; their whole-file merge, once taken, wrote a function the diff adds
+                # and 0.5.20 has elsewhere a second time (`_allocate_token_bitmask`,
+                # `tensor_model_parallel_fused_allreduce_rmsnorm_quant_per_group`): conflicts too.
+                doubled = {"sglang/srt/constrained/xgrammar_backend.py", "sglang/srt/distributed/communication_op.py"}
+                assert not doubled & set(mine) and not doubled & set(theirs)
+                assert not any(u.detail.startswith("merged with the whole file") for f in resolution.files for u in f.units)
+            (found,) = resolution.files if post == "moved-code" else (None,)
+            if found is not None and MEMORY_POOL in {**theirs, **mine} and not found.conflicts and found.how == diffpatch.PER_UNIT:  # not 0.5.15's exact apply
+                homes[version] = [u.unit for u in found.units if u.outcome == diffpatch.MERGED]
+                assert f"moved: {MEMORY_POOL}:DSATokenToKVPool.__init__ -> {MEMORY_POOL}:{homes[version][0]}" in \
+                    " ".join(found.notes)
     assert not worse, worse
+    if post == "moved-code":
+        assert homes == {version: [unit] for version, unit in MOVED_CODE_HOMES.items()}
     assert {key: set(files) for key, files in other.items()} == {
         key: set(files) for key, files in GIT_DUPLICATES.items() if key[0] == post}
     for key, files in other.items():

@@ -1,6 +1,7 @@
 """`rebase` accounts for every change, by construction, on real releases: the field's diffs
 (testing.field_diffs: upstream's changes to 30 files re-based onto 0.5.15.post1, a diff stacked on
-it, a `.cuh` kernel source) rebased onto every release 0.5.10-0.5.23 and the post releases.
+it, a `.cuh` kernel source, a change to code upstream moved within its file) rebased onto every
+release 0.5.10-0.5.23 and the post releases.
 
 For each: every `+` line of the input is in the rebased diff (as an added or context line, or
 inside a conflict block) or already in the target release; every file of the input that is not
@@ -21,7 +22,7 @@ import pytest
 from patchkit.diffs import diffpatch, rebase, unidiff
 from patchkit.releases import pristine as releases
 from patchkit.base.errors import PlanError
-from testing.field_diffs import FieldDiff, cuh_diff, field_diff, releases_after, stacked_diff
+from testing.field_diffs import FieldDiff, cuh_diff, field_diff, moved_code_diff, releases_after, stacked_diff
 from testing.releases import HOME, pristine
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -95,5 +96,5 @@ def _check(field: FieldDiff, version: str) -> None:
 
 @pytest.mark.parametrize("version", RELEASES)
 def test_every_added_line_is_written_or_already_there(version):
-    for field in (field_diff("0.5.15.post1"), stacked_diff("0.5.15.post1"), cuh_diff()):
+    for field in (field_diff("0.5.15.post1"), stacked_diff("0.5.15.post1"), cuh_diff(), moved_code_diff()):
         _check(field, version)
