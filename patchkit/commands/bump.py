@@ -29,6 +29,10 @@ def bump(to: str | None, first: str | None, out: str | None, launches: tuple[str
     if bool(to) == latest:
         raise UsageError("bump needs --to V or --latest (one of them), or --continue DIR")
     lines = [_launch_argv(text) for text in launches]
+    if lines:  # each launch's model folder, before any download (a hub id: exit 2 with the two files to fetch)
+        from patchkit.doctor.launch_change import check_models
+
+        check_models(lines)
     if overrides is not None:
         check_overrides(overrides)
     first = versions.normalise(first, "--from") if first else None

@@ -169,8 +169,8 @@ def check(run: Run, args: list[str], advise: bool = True) -> Report:
     if draft_path and draft is None:
         findings.append(Finding("draft-not-local", "info",
                                 f"{DRAFT_FLAG} {draft_path} is a hub id: its weights and layers are not counted in "
-                                f"the budget", f"download it (huggingface-cli download {draft_path}) and pass that "
-                                f"folder as {DRAFT_FLAG}"))
+                                f"the budget", f"fetch what doctor reads of it ({model_mod.fetch_command(str(draft_path))}) "
+                                f"and pass DIR as {DRAFT_FLAG}"))
     if gpu.free_low_gib is not None and gpu.free_high_gib is not None and gpu.free_gib is not None:
         taken = ", ".join(f"{t.name} {t.low_gib:.2f}" + (f"-{t.high_gib:.2f}" if t.high_gib != t.low_gib else "")
                           for t in gpu.free_terms)

@@ -182,6 +182,20 @@ def split_command(argv: list[str] | tuple[str, ...]) -> tuple[dict[str, str], li
     return env, rest
 
 
+MODEL_PATH_SPELLINGS = ("--model-path", "--model")  # every release's `model_path` (`--model`: an alias)
+
+
+def written_model_path(args: list[str]) -> str | None:
+    """The model path a launch names, read without any release's flags (the last one given, as argparse keeps):
+    what `bump --launch` checks before any download."""
+    found = None
+    for i, token in enumerate(args):
+        name, eq, value = token.partition("=")
+        if name in MODEL_PATH_SPELLINGS:
+            found = value if eq else args[i + 1] if i + 1 < len(args) else found
+    return found
+
+
 @dataclass(frozen=True)
 class Written:
     """One piece of the launch line as written: a flag (known or not) with the tokens that go with it,

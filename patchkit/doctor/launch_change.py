@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from patchkit.doctor import diagnose, release_code
 from patchkit.doctor.gpu import Overrides
-from patchkit.doctor.launch import REMOVED_FLAGS, parse, split_command
+from patchkit.doctor import model as model_mod
+from patchkit.doctor.launch import REMOVED_FLAGS, parse, split_command, written_model_path
 from patchkit.doctor.report import Report
 from patchkit.engine.bump import LaunchChange
 from patchkit.releases.pristine import WheelSource
@@ -15,6 +16,15 @@ from patchkit.releases.pristine import WheelSource
 BUDGET = (("KV tokens", "kv_tokens", "{:,}"), ("state slots", "state_slots", "{:,}"),
           ("max safe --mem-fraction-static", "recommended_mem_fraction_static", "{:.2f}"),
           ("KV bytes per token", "kv_bytes_per_token", "{:,}"))
+
+
+def check_models(lines: list[list[str]]) -> None:
+    """Each launch's model folder read as doctor reads it (a hub id, a missing folder, a bad config.json: exit 2,
+    one line), before a release is downloaded or a patch judged; a line naming none is refused by `compare`."""
+    for argv in lines:
+        path = written_model_path(split_command(argv)[1])
+        if path is not None:
+            model_mod.load(path)
 
 
 def compare(first: WheelSource, to: WheelSource, argv: list[str], overrides: Overrides) -> LaunchChange:

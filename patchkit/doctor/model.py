@@ -183,6 +183,17 @@ def is_hub_id(text: str) -> bool:
     return not text.startswith(("/", ".", "~")) and text.count("/") <= 1 and not Path(text).exists()
 
 
+# The two files doctor reads of a checkpoint: what a hub id's advice fetches (never the weights).
+READ_FILES = ("config.json", "model.safetensors.index.json")
+
+
+def fetch_command(repo: str, folder: str = "DIR") -> str:
+    """The command that fetches only READ_FILES of a hub checkpoint into `folder`: `hf` (huggingface_hub's CLI
+    since 0.34; from 1.0 `huggingface-cli` no longer works), one `--include` per file (a file the repo lacks, such
+    as the index of a single-file checkpoint, is skipped, where a filename argument would fail the download)."""
+    return f"hf download {repo} " + " ".join(f"--include {name}" for name in READ_FILES) + f" --local-dir {folder}"
+
+
 def load(folder: str | Path, flag: str = "--model-path") -> ModelFacts:
     """Read a model folder. Missing weights are not an error (their size is then unknown)."""
     path = Path(folder)
@@ -190,8 +201,8 @@ def load(folder: str | Path, flag: str = "--model-path") -> ModelFacts:
         if path.exists():
             raise UsageError(f"{flag} {folder} is a file, not a model folder")
         if is_hub_id(str(folder)):
-            raise UsageError(f"{flag} {folder} is a hub id, not a local folder: doctor reads config.json from a "
-                             f"local copy (huggingface-cli download {folder} --local-dir DIR, then {flag} DIR)")
+            raise UsageError(f"{flag} {folder} is a hub id, not a local folder: doctor reads {' and '.join(READ_FILES)} "
+                             f"from a local folder, not the weights ({fetch_command(str(folder))}, then {flag} DIR)")
         raise UsageError(f"{flag} {folder} does not exist (doctor reads config.json from a local model folder)")
     config = _load_json(path / "config.json")
     text_config = config.get("text_config")

@@ -181,6 +181,8 @@ def test_draft_hub_id_is_a_note_and_a_missing_local_draft_an_error(model):
     assert {f["rule"] for f in result.json()["findings"] if f["level"] == "error"} == {"patch-needed"}
     notes = [f for f in result.json()["findings"] if f["rule"] == "draft-not-local"]
     assert len(notes) == 1 and "org/eagle3-draft is a hub id" in notes[0]["message"]
+    assert ("hf download org/eagle3-draft --include config.json --include model.safetensors.index.json --local-dir "
+            "DIR") in notes[0]["fix"]
     result = run(*argv, "--speculative-draft-model-path", model)
     assert "draft-not-local" not in {f["rule"] for f in result.json()["findings"]}
     result = run(*argv, "--speculative-draft-model-path", "/models/missing-draft")

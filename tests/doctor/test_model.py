@@ -87,8 +87,13 @@ def test_malformed_safetensors_header_is_a_usage_error(tmp_path):
 
 
 def test_not_a_folder(tmp_path):
-    with pytest.raises(UsageError, match="is a hub id, not a local folder: .*huggingface-cli download Qwen/Qwen3.5-27B"):
+    # The advice fetches the two files doctor reads, never the checkpoint's weights (about 70 GB for a 35B model).
+    with pytest.raises(UsageError) as raised:
         load("Qwen/Qwen3.5-27B")
+    assert "is a hub id, not a local folder: doctor reads config.json and model.safetensors.index.json" in str(
+        raised.value)
+    assert ("(hf download Qwen/Qwen3.5-27B --include config.json --include model.safetensors.index.json "
+            "--local-dir DIR, then --model-path DIR)") in str(raised.value)
     with pytest.raises(UsageError, match="does not exist"):
         load(tmp_path / "nowhere")
     (tmp_path / "file").write_text("")

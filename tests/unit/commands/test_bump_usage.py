@@ -126,3 +126,18 @@ def test_to_with_the_index_unreachable_does_not_claim_it_is_not_there(offline, t
     assert result.exit_code == 3, result.stderr
     assert "not on the package index" not in result.stderr and "cannot download SGLang" in result.stderr
     assert not list(tmp_path.glob("patchkit-bump-*"))
+
+
+@pytest.mark.parametrize("line, message", [
+    ("--model-path Qwen/Qwen3.5-35B-A3B --tp-size 2", "--model-path Qwen/Qwen3.5-35B-A3B is a hub id, not a local "
+     "folder: doctor reads config.json and model.safetensors.index.json from a local folder, not the weights (hf "
+     "download Qwen/Qwen3.5-35B-A3B --include config.json --include model.safetensors.index.json --local-dir DIR"),
+    ("--model=/no/such/model", "--model-path /no/such/model does not exist"),
+])
+def test_a_launch_model_doctor_cannot_read_exits_2_before_any_download(home, tmp_path, line, message):
+    """--launch's model is checked before any work: a hub id was found only after V0's and V's wheels were
+    downloaded and every patch judged (17.6 s in the field), then exit 2."""
+    result = run("bump", "--to", "0.5.23", "--from", "0.5.17", "--launch", line)
+    assert result.exit_code == 2, result.stderr
+    assert message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert not (home / "wheels").exists() and not list(tmp_path.glob("patchkit-bump-*"))
