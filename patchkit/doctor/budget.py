@@ -36,12 +36,13 @@ class Budget:
     # Where the weights per GPU come from: "model classes" (the release's own, built on meta), "headers",
     # "index and config geometry", "index" (its total divided by TP) or "unknown".
     weights_from: str = "unknown"
+    weights_estimated: bool = False  # config.json alone: the weights are the config's, not the checkpoint's
     weights_low_bytes: int | None = None  # the range where the weights per GPU are not known exactly
     weights_high_bytes: int | None = None
     # Why the KV budget is not computed, in one line (None: it is): what the report and `bump --launch` say
     # where the budget's figures are missing.
     not_computed: str | None = None
-    slack_bytes: int = 0  # free-at-load x (1 - mem-fraction-static): activations and graphs
+    slack_bytes: int | None = None  # free-at-load x (1 - mem-fraction-static): activations and graphs (None: unknown)
     multimodal_reserve_bytes: int = 0
     hybrid: bool = False
     conv_state_bytes: int = 0  # one slot, all linear layers
@@ -361,18 +362,41 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
             b.notes.append("the index names mtp.* tensors whose size the config does not give: counted as target weights")
         else:
             b.notes.append("mtp.* weights sized from the config (the index gives no tensor sizes)")
+    # config.json alone (no index, no safetensors header): every figure below is an estimate from the config.
+    config_only = model.weights_bytes is None and not model.tensor_bytes
+    if mtp_bytes is None and config_only and model.mtp_layers and not model.quantization:
+        stored = str(model.text.get("torch_dtype") or model.config.get("torch_dtype") or "bfloat16")
+        mtp_bytes = tp_sharding.mtp_bytes_from_geometry(model.text, _DTYPE_BYTES.get(stored, 2))
     dp_lm_head = bool(launch.get("enable_dp_lm_head")) and dp > 1
     stored_bytes = _DTYPE_BYTES.get(str(model.text.get("torch_dtype") or model.config.get("torch_dtype") or "bfloat16"), 2)
     said = len(b.notes)
     arithmetic = _weights_by_arithmetic(b, model, launch, draft, algo, patch_states, mtp_bytes, stored_bytes,
                                         tp, pp, dp, attn_tp, dp_encoder, dp_lm_head)
-    if isinstance(classes, ClassWeights):
+    beyond = _beyond_checkpoint(b, classes, model, mtp_bytes) if isinstance(classes, ClassWeights) else None
+    if beyond is not None:
+        b.notes.append(beyond)  # the checkpoint's own figure stands (the arithmetic's, with its notes)
+    elif isinstance(classes, ClassWeights):
         del b.notes[said:]  # the arithmetic's notes are not what the budget uses
         _weights_by_class(b, classes, patch_states, arithmetic)
-    elif isinstance(classes, Unavailable):
-        b.notes.append(f"weights from the checkpoint's {b.weights_from}, not the release's model classes: "
-                       f"{classes.reason}")
+        if config_only:
+            b.weights_estimated = True
+            b.notes.append(f"weights are an estimate: {model.path} has config.json alone (no index, no safetensors "
+                           f"header), sized as the release's classes allocate it with the config's dtype"
+                           + (" and quantization" if model.quantization else ""))
+    else:
+        if config_only and not model.quantization:
+            geometry = tp_sharding.geometry_tensors(model.config, model.text, stored_bytes, whole=True)
+            if geometry:
+                b.weights_bytes = tp_sharding.per_rank_bytes(geometry, tp, pp, dp_encoder, dp > 1, attn_tp, dp_lm_head)
+                b.weights_from, b.weights_estimated = "config geometry", True
+                b.notes.append(f"weights are an estimate: {model.path} has config.json alone (no index, no "
+                               f"safetensors header), sized from its geometry and dtype by the release's split rules")
+        if isinstance(classes, Unavailable):
+            b.notes.append(f"weights from the checkpoint's {b.weights_from}, not the release's model classes: "
+                           f"{classes.reason}{_missing_fields(model, classes)}")
 
+    if b.free_at_load_gib is not None and b.mem_fraction_static is not None:
+        b.slack_bytes = int(b.free_at_load_gib * (1 - b.mem_fraction_static) * GIB)
     if b.free_at_load_gib is None or b.mem_fraction_static is None or b.weights_bytes is None:
         b.not_computed = _not_computed(b, model)
         b.notes.append(f"budget not computed: {b.not_computed}")
@@ -551,6 +575,34 @@ def _weights_by_class(b: Budget, classes: ClassWeights, patch_states: dict[str, 
         b.draft_weights_bytes = draft_bytes
 
 
+def _beyond_checkpoint(b: Budget, classes: ClassWeights, model: ModelFacts, mtp_bytes: int | None) -> str | None:
+    """Where the release's classes, built on meta, allocate more parameters on one GPU than the checkpoint holds in
+    all (its index's total or its headers, less the MTP head): they did not create the parameters the checkpoint's
+    tensors load into (a 4-bit checkpoint built as bf16 comes out about 3x too large), so the checkpoint's own figure
+    is taken, and the note says so. None where the classes' figure can be what loads."""
+    if model.weights_bytes is None:
+        return None
+    params = sum(p for p, _ in classes.target_parts.values()) or classes.target_bytes
+    whole = model.weights_bytes - (mtp_bytes or 0)
+    if params <= whole * 1.02 + (64 << 20):  # vocab padding and the like
+        return None
+    method = f" ({model.quantization.get('quant_method', 'quantized')})" if model.quantization else ""
+    return (f"the release's {classes.target_class} ({classes.quantization or 'no quantization'}) built on meta "
+            f"allocates {params / GIB:.2f} GiB of parameters per GPU, more than the checkpoint{method} holds in all "
+            f"({whole / GIB:.2f} GiB, its {model.weights_source}): it did not create the parameters the checkpoint's "
+            f"tensors load into; weights from the checkpoint's {b.weights_from}, not the model classes")
+
+
+def _missing_fields(model: ModelFacts, classes: Unavailable) -> str:
+    """Where the classes were tried and failed: the hub fields config.json lacks (model.missing_fields)."""
+    needed, defaulted = model.missing_fields()
+    if not classes.tried or not (needed or defaulted):
+        return ""
+    parts = ([f"{', '.join(needed)}, which the release's classes need"] if needed else []) + (
+        [f"{', '.join(defaulted)} (the release takes its default)"] if defaulted else [])
+    return f"; config.json's text_config lacks {' and '.join(parts)}: Qwen3.5/3.8 configs on the hub carry them"
+
+
 def _not_computed(b: Budget, model: ModelFacts) -> str:
     """What the budget lacks, in words, each with what supplies it."""
     missing = []
@@ -559,8 +611,11 @@ def _not_computed(b: Budget, model: ModelFacts) -> str:
     elif b.mem_fraction_static is None:
         missing.append("no --mem-fraction-static and no card total to estimate its default from (pass --gpu-memory)")
     if b.weights_bytes is None:
-        missing.append(f"the weights' size is unknown ({model.path} has no model.safetensors.index.json or "
-                       f"safetensors headers, and the release's model classes were not built)")
+        why = (f"config.json alone of a {model.quantization.get('quant_method', 'quantized')} checkpoint is sized "
+               f"only by the release's model classes: pass --python, an interpreter with torch"
+               if model.quantization and not model.tensor_bytes and model.weights_bytes is None else
+               "no model.safetensors.index.json or safetensors header, and the release's model classes were not built")
+        missing.append(f"the weights' size is unknown ({model.path}: {why})")
     return "; ".join(missing)
 
 

@@ -75,6 +75,17 @@ class ModelFacts:
     def mtp_layers(self) -> int:
         return int(self.text.get("mtp_num_hidden_layers") or self.text.get("num_nextn_predict_layers") or 0)
 
+    def missing_fields(self) -> tuple[list[str], list[str]]:
+        """The fields a Qwen3.5/3.8 `config.json` carries on the hub (its text_config) that this one lacks: (those
+        the release's classes cannot be built without, those they take a default for). `rope_parameters` (or the
+        older `rope_scaling`) gives the RoPE type and the mrope sections (without it: 'Unknown RoPE scaling type,
+        rope_scaling is {}'); `partial_rotary_factor` and `attn_output_gate` default to 1.0 and true."""
+        if not self.arch.startswith("Qwen3_5"):
+            return [], []
+        text = self.text
+        needed = [] if isinstance(text.get("rope_parameters") or text.get("rope_scaling"), dict) else ["rope_parameters"]
+        return needed, [key for key in ("partial_rotary_factor", "attn_output_gate") if key not in text]
+
     @property
     def has_mtp_weights(self) -> bool | None:
         if not self.tensor_names:

@@ -68,6 +68,7 @@ class ClassWeights:
 @dataclass(frozen=True)
 class Unavailable:
     reason: str
+    tried: bool = False  # the release's classes were built from this config and failed (not: no interpreter)
 
 
 @contextmanager
@@ -127,7 +128,7 @@ def _key(python: str, tree: str | None, args: list[str], sm: tuple[int, int] | N
 def _result(raw: dict) -> ClassWeights | Unavailable:
     if not raw.get("ok"):
         return Unavailable(f"the release's model classes could not be built on meta ({raw.get('stage')}: "
-                           f"{raw.get('error')})")
+                           f"{raw.get('error')})", tried=True)
     draft = raw.get("draft")
     largest = max(raw["target"], key=lambda stage: stage["params"] + stage["buffers"])
     return ClassWeights(

@@ -133,7 +133,7 @@ def lines(report: Report) -> list[str]:
     if b.mem_fraction_static is not None:
         rows.append((f"mem-fraction-static ({b.mem_fraction_source})", f"{b.mem_fraction_static:.3f}"))
     rows.append(("- runtime slack (activations, graphs)", gib(b.slack_bytes)))
-    rows.append(("- weights", gib(b.weights_bytes)))
+    rows.append(("- weights (estimate)" if b.weights_estimated else "- weights", gib(b.weights_bytes)))
     if b.draft_weights_bytes:
         rows.append(("- draft weights", gib(b.draft_weights_bytes)))
     if b.multimodal_reserve_bytes:

@@ -30,6 +30,8 @@ def is_replicated(name: str, dp_encoder: bool = False, dp_attention: bool = Fals
         return True
     if param == "bias" and module in _ROW_PARALLEL:
         return True
+    if module in ("gate", "shared_expert_gate") and ".mlp." in name:
+        return True  # a mixture of experts' router and shared-expert gate: ReplicatedLinear (models/qwen2_moe.py)
     bare = name.split("model.", 1)[-1] if name.startswith("model.") else name
     if any(bare.startswith(prefix) or name.startswith(prefix) for prefix in _PLAIN_MODULES):
         return True
@@ -69,19 +71,23 @@ def per_rank_from_index(total: int, geometry: dict[str, int], tp: int, pp: int =
     return (per_rank_bytes(geometry, tp, 1, dp_encoder, dp_attention, attn_tp, dp_lm_head) + rest // tp) // pp
 
 
-def geometry_tensors(config: dict, text: dict, dtype_bytes: int) -> dict[str, int]:
+def geometry_tensors(config: dict, text: dict, dtype_bytes: int, whole: bool = False) -> dict[str, int]:
     """The target's checkpoint tensors (Hugging Face names, bytes) as a Qwen3.5/3.8 config.json describes them:
     the embedding, `lm_head` (unless tied), the final norm, per layer the two norms and the MLP (dense), the
     Gated DeltaNet layers' projections, conv1d, A_log / dt_bias (f32 / the dtype) and gated norm (f32), the full
     attention layers' gated q, k, v, o and q/k norms; and of the vision tower (`vision_config` with `patch_size`)
     the patch embedding, the blocks' LayerNorms and row-parallel biases and the merger's. Empty where the config is
-    not that shape (no GDN geometry, a mixture of experts, a missing number): the index's total is then divided by TP."""
-    keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
-            "vocab_size", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-            "linear_value_head_dim")
-    if any(not isinstance(text.get(key), int) for key in keys) or text.get("num_experts"):
+    not that shape (no GDN geometry, a mixture of experts, a missing number): the index's total is then divided by TP.
+    `whole` (config.json alone, no index: every tensor is sized here): also a mixture of experts' MLPs (each
+    expert's gate, up and down, the router, the shared expert and its gate) and the vision blocks' and merger's
+    linear layers and position embedding."""
+    keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
+            "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim")
+    experts = text.get("num_experts")
+    mlp_keys = ("moe_intermediate_size",) if experts else ("intermediate_size",)
+    if any(not isinstance(text.get(key), int) for key in (*keys, *mlp_keys)) or (experts and not whole):
         return {}
-    h, vocab, inter = text["hidden_size"], text["vocab_size"], text["intermediate_size"]
+    h, vocab, inter = text["hidden_size"], text["vocab_size"], text.get("intermediate_size") or 0
     heads, kv = text["num_attention_heads"], text["num_key_value_heads"]
     head_dim = int(text.get("head_dim") or h // heads)
     key = text["linear_num_key_heads"] * text["linear_key_head_dim"]
@@ -95,9 +101,12 @@ def geometry_tensors(config: dict, text: dict, dtype_bytes: int) -> dict[str, in
         found["lm_head.weight"] = vocab * h * d
     for layer in range(text["num_hidden_layers"]):
         p = f"{lm}layers.{layer}."
-        found.update({f"{p}input_layernorm.weight": h * d, f"{p}post_attention_layernorm.weight": h * d,
-                      f"{p}mlp.gate_proj.weight": inter * h * d, f"{p}mlp.up_proj.weight": inter * h * d,
-                      f"{p}mlp.down_proj.weight": h * inter * d})
+        found.update({f"{p}input_layernorm.weight": h * d, f"{p}post_attention_layernorm.weight": h * d})
+        if experts:
+            found.update(_experts(text, f"{p}mlp.", d))
+        else:
+            found.update({f"{p}mlp.gate_proj.weight": inter * h * d, f"{p}mlp.up_proj.weight": inter * h * d,
+                          f"{p}mlp.down_proj.weight": h * inter * d})
         if (layer + 1) % interval == 0:
             a = f"{p}self_attn."
             found.update({f"{a}q_proj.weight": gate * heads * head_dim * h * d, f"{a}k_proj.weight": kv * head_dim * h * d,
@@ -118,10 +127,34 @@ def geometry_tensors(config: dict, text: dict, dtype_bytes: int) -> dict[str, in
         found.update({"model.visual.patch_embed.proj.weight": vh * channels * temporal * patch * patch * d,
                       "model.visual.patch_embed.proj.bias": vh * d, "model.visual.merger.norm.weight": vh * d,
                       "model.visual.merger.norm.bias": vh * d, "model.visual.merger.linear_fc2.bias": out * d})
+        vi, merged = int(vision.get("intermediate_size") or 4 * vh), vh * int(vision.get("spatial_merge_size") or 2) ** 2
+        if whole:
+            found.update({"model.visual.pos_embed.weight": int(vision.get("num_position_embeddings") or 0) * vh * d,
+                          "model.visual.merger.linear_fc1.weight": merged * merged * d,
+                          "model.visual.merger.linear_fc1.bias": merged * d,
+                          "model.visual.merger.linear_fc2.weight": out * merged * d})
         for block in range(vision["depth"]):
             p = f"model.visual.blocks.{block}."
             found.update({f"{p}{norm}.{param}": vh * d for norm in ("norm1", "norm2") for param in ("weight", "bias")})
             found.update({f"{p}attn.proj.bias": vh * d, f"{p}mlp.linear_fc2.bias": vh * d})
+            if whole:
+                found.update({f"{p}attn.qkv.weight": 3 * vh * vh * d, f"{p}attn.qkv.bias": 3 * vh * d,
+                              f"{p}attn.proj.weight": vh * vh * d, f"{p}mlp.linear_fc1.weight": vi * vh * d,
+                              f"{p}mlp.linear_fc1.bias": vi * d, f"{p}mlp.linear_fc2.weight": vh * vi * d})
+    return found
+
+
+def _experts(text: dict, prefix: str, d: int) -> dict[str, int]:
+    """A Qwen3.5 MoE layer's MLP tensors: each expert's gate, up and down, the router (`gate`), the shared expert
+    and its gate (where the config gives `shared_expert_intermediate_size`)."""
+    h, inter, n = text["hidden_size"], text["moe_intermediate_size"], text["num_experts"]
+    found = {f"{prefix}gate.weight": n * h * d}
+    for e in range(n):
+        found.update({f"{prefix}experts.{e}.{name}.weight": inter * h * d for name in ("gate_proj", "up_proj", "down_proj")})
+    shared = text.get("shared_expert_intermediate_size")
+    if isinstance(shared, int) and shared:
+        found.update({f"{prefix}shared_expert.{name}.weight": shared * h * d for name in ("gate_proj", "up_proj", "down_proj")})
+        found[f"{prefix}shared_expert_gate.weight"] = h * d
     return found
 
 

@@ -154,3 +154,82 @@ def test_the_patched_draft_allocates_no_vocab_and_the_doctor_counts_it(release, 
     assert a["weights_from"] == b["weights_from"] == "model classes"
     assert a["weights_bytes"] == b["weights_bytes"] == patched.target_bytes
     assert b["draft_weights_bytes"] - a["draft_weights_bytes"] == 2 * text["vocab_size"] // 2 * text["hidden_size"] * D
+
+
+def _doctor(folder, *launch, python=True):
+    """doctor --json on pristine 0.5.23 (80 GB cards), with the behaviour interpreter as --python or without one."""
+    gpu = ("--gpus", "8", "--gpu-memory", "80", "--gpu-free", "79", "--sm", "9.0", "--json")
+    result = run("doctor", "--site-packages", releases.pristine("0.5.23"), *gpu,
+                 *(("--python", str(behaviour.python())) if python else ()), "--", "--model-path", folder, *launch)
+    assert result.exit_code in (0, 1), result.stderr
+    return result.json()["budget"]
+
+
+@pytest.mark.parametrize("kind, launch", [("dense", ("--tp-size", "2")), ("moe", ("--tp-size", "2"))])
+def test_config_json_alone_is_an_estimate_from_classes_or_geometry(tmp_path, kind, launch):
+    """A folder with config.json alone (what a hub id's two-file fetch gives for a single-file checkpoint): the
+    weights were '?' beside 'runtime slack 0.00 GiB'. With an interpreter that has torch they are the release's
+    classes' allocation, said to be an estimate; without one, the config's geometry (MoE experts and the vision
+    tower included) by the release's split rules, within 1% of the classes' figure."""
+    folder = tmp_path / kind
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(qwen35_config(kind)))
+    classes, geometry = _doctor(folder, *launch), _doctor(folder, *launch, python=False)
+    assert classes["weights_from"] == "model classes" and classes["weights_estimated"], classes["notes"]
+    assert any(note.startswith("weights are an estimate") for note in classes["notes"]), classes["notes"]
+    assert geometry["weights_from"] == "config geometry" and geometry["weights_estimated"], geometry["notes"]
+    assert abs(geometry["weights_bytes"] - classes["weights_bytes"]) <= 0.01 * classes["weights_bytes"], (
+        geometry["weights_bytes"], classes["weights_bytes"])
+    assert geometry["kv_tokens"] is not None and geometry["slack_bytes"] > 0 and geometry["not_computed"] is None
+
+
+def test_a_quantized_config_alone_without_torch_says_what_sizes_it(tmp_path):
+    folder = tmp_path / "w4a16"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(qwen35_config("dense", w4a16=True)))
+    budget = _doctor(folder, python=False)
+    assert budget["weights_bytes"] is None and "pass --python, an interpreter with torch" in budget["not_computed"]
+
+
+def test_a_config_without_the_hub_fields_names_the_missing_one(tmp_path):
+    """The fixture's config before it carried the hub's fields: the release's classes refuse it ('Unknown RoPE
+    scaling type, rope_scaling is {}') and the note said only that; it names rope_parameters now. The fixture as the
+    hub ships it builds."""
+    from testing.doctor import QWEN38
+
+    old = json.loads(QWEN38.read_text())
+    for key in ("rope_parameters", "partial_rotary_factor", "attn_output_gate"):
+        old["text_config"].pop(key)
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "config.json").write_text(json.dumps(old))
+    notes = "\n".join(_doctor(tmp_path / "old")["notes"])
+    assert "Unknown RoPE scaling type" in notes and ("config.json's text_config lacks rope_parameters, which the "
+                                                     "release's classes need and partial_rotary_factor, "
+                                                     "attn_output_gate (the release takes its default)") in notes, notes
+    (tmp_path / "hub").mkdir()
+    (tmp_path / "hub" / "config.json").write_text(QWEN38.read_text())
+    assert _doctor(tmp_path / "hub")["weights_from"] == "model classes"
+
+
+PACKED_W4A16_TP1 = 17_824_723_456  # the W4A16 config's classes on one GPU (0.5.19, 0.5.23; SM 8.9, 9.0 and 12.0)
+
+
+def test_classes_beyond_what_the_checkpoint_holds_give_way_to_its_index(tmp_path):
+    """The field's 4-bit compressed-tensors Qwen3.8-27B was sized at 53.87 GB from the release's classes (bf16
+    parameters) where the engine logged 17.67 GB. Here a 4-bit checkpoint (its index's total as the release's classes
+    allocate it) whose quantization_config sits in text_config, where the release does not read it: the classes build
+    bf16 Linear layers, 2.8x what the checkpoint holds in all. The budget takes the checkpoint's index and says which;
+    with the quantization_config where the release reads it, the classes' packed figure stands."""
+    from testing.doctor import model_folder
+
+    config = qwen35_config("dense", w4a16=True)
+    nested = json.loads(json.dumps(config))
+    nested["text_config"]["quantization_config"] = nested.pop("quantization_config")
+    folder = model_folder(tmp_path / "nested", config=nested, total_size=PACKED_W4A16_TP1, mtp=False)
+    budget = _doctor(folder, "--tp-size", "1")
+    assert budget["weights_from"] == "index" and budget["weights_bytes"] == PACKED_W4A16_TP1, budget["notes"]
+    beyond = [note for note in budget["notes"] if "more than the checkpoint (compressed-tensors) holds" in note]
+    assert beyond and "(no quantization) built on meta allocates 50.20 GiB" in beyond[0], budget["notes"]
+    read = _doctor(model_folder(tmp_path / "read", config=config, total_size=PACKED_W4A16_TP1, mtp=False),
+                   "--tp-size", "1")
+    assert (read["weights_from"], read["weights_bytes"]) == ("model classes", PACKED_W4A16_TP1), read["notes"]
