@@ -185,12 +185,15 @@ def judge(view: View, pid: str) -> PatchStatus:
     found = fast_status(view, pid) or evaluate(view, pid)
     if found.state == FAILED and not found.crashed:
         found = on_its_stack(view, pid) or found
-    if found.state == FAILED and not found.crashed:
-        found = _with_cause(view, found)
-    if found.state == UPSTREAM_FIXED and hand_applied_files(view, pid):
+    # A stack applied by hand: the lower diff's files hold the upper's change too (failed), the
+    # upper's undo to the lower's post-image (upstream-fixed); both are undone to the RECORD's bytes.
+    if found.state in (UPSTREAM_FIXED, FAILED) and not found.crashed and (by_hand := hand_applied_files(view, pid)):
         from patchkit.engine import hand_applied
 
-        return PatchStatus(pid, APPLIED, found.files, hand_applied.detail(view.target))
+        return PatchStatus(pid, APPLIED, found.files if found.state == UPSTREAM_FIXED else tuple(by_hand),
+                           hand_applied.detail(view.target))
+    if found.state == FAILED and not found.crashed:
+        found = _with_cause(view, found)
     return found
 
 
@@ -231,7 +234,10 @@ def hand_applied_files(view: View, pid: str) -> dict[str, bytes] | None:
         return None  # asked before any patch is loaded (a plain status imports no libcst)
     from patchkit.engine import hand_applied  # (nor this: its RECORD reading is for diffs)
 
-    return hand_applied.release_bytes(view.target, view.patches[pid], view.read, view.state)
+    diffs = {other: patch for other, patch in view.patches.items() if registry.is_diff(other)}
+    classes = {other: type(patch) for other, patch in diffs.items()}
+    stack = hand_applied.stacked_with(view.patches[pid], diffs, lambda ids: registry.stack(ids, classes))
+    return hand_applied.release_bytes(view.target, view.patches[pid], view.read, view.state, stack)
 
 
 def status(target: Target) -> tuple[list[PatchStatus], list[str]]:

@@ -281,6 +281,23 @@ def _refuse_over_hand_applied(view: View, touched: set[str], assignment: dict[st
                              "first, then apply both)")
 
 
+def _refuse_half_a_hand_applied_stack(view: View, selected: list[str], by_hand: dict[str, dict[str, bytes]]) -> None:
+    """Reverting one diff of a stack applied by hand takes its files back to the RECORD's bytes,
+    so the other diffs' changes to those files would go too: refused, naming them."""
+    if not by_hand:
+        return
+    state = view.state
+    for pid in registry.patch_ids():
+        if pid in selected or (state and pid in state.patches) or not registry.is_diff(pid):
+            continue
+        shared = sorted(set(decide.hand_applied_files(view, pid) or ()) & {rel for files in by_hand.values() for rel in files})
+        if shared:
+            chosen = next(p for p, files in by_hand.items() if shared[0] in files)
+            raise DriftError(f"{shared[0]} holds patches {chosen} and {pid}, applied by hand as a stack; reverting "
+                             f"{chosen} alone would take {pid}'s change too; nothing was written "
+                             f"(`{view.target.naming.command('revert', '--only', chosen, '--only', pid)}` reverts both)")
+
+
 def _with_digests(view: View, statuses: list[PatchStatus]) -> State | None:
     """The state with the patch digests a schema-1 state lacks, for the files whose bytes this
     run proved (by rendering, see `_identity_status`) to be what today's patch sources write:
@@ -311,8 +328,10 @@ def plan_revert(target: Target, only: tuple[str, ...] = (), force: bool = False)
     # Diff patches applied by hand (captured, git apply): back to the release's bytes, proven by the RECORD.
     by_hand = {pid: found for pid in selected if not (state and pid in state.patches)
                for found in (decide.hand_applied_files(view, pid),) if found}
-    hand_writes = [FileWrite(rel=rel, before=view.read(rel), after=data, pristine=None)
-                   for files in by_hand.values() for rel, data in sorted(files.items())]
+    _refuse_half_a_hand_applied_stack(view, selected, by_hand)
+    # A stack applied by hand: each of its diffs gives a shared file the same RECORD bytes.
+    undone = {rel: data for files in by_hand.values() for rel, data in sorted(files.items())}
+    hand_writes = [FileWrite(rel=rel, before=view.read(rel), after=data, pristine=None) for rel, data in undone.items()]
     hand_statuses = [PatchStatus(pid, APPLIED, tuple(files), hand_applied.detail(target)) for pid, files in by_hand.items()]
     if state is None:
         return Plan(view.target, tuple(hand_statuses), tuple(hand_writes), None, None, tuple(view.warnings), tuple(by_hand))
