@@ -161,10 +161,12 @@ def name_base(diff: DiffPatchFile, candidates: list[str], fetch: Callable[[str],
               near_to: str | None = None) -> list[Match]:
     """`made_for`, fetching (`fetch(version)`: download its wheel into the cache) releases of
     `candidates` (the index's, post releases included, oldest first) that are not cached, until one
-    holds every file's pre-image: nearest the best partial match first (a diff made for
-    0.5.15.post1 matches most of 0.5.15's and 0.5.16's files), else nearest `near_to` (the
-    release the diff is moved to), else the newest cached; post releases before finals at the
-    same distance. A release that cannot be fetched is passed over."""
+    holds every file's pre-image, or until the best match is the best there is around it (the
+    candidates either side of its releases are tried and match fewer files: a file whose
+    pre-image no release holds, a local edit, never fetches every release): nearest the best
+    partial match first (a diff made for 0.5.15.post1 matches most of 0.5.15's and 0.5.16's
+    files), else nearest `near_to` (the release the diff is moved to), else the newest cached;
+    post releases before finals at the same distance. A release that cannot be fetched is passed over."""
     found = made_for(diff)
     if not any(f.old_blob and f.old_path for f in diff.files):
         return found
@@ -180,15 +182,44 @@ def name_base(diff: DiffPatchFile, candidates: list[str], fetch: Callable[[str],
     anchor = _index(order, near)
     waiting = sorted((v for v in order if v not in cached),
                      key=lambda v: (abs(position[v] - anchor), not Version(v).is_postrelease, Version(v)))
+    tried = set(cached)
     for version in waiting:
-        if found and found[0].matched == found[0].total:
+        if found and (found[0].matched == found[0].total or _best_around(found, order, tried)):
             break
+        tried.add(version)
         try:
             fetch(version)
         except PatchkitError:
             continue
         found = made_for(diff)
     return found
+
+
+def _best_around(found: list[Match], order: list[str], tried: set[str]) -> bool:
+    """Whether the candidates just older and just newer than the best matches (`found`) are tried:
+    none of them matched as many files, so no release further out is likely to."""
+    versions = {m.version for m in found}
+    at = [i for i, v in enumerate(order) if v in versions]
+    if not at:
+        return False
+    around = [order[i] for i in (min(at) - 1, max(at) + 1) if 0 <= i < len(order)]
+    return all(v in tried for v in around)
+
+
+def find_bases(diffs: list[DiffPatchFile], to: str, progress: Callable[[str], None], last: str | None = None) -> None:
+    """`find_base` for each of `diffs` (loaded together) on the files whose pre-image is its own:
+    a file stacked on another diff's post-image (`stacks.shared_files`) is no release's, so it is
+    left out of the search, and a diff stacked on others in every file is not searched (its base
+    is theirs)."""
+    from dataclasses import replace
+
+    from patchkit.diffs import stacks
+
+    for diff in diffs:
+        stacked = {rel for other in diffs if other is not diff for rel in stacks.shared_files(diff, other)}
+        own = tuple(f for f in diff.files if f.path not in stacked)
+        if any(f.old_blob and f.old_path for f in own):
+            find_base(replace(diff, files=own), to, progress, last=last)
 
 
 def find_base(diff: DiffPatchFile, to: str, progress: Callable[[str], None], first: str | None = None,

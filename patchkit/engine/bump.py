@@ -339,9 +339,8 @@ def _diff_rows(diffs: list[type[Patch]], before: dict[str, upstream.Verdict], fi
         diff = rebasing.load(data, path.name)
         items.append((diff, data))
         inputs[diff.id] = (path.name, data)
-    for diff, _ in items:  # the base of each diff not made on top of another one of them
-        if not any(stacks.shared_files(diff, other) for other, _ in items if other is not diff):
-            release_blobs.find_base(diff, to.version, progress, last=to.version)  # V0 is older than V
+    # The base of each diff, on its files not made on top of another one of them; V0 is older than V.
+    release_blobs.find_bases([diff for diff, _ in items], to.version, progress, last=to.version)
     # On V0, the diffs whose hunks apply there as they are, in stack order (a stacked one on top of
     # the one under it), apply; the others are judged (upstream-fixed, broken, ...).
     under = stacks.stacked_on({diff.id: diff for diff, _ in items}, release_blobs.made_for_a_release,

@@ -82,10 +82,8 @@ def diffs_base(ids: list[str], to: str, progress: Callable[[str], None]) -> Base
         path = registry.source_file(pid)
         diffs.append(rebasing.load(unidiff.read_file(path), path.name))
     found = _base(diffs, release_blobs.made_for)
-    if found is None:
-        for diff in diffs:  # fetched as rebase does, until one holds a diff's pre-images
-            if release_blobs.find_base(diff, to, progress, last=to):
-                break
+    if found is None:  # fetched as rebase does, each diff on its own files (not those stacked on another)
+        release_blobs.find_bases(diffs, to, progress, last=to)
         found = _base(diffs, release_blobs.made_for)
     if found is None:
         raise UsageError("the loaded diffs name no release they were made for (their index hashes match no release); "

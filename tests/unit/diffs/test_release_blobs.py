@@ -109,3 +109,62 @@ def test_a_base_older_than_the_target_is_looked_for_from_the_target_down(patchki
     found = blobs.find_base(older, "0.5.96", lambda line: None, last="0.5.96")
     assert [str(m) for m in found] == ["0.5.93 (1/1 files)"]
     assert fetched == ["0.5.95", "0.5.94", "0.5.93"]  # none newer than 0.5.96 (0.5.97 is as near as 0.5.95)
+
+
+def _listed_index(patchkit_home, monkeypatch, listed: list[str], files_of) -> list[str]:
+    """A package index listing `listed`, whose download of a release writes `files_of(version)` as
+    its wheel; the releases downloaded, in order."""
+    from packaging.version import Version
+
+    from patchkit.diffs import release_blobs as blobs
+    from patchkit.releases import index, manifest
+
+    monkeypatch.setattr(manifest, "available", lambda: listed)
+    monkeypatch.setattr(index, "in_range", lambda first, last: [v for v in listed
+                                                                if Version(first) <= Version(v) <= Version(last)])
+    fetched: list[str] = []
+
+    def download(version: str, progress) -> None:
+        fetched.append(version)
+        wheel(patchkit_home, version, files_of(version))
+
+    monkeypatch.setattr(blobs.releases, "download", download)
+    return fetched
+
+
+COLD = ["0.5.93", "0.5.94", "0.5.95", "0.5.95.post1", "0.5.96", "0.5.97", "0.5.98"]
+OTHER = "sglang/srt/other.py"
+
+
+def _release_files(version: str) -> dict[str, bytes]:
+    """0.5.95.post1 holds OLD in REL and b"o = 1" in OTHER; every other release its own bytes."""
+    if version == "0.5.95.post1":
+        return {REL: OLD, OTHER: b"o = 1\n"}
+    return {REL: b"v = %r\n" % version, OTHER: b"o = %r\n" % version}
+
+
+def test_a_cold_search_of_a_stack_fetches_the_two_releases_it_needs(patchkit_home, monkeypatch):
+    """issue 40 item 10: with a diff stacked on another (its pre-image is the lower's post-image,
+    no release's), the base search fetched every release up to V looking for the upper's files.
+    A stacked file is left out of the search: V, then the lower's base."""
+    from patchkit.diffs import release_blobs as blobs
+
+    fetched = _listed_index(patchkit_home, monkeypatch, COLD, _release_files)
+    lower = unidiff.parse(git_diff({REL: OLD, OTHER: b"o = 1\n"}, {REL: NEW, OTHER: b"o = 2\n"}), "b-lower.patch")
+    upper = unidiff.parse(git_diff({REL: NEW}, {REL: b"def f():\n    return 3\n"}), "a-upper.patch")
+    blobs.find_bases([upper, lower], "0.5.96", lambda line: None, last="0.5.96")
+    assert fetched == ["0.5.96", "0.5.95.post1"]  # was 0.5.96, 0.5.95.post1, 0.5.95, 0.5.94, 0.5.93
+    assert [str(m) for m in blobs.made_for(lower)] == ["0.5.95.post1 (2/2 files)"]
+
+
+def test_a_cold_search_stops_at_the_best_match_where_a_file_is_no_releases(patchkit_home, monkeypatch):
+    """issue 40 item 10: a diff one of whose files holds a local edit (its pre-image is in no
+    release) fetched every release up to V. The search stops where the best match is the best
+    around it: the releases either side tried, none matching more, and never past V."""
+    from patchkit.diffs import release_blobs as blobs
+
+    fetched = _listed_index(patchkit_home, monkeypatch, COLD, _release_files)
+    edited = unidiff.parse(git_diff({REL: OLD, OTHER: b"o = 'mine'\n"}, {REL: NEW, OTHER: b"o = 2\n"}), "fix.patch")
+    found = blobs.find_base(edited, "0.5.96", lambda line: None, last="0.5.96")
+    assert [str(m) for m in found] == ["0.5.95.post1 (1/2 files)"]
+    assert fetched == ["0.5.96", "0.5.95.post1", "0.5.95"]  # was every release from 0.5.96 down to 0.5.93
