@@ -70,6 +70,9 @@ def bump(to: str | None, first: str | None, out: str | None, launches: tuple[str
     found = bumping.plan(*sources, folder, output.progress, VerdictCache(pristine.home()), tuple(changes), python)
     if base is not None and base.note():
         found = replace(found, notes=(base.note(), *found.notes))
+    named = [(option, value) for option, value in zip(bumping.TREE_OPTIONS, (site_packages, source, python)) if value]
+    if named:
+        found = replace(found, tree=named[0])
     bumping.write(found)
     return _show(found, fmt)
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from patchkit.base import confined
 from patchkit.base.errors import Interrupted, PlanError, UsageError, environment_failure, is_environment_failure
 from patchkit.engine import registry, upstream
+from patchkit.store.naming import Naming
 # The actions and the record's and report's names are said once, in bump_record (the registry reads them too).
 from patchkit.engine.bump_record import (BLOCKING as BLOCKING, CARRIES as CARRIES, CONFLICTS as CONFLICTS,
                                          DROP as DROP, FAILED as FAILED, GONE as GONE, NOT_NEEDED as NOT_NEEDED,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from patchkit.releases.pristine import WheelSource
 
 SCHEMA = 1
+TREE_OPTIONS = ("--site-packages", "--source", "--python")  # the options naming the tree (Bump.tree)
 
 
 @dataclass(frozen=True)
@@ -64,11 +66,14 @@ class PatchRow:
     # `--continue` once they are resolved (its tree written then, where it conflicts too).
     waits_on: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # A diff's files outside the installed sglang package (`test/...`, `sgl-kernel/...`,
+    # `python/pyproject.toml`): never in DIR, the user carries them (`Bump.outside_step`).
+    outside: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         found = asdict(self)
         found["conflicts"] = [{"name": c.name, **asdict(c)} for c in self.conflicts]
-        for key in ("upstream", "evidence", "notes", "waits_on"):
+        for key in ("upstream", "evidence", "notes", "waits_on", "outside"):
             found[key] = list(found[key])
         return found
 
@@ -77,7 +82,7 @@ class PatchRow:
         conflicts = tuple(Conflict(c["file"], c["unit"], c["detail"]) for c in data.get("conflicts", ()))
         return cls(**{**data, "conflicts": conflicts, "upstream": tuple(data.get("upstream", ())),
                       "evidence": tuple(data.get("evidence", ())), "notes": tuple(data.get("notes", ())),
-                      "waits_on": tuple(data.get("waits_on", ()))})
+                      "waits_on": tuple(data.get("waits_on", ())), "outside": tuple(data.get("outside", ()))})
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,9 @@ class Bump:
     digests: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     # `--python PY`: the Python that imports the set on V (works_on.imports), kept for `--continue`.
     python: str | None = None
+    # The tree option the bump was given (`--site-packages DIR`, `--source DIR`, `--python PATH`), or
+    # none: the SGLang tree "To finish" applies the new folder to.
+    tree: tuple[str, ...] = ()
 
     @property
     def conflicts(self) -> list[tuple[str, Conflict]]:
@@ -144,13 +152,19 @@ class Bump:
                 "drops": [row.id for row in self.patches if row.action == DROP],
                 "launches": [launch.to_dict() for launch in self.launches],
                 "next": self.next_steps(), "notes": list(self.notes), "left_out": list(self.left_out),
-                "blocked": [row.id for row in self.patches if row.action in BLOCKING], "complete": self.complete}
+                "blocked": [row.id for row in self.patches if row.action in BLOCKING], "complete": self.complete,
+                "tree": list(self.tree)}
 
     def next_steps(self) -> list[str]:
         """The commands to finish: resolve and continue, then rebuild the image and apply the new folder."""
         steps = []
         if self.left_out:
             steps.append("fix or remove each patch file left out (REPORT.md: Left out), then run this bump again: DIR lacks them")
+        outside = [row for row in self.patches if row.outside]
+        if outside:
+            steps.append(f"carry the files outside the sglang package into your SGLang {self.to} checkout yourself "
+                         "(patchkit patches the installed package only; DIR's diffs leave them out): "
+                         + "; ".join(f"{row.id}: {', '.join(row.outside)}" for row in outside))
         modules = [row.tree for row in self.patches if row.tree and row.kind == "module" and row.action in BLOCKING]
         if modules:
             steps.append(f"fix each patch module that does not work on SGLang {self.to} in its tree, against "
@@ -164,9 +178,14 @@ class Bump:
             steps.append(f"fix what each `breaks on {self.to}` conflict names at its FILE:LINE, in {self.folder}/"
                          f"NAME.tree/ (the diff applied on {self.to}), then run `patchkit bump --continue "
                          f"{self.folder}`")
-        patches = f" --patches {self.folder}" if any(row.written for row in self.patches) else ""
-        steps.append(f"rebuild the image: `patchkit{patches} image build --target {self.to} ...`")
-        steps.append(f"apply on the SGLang {self.to} tree: `patchkit{patches} apply`")
+        # Pasteable as printed: the folder (quoted where it must be), the tree the bump was given.
+        patches = (str(self.folder),) if any(row.written for row in self.patches) else ()
+        option, value = self.tree if len(self.tree) == 2 else (None, None)
+        naming = Naming(option, value, patches=patches)
+        image = naming.command("image", "build", "--base", f"lmsysorg/sglang:v{self.to}", "--target", self.to,
+                               "-t", f"sglang:v{self.to}-patched")
+        steps.append(f"rebuild the image (your base image and tag in place of these): `{image}`")
+        steps.append(f"apply on the SGLang {self.to} tree: `{naming.command('apply')}`")
         return steps
 
     def markdown(self) -> str:
@@ -194,6 +213,10 @@ class Bump:
             out += [f"- `{row.id}` ({row.action}): {row.detail}" for row in gone]
         if self.left_out:
             out += ["", "## Left out (cannot be loaded; not in DIR)", ""] + [f"- {item}" for item in self.left_out]
+        outside = [row for row in self.patches if row.outside]
+        if outside:
+            out += ["", "## Outside the sglang package (not in DIR: yours to carry to " + self.to + ")", ""]
+            out += [f"- `{row.id}`: " + ", ".join(f"`{rel}`" for rel in row.outside) for row in outside]
         if self.launches:
             out += ["", "## Launch lines", ""]
             for launch in self.launches:
@@ -369,7 +392,8 @@ def _diff_rows(diffs: list[type[Patch]], before: dict[str, upstream.Verdict], fi
         if not isinstance(made, str):
             blocked[pid] = {u.file for u in made.conflicts}
         rows.append(_diff_row(patch, before[pid], made, inputs[pid][1], files))
-    return rows
+    # Each diff's files outside the package, named from round one, whatever its action.
+    return [replace(row, outside=diffs_by_id[row.id].outside) for row in rows]
 
 
 def _diff_row(patch: type[Patch], old: upstream.Verdict, made: Rebased | str, data: bytes,
@@ -682,6 +706,9 @@ def _checked(data: Any) -> dict[str, Any]:
     _shaped(data.get("digests", {}), "dict[str, str]", "digests")
     if not isinstance(data.get("python"), (str, type(None))):
         raise _Damaged("python: not a path")
+    _shaped(data.get("tree", []), "tuple[str, ...]", "tree")
+    if data.get("tree") and (len(data["tree"]) != 2 or data["tree"][0] not in TREE_OPTIONS):
+        raise _Damaged(f"tree: {json.dumps(data['tree'])[:60]} is not a tree option and its value")
     rows = [_fields_of(PatchRow, row, f"patches[{i}]") for i, row in enumerate(data["patches"])]
     for i, launch in enumerate(data["launches"]):
         _fields_of(LaunchChange, launch, f"launches[{i}]")
@@ -911,7 +938,7 @@ def read(folder: Path) -> Bump:
     inputs = {pid: (item["name"], base64.b64decode(item["data"])) for pid, item in data.get("inputs", {}).items()}
     return Bump(str(data["from"]), str(data["to"]), folder, rows, launches, tuple(data.get("notes", ())),
                 tuple(data.get("left_out", ())), inputs=inputs, digests=dict(data.get("digests", {})),
-                python=data.get("python"))
+                python=data.get("python"), tree=tuple(data.get("tree", ())))
 
 
 def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump:
@@ -958,6 +985,7 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
             files[done.name] = done.data
             digests.update({f"{row.tree}/{rel}": digest for rel, digest in done.digests.items()})
             row = replace(row, action=REBASED, conflicts=(), written=done.name, detail=f"resolved in {row.tree}",
+                          counts=_resolved(row.counts),
                           notes=(*row.notes, *(f"left with {to.version}'s bytes: {rel}"
                                                for rel in done.dropped if rel not in done.not_created),
                                  *done.notes))
@@ -1010,6 +1038,16 @@ def _broken(started: PatchRow, row: PatchRow, found: tuple[Conflict, ...], bump:
     return replace(started, action=CONFLICTS, on_to=upstream.BROKEN, written=None, conflicts=found, tree=tree,
                    waits_on=(), detail=f"does not work on SGLang {bump.to}: fix it in {tree or 'the diff'}, then run "
                                        f"`patchkit bump --continue {bump.folder}` again")
+
+
+def _resolved(counts: dict[str, int]) -> dict[str, int]:
+    """A diff's units by outcome once its tree is finished: its conflicts are resolved ones."""
+    from patchkit.diffs import diffpatch
+
+    found = {what: n for what, n in counts.items() if what != diffpatch.CONFLICT}
+    if counts.get(diffpatch.CONFLICT):
+        found["resolved"] = counts[diffpatch.CONFLICT]
+    return found
 
 
 def _finish_module(row: PatchRow, bump: Bump, to: WheelSource, files: dict[str, bytes]) -> PatchRow:

@@ -166,9 +166,13 @@ def _entry_point_sets() -> list[PatchSet]:
     return found
 
 
-def _import_patch_module(module_name: str, path: Path, origin: str) -> types.ModuleType:
+def _import_patch_module(module_name: str, path: Path, origin: str, bytecode: bool = True) -> types.ModuleType:
     """Import one patch module; a module that does not compile or raises while it is imported is
-    the author's to fix (exit 2 naming the file and line), not a bug in patchkit (70)."""
+    the author's to fix (exit 2 naming the file and line), not a bug in patchkit (70). Without
+    `bytecode` (a --patches folder, a bump's folder or tree: the user's files) no __pycache__ is
+    written beside it: it would be a stray folder in what bump hands over and an image's context."""
+    written = sys.dont_write_bytecode
+    sys.dont_write_bytecode = written or not bytecode
     try:
         return importlib.import_module(module_name)
     except SyntaxError as exc:
@@ -182,6 +186,8 @@ def _import_patch_module(module_name: str, path: Path, origin: str) -> types.Mod
             tb = tb.tb_next
         where = f"{path}:{line}" if line else str(path)
         raise UsageError(f"{where}: patch module ({origin}) failed to import: {type(exc).__name__}: {exc}") from None
+    finally:
+        sys.dont_write_bytecode = written
 
 
 def patch_sets() -> list[PatchSet]:
@@ -345,7 +351,8 @@ def load_all() -> list[type[Patch]]:
 
             found.append(patch_class(patch_set.folder / name, patch_set.origin, _parsed.get(patch_set.folder / name)))
             continue
-        module = _import_patch_module(f"{patch_set.package}.{name}", patch_set.folder / f"{name}.py", patch_set.origin)
+        module = _import_patch_module(f"{patch_set.package}.{name}", patch_set.folder / f"{name}.py", patch_set.origin,
+                                      bytecode=not patch_set.origin.startswith("folder "))
         found.append(_patch_class(module, f"{patch_set.folder / name}.py ({patch_set.origin})", pid))
     if any(is_diff(cls.ID) for cls in found):
         from patchkit.diffs.diffpatch import order_stacks
@@ -381,7 +388,8 @@ def load_file(path: Path, pid: str) -> type[Patch]:
     sys.modules.pop(f"{package}.{path.stem}", None)  # read again: the user may have fixed it since
     importlib.invalidate_caches()
     origin = f"file {path}"
-    return _patch_class(_import_patch_module(f"{package}.{path.stem}", path, origin), f"{path} ({origin})", pid)
+    return _patch_class(_import_patch_module(f"{package}.{path.stem}", path, origin, bytecode=False),
+                        f"{path} ({origin})", pid)
 
 
 def select(ids: list[str], only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[str]:

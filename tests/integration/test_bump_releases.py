@@ -36,3 +36,34 @@ def test_a_diff_of_a_file_several_releases_share_is_for_the_oldest_of_them(tmp_p
     assert said in (out / "REPORT.md").read_text()
     row = next(row for row in report["patches"] if row["id"] == "device-fix")
     assert (row["on_from"], row["action"]) == ("applies", "carries over")
+
+
+def test_files_outside_the_package_are_named_from_round_one_with_what_to_do(tmp_path, monkeypatch):
+    """issue 40 item 9: a diff's files outside the installed package (a test, a kernel source, the
+    checkout's python/pyproject.toml) were in no report of the first round. Each is named in the
+    diff's row (--json `outside`), in REPORT.md, and in the next steps (what the user must do)."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.16", "0.5.17"))))
+    before = (pristine("0.5.16") / DEVICE_CONFIG).read_bytes()
+    inside = git_diff({DEVICE_CONFIG: before, "pyproject.toml": b'dependencies = ["torch"]\n'},
+                      {DEVICE_CONFIG: before.replace(b"Not supported device type", b"Not a supported device"),
+                       "pyproject.toml": b'dependencies = ["torch", "mine"]\n'}, prefix="python/")
+    elsewhere = git_diff({"test/srt/test_device.py": b"x = 1\n", "sgl-kernel/csrc/k.cu": b"// k\n"},
+                         {"test/srt/test_device.py": b"x = 2\n", "sgl-kernel/csrc/k.cu": b"// k2\n"})
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "device-fix.patch").write_bytes(inside + elsewhere)
+    out = tmp_path / "my bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.16", "--to", "0.5.17", "-o", out, "--json")
+    assert done.exit_code == 0, done.stderr
+    report = done.json()
+    files = ["python/pyproject.toml", "sgl-kernel/csrc/k.cu", "test/srt/test_device.py"]
+    row = next(row for row in report["patches"] if row["id"] == "device-fix")
+    assert sorted(row["outside"]) == files, row
+    step = next(step for step in report["next"] if "outside the sglang package" in step)
+    assert all(rel in step for rel in files) and "checkout yourself" in step
+    text = (out / "REPORT.md").read_text()
+    assert "## Outside the sglang package" in text and all(f"`{rel}`" in text for rel in files)
+    # To finish: pasteable, the folder with a space quoted.
+    assert f"`patchkit --patches '{out}' apply`" in text

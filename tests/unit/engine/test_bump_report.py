@@ -50,7 +50,31 @@ def test_report_md_says_every_part():
     assert "  - note: upstream's fix is narrower than this patch: depth 1" in text
     assert "- renamed on 0.5.23: `--cuda-graph-max-bs` -> `--cuda-graph-max-bs-decode`" in text
     assert "| KV tokens | 315,306 | 310,657 |" in text
-    assert "`patchkit bump --continue out`" in text and "`patchkit --patches out image build --target 0.5.23 ...`" in text
+    assert "`patchkit bump --continue out`" in text
+    assert ("`patchkit --patches out image build --base lmsysorg/sglang:v0.5.23 --target 0.5.23 "
+            "-t sglang:v0.5.23-patched`") in text
+
+
+def test_to_finish_is_pasteable_as_printed(tmp_path):
+    """issue 40 item 9: "To finish" said `image build --target V ...` (a literal `...`, no --base nor
+    -t, both required) and `apply` without the tree the bump was given; a folder with a space in
+    its name came unquoted. Each command is now whole, quoted for a shell, and the tree option is
+    read back from the record by `--continue`."""
+    import shlex
+
+    folder = tmp_path / "my bump"
+    planned = Bump("0.5.17", "0.5.23", folder, ROWS, tree=("--site-packages", "/srv/site packages"),
+                   files={"keep.patch": b"diff\n", "fix.tree/sglang/srt/a.py": b"x = 1\n"}, inputs=INPUTS)
+    bump.write(planned)
+    steps = bump.read(folder).next_steps()
+    assert steps == planned.next_steps()
+    commands = [step.split("`")[1] for step in steps[-2:]]
+    assert all("..." not in command for command in commands)
+    image, apply = (shlex.split(command) for command in commands)
+    assert apply == ["patchkit", "--patches", str(folder), "apply", "--site-packages", "/srv/site packages"]
+    assert image[:4] == ["patchkit", "--patches", str(folder), "image"]
+    assert image[4:] == ["build", "--base", "lmsysorg/sglang:v0.5.23", "--target", "0.5.23",
+                         "-t", "sglang:v0.5.23-patched"]  # image build's required options, each given
 
 
 def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path):
