@@ -74,11 +74,15 @@ def static(changed: Sequence[str], after: Read, before: Read, version: str) -> l
         data = after(rel)
         if data is None or not rel.endswith(".py"):
             continue
-        broken = _compile_error(rel, data)
-        if broken is not None:
-            found.append(broken)
+        try:  # parsed once: the tree compiled (the compiler's own errors) and read by the checks below
+            tree = ast.parse(data, rel)
+            compile(tree, rel, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            found.append(Finding(rel, exc.lineno or 1, f"does not compile: {exc.msg}"))
             continue
-        tree = ast.parse(data, rel)
+        except ValueError as exc:  # a NUL byte
+            found.append(Finding(rel, 1, f"does not compile: {exc}"))
+            continue
         old = before(rel)
         try:
             old_tree = ast.parse(old, rel) if old is not None else None
@@ -87,16 +91,6 @@ def static(changed: Sequence[str], after: Read, before: Read, version: str) -> l
         found += _new_undefined(rel, tree, old_tree, version)
         found += _new_missing_imports(rel, tree, old_tree, after, bound, version)
     return found
-
-
-def _compile_error(rel: str, data: bytes) -> Finding | None:
-    try:
-        compile(data, rel, "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        return Finding(rel, exc.lineno or 1, f"does not compile: {exc.msg}")
-    except ValueError as exc:  # a NUL byte
-        return Finding(rel, 1, f"does not compile: {exc}")
-    return None
 
 
 def undefined(rel: str, tree: ast.Module) -> list[tuple[str, str, int]]:
@@ -131,12 +125,17 @@ def _imports(rel: str, tree: ast.Module) -> list[tuple[str, str, int]]:
     """(module, name, line) of each `from sglang.X import NAME` of a module (relative ones made
     absolute; NAME "*" for a star import)."""
     found = []
-    for node in ast.walk(tree):
+    todo: list[ast.AST] = [tree]
+    while todo:  # statements only (an import is one): expressions, most of a tree, are never visited
+        node = todo.pop()
         if isinstance(node, ast.ImportFrom):
             module = _absolute(rel, node.module, node.level)
             if module is not None and module.split(".")[0] == PACKAGE:
                 found += [(module, alias.name, node.lineno) for alias in node.names]
-    return found
+            continue
+        for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+            todo.extend(getattr(node, block, ()))
+    return sorted(found, key=lambda item: item[2])
 
 
 def _new_missing_imports(rel: str, tree: ast.Module, old: ast.Module | None, read: Read,
