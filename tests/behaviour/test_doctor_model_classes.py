@@ -233,3 +233,25 @@ def test_classes_beyond_what_the_checkpoint_holds_give_way_to_its_index(tmp_path
     read = _doctor(model_folder(tmp_path / "read", config=config, total_size=PACKED_W4A16_TP1, mtp=False),
                    "--tp-size", "1")
     assert (read["weights_from"], read["weights_bytes"]) == ("model classes", PACKED_W4A16_TP1), read["notes"]
+
+
+def test_version_with_a_python_that_builds_the_classes_on_a_fresh_home(tmp_path, monkeypatch):
+    """Issue 46 item 8 as the field met it: --version V --python PY (torch, no SGLang) on a home holding V's wheel
+    and no pristine install: the wheel's sglang/ is unpacked for PY's build, the classes are built from it, and the
+    release is read on from the same wheel (exit 70 before: the shared zip was closed)."""
+    from patchkit.releases import pristine
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(releases.HOME))
+    cached = pristine.download("0.5.23")
+    home = tmp_path / "home"
+    (home / "wheels").mkdir(parents=True)
+    (home / "wheels" / cached.name).symlink_to(cached)
+    monkeypatch.setenv("PATCHKIT_HOME", str(home))
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(qwen35_config()))
+    result = run("doctor", "--version", "0.5.23", "--python", str(behaviour.python()), "--gpus", "1", "--gpu-memory",
+                 "80", "--gpu-free", "79", "--sm", "9.0", "--json", "--", "--model-path", tmp_path / "m")
+    assert result.exit_code in (0, 1), result.stdout + result.stderr
+    budget = result.json()["budget"]
+    assert budget["weights_from"] == "model classes", budget["notes"]
+    assert not (home / "releases").exists()
