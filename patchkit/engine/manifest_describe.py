@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from patchkit.engine import decide, failure_cause, identity, registry
 from patchkit.releases import manifest as manifest_mod
-from patchkit.base.errors import PlanError, TargetError
+from patchkit.base.errors import PatchkitError, PlanError, TargetError
 from patchkit.engine.patch_status import FAILED, NOT_APPLICABLE, PENDING, STATE_VERDICT, UPSTREAM_FIXED
 from patchkit.engine.view import code_view
 from patchkit.store.naming import Naming
@@ -27,18 +27,22 @@ def describe(target: Any) -> manifest_mod.Manifest:
             raise PlanError(f"patch {pid} is failed on SGLang {target.version}: {s.detail}; next: {following}")
         if s.state not in STATE_VERDICT:
             raise PlanError(f"patch {pid} is {s.state} on SGLang {target.version}: {s.detail or 'not a pristine release'}")
-        present = tuple(rel for rel in view.patches[pid].TARGETS if view.read(rel) is not None)
+        patch = view.patches[pid]
+        present = tuple(rel for rel in patch.TARGETS if view.read(rel) is not None)
+        # Not applicable by a rule the release keeps in another file (CONSULTS): its targets' bytes
+        # do not decide it, so none are recorded, and the fast path still holds once another patch
+        # has changed a target they share (the reads below keep their pristine hashes).
+        by_rule = s.state == NOT_APPLICABLE and bool(s.files) and bool(patch.CONSULTS) and _by_rule(patch, view.read)
         # `applies`: only the files the patch edits there, the ones the fast path plans (a present
         # target it skips on this release, such as an older home of the code, is left out).
-        recorded = s.files if s.state == PENDING else present
+        recorded = () if by_rule else s.files if s.state == PENDING else present
         # What the verdict was decided from (with the patch set's sources, below): every file the
         # patch reads. None for "no target file", which `matrix` turns into a search of the package.
-        patch = view.patches[pid]
         reads = {} if s.state == NOT_APPLICABLE and not s.files else {
             rel: view.sha(rel) for rel in dict.fromkeys((*patch.TARGETS, *patch.REQUIRES, *patch.CONSULTS))}
-        # An upstream-fixed verdict's detail (upstream's fix narrower than the patch) is kept: the
-        # fast path shows it without parsing.
-        detail = s.detail if s.state == UPSTREAM_FIXED else ""
+        # An upstream-fixed verdict's detail (upstream's fix narrower than the patch) and the rule
+        # that makes a patch not applicable are kept: the fast path shows them without parsing.
+        detail = s.detail if s.state == UPSTREAM_FIXED or by_rule else ""
         entries[pid] = manifest_mod.PatchEntry(verdict=STATE_VERDICT[s.state], files=recorded, reads=reads, detail=detail)
         files.update({rel: view.sha(rel) for rel in recorded})  # type: ignore[misc]
     return manifest_mod.Manifest(version=target.version, patches=entries, files=files,
@@ -59,3 +63,13 @@ def for_release(version: str, progress: Callable[[str], None]) -> tuple[manifest
         raise TargetError(f"no patch set for SGLang {version}: no manifest (patchkit has manifests for "
                           f"{', '.join(manifest_mod.available()) or 'none'}) and no patch declares a range holding it")
     return describe(pristine.WheelSource(versions.normalise(version), progress)), False
+
+
+def _by_rule(patch: Any, read: Callable[[str], bytes | None]) -> bool:
+    """Whether the release's rule in another file (the patch's precondition) is what makes it not
+    applicable; False where that rule is not there at all (the release lacks the code the patch
+    is for: its own probes said so)."""
+    try:
+        return bool(patch.precondition(read))
+    except PatchkitError:
+        return False
