@@ -24,7 +24,7 @@ from patchkit.store.naming import Naming
 from patchkit.engine.bump_record import (BLOCKING as BLOCKING, CARRIES as CARRIES, CONFLICTS as CONFLICTS,
                                          DROP as DROP, FAILED as FAILED, GONE as GONE, NOT_NEEDED as NOT_NEEDED,
                                          REBASED as REBASED, RECORD as RECORD, REPORT as REPORT)
-from patchkit.engine.bump_record import JOURNAL as JOURNAL, RECORD_LIMIT as _RECORD_LIMIT
+from patchkit.engine.bump_record import JOURNAL as JOURNAL, RECORD_LIMIT as _RECORD_LIMIT, continue_command
 
 if TYPE_CHECKING:
     from patchkit.engine.works_on import Imported
@@ -169,15 +169,14 @@ class Bump:
         if modules:
             steps.append(f"fix each patch module that does not work on SGLang {self.to} in its tree, against "
                          f"{self.to}'s files beside it ({', '.join(f'{self.folder}/{tree}/{tree[:-5]}.py' for tree in modules)}), "
-                         f"then run `patchkit bump --continue {self.folder}`")
+                         f"then run `{continue_command(self.folder)}`")
         if any(row.tree for row in self.patches if row.action == CONFLICTS and row.kind == "diff"):
             steps.append(f"resolve the <<<<<<< / >>>>>>> blocks in {self.folder}/*.tree/ (each block: make the "
-                         f"change where the code is, delete the marker lines), then run `patchkit bump --continue "
-                         f"{self.folder}`")
+                         f"change where the code is, delete the marker lines), then run "
+                         f"`{continue_command(self.folder)}`")
         if any(c.detail.startswith(f"breaks on {self.to}:") for _, c in self.conflicts):
             steps.append(f"fix what each `breaks on {self.to}` conflict names at its FILE:LINE, in {self.folder}/"
-                         f"NAME.tree/ (the diff applied on {self.to}), then run `patchkit bump --continue "
-                         f"{self.folder}`")
+                         f"NAME.tree/ (the diff applied on {self.to}), then run `{continue_command(self.folder)}`")
         # Pasteable as printed: the folder (quoted where it must be), the tree the bump was given.
         patches = (str(self.folder),) if any(row.written for row in self.patches) else ()
         option, value = self.tree if len(self.tree) == 2 else (None, None)
@@ -1037,7 +1036,7 @@ def _broken(started: PatchRow, row: PatchRow, found: tuple[Conflict, ...], bump:
         tree = _tree_of(row.written, data, applied, to, files)
     return replace(started, action=CONFLICTS, on_to=upstream.BROKEN, written=None, conflicts=found, tree=tree,
                    waits_on=(), detail=f"does not work on SGLang {bump.to}: fix it in {tree or 'the diff'}, then run "
-                                       f"`patchkit bump --continue {bump.folder}` again")
+                                       f"`{continue_command(bump.folder)}` again")
 
 
 def _resolved(counts: dict[str, int]) -> dict[str, int]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.base.util import read_regular
+from patchkit.store.naming import Naming
 
 # The action each patch needs on V (an interface: --json and REPORT.md spell them so).
 CARRIES, REBASED, DROP, GONE, CONFLICTS, FAILED, NOT_NEEDED = (
@@ -57,10 +58,10 @@ class Unfinished:
     def refusal(self) -> str:
         """The one line a command that loads the folder stops with."""
         if self.damaged or self.interrupted:
-            steps = [f"run `patchkit bump --continue {self.folder}` or the bump again"]
+            steps = [f"run `{continue_command(self.folder)}` or the bump again"]
         else:
-            steps = [f"resolve the blocks in {self.folder}/*{TREE_SUFFIX}/ and run `patchkit bump --continue "
-                     f"{self.folder}`"] if self.conflicts else []
+            steps = [f"resolve the blocks in {self.folder}/*{TREE_SUFFIX}/ and run `{continue_command(self.folder)}`"
+                     ] if self.conflicts else []
             if self.failed or self.left_out:
                 steps.append(f"fix {'what failed (REPORT.md)' if self.failed else ''}"
                              f"{' and ' if self.failed and self.left_out else ''}"
@@ -106,3 +107,8 @@ def not_patches(folder: Path) -> frozenset[str]:
     except OSError:
         trees = set()
     return frozenset({REPORT, *trees})
+
+
+def continue_command(folder: Path | str) -> str:
+    """`patchkit bump --continue DIR`, pasteable as printed (DIR quoted for a shell where it must be)."""
+    return Naming().command("bump", "--continue", str(folder))

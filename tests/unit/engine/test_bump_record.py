@@ -43,6 +43,19 @@ def test_an_unfinished_bump_is_refused_naming_what_remains(tmp_path, rows, left_
     assert found.warning().endswith(f"left out: {said}")
 
 
+def test_the_refusals_continue_command_is_pasteable_as_printed(tmp_path):
+    """issue 40 item 9: a folder whose name holds a space came unquoted in `bump --continue DIR`."""
+    import shlex
+
+    out = tmp_path / "my bump"
+    bump.write(Bump("0.5.17", "0.5.23", out, (CONFLICT,), files={"fix.tree/sglang/srt/a.py": b"x = 1\n"}))
+    registry.use_folders([str(out)])
+    with pytest.raises(PlanError) as raised:
+        registry.patch_ids()
+    command = str(raised.value).split("`")[1]
+    assert shlex.split(command) == ["patchkit", "bump", "--continue", str(out)], command
+
+
 def test_a_finished_bump_loads_and_other_folders_are_not_asked(tmp_path):
     out = _folder(tmp_path, (DROPPED,))
     registry.use_folders([str(out), str(tmp_path)])

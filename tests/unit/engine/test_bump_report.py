@@ -75,6 +75,9 @@ def test_to_finish_is_pasteable_as_printed(tmp_path):
     assert image[:4] == ["patchkit", "--patches", str(folder), "image"]
     assert image[4:] == ["build", "--base", "lmsysorg/sglang:v0.5.23", "--target", "0.5.23",
                          "-t", "sglang:v0.5.23-patched"]  # image build's required options, each given
+    # The step to resolve and continue: `bump --continue DIR` with DIR one word, as the shell reads it.
+    (resolve,) = [step for step in steps if step.startswith("resolve the")]
+    assert shlex.split(resolve.split("`")[1]) == ["patchkit", "bump", "--continue", str(folder)]
 
 
 def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path):
