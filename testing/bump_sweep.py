@@ -19,16 +19,13 @@ the `*at` forms that `patchkit/base/confined.py` makes (renameat, mkdirat, unlin
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -37,9 +34,9 @@ from pathlib import Path
 from typing import Callable
 
 from testing.releases import REPO, tree
-from testing.sweep import (ERROR_SYSCALLS, KILLED, MUTATING, SYSCALLS, TRIAL_TIMEOUT, Counts, delivery_problem,
-                           fault_kind, plan_trials, sample, scratch_root, session_members, sigint_not_ignored,
-                           strace_options)
+from testing.sweep import (ERROR_SYSCALLS, KILLED, MUTATING, SYSCALLS, TRIAL_TIMEOUT, Counts, add_counts,
+                           check_delivery, check_outside, count_trial, find_strace, plan_trials, run_faulted, sample,
+                           scratch_root, sigint_not_ignored, strace_argv, traced_calls)
 
 BUMP_SYSCALLS = (*SYSCALLS, "renameat", "renameat2", "mkdirat")
 BUMP_MUTATING = (*MUTATING, "renameat", "renameat2", "mkdirat")
@@ -74,11 +71,7 @@ class BumpSweep:
     in_dir: set = field(init=False, default_factory=set)  # (syscall, N) of the calls that change DIR
 
     def __post_init__(self) -> None:
-        found = shutil.which("strace")
-        assert found, "strace is not installed"
-        self.strace = found
-        for kind in ("signal", "error"):
-            strace_options(self.strace, kind)
+        self.strace = find_strace()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="patchkit-bump-sweep-", dir=scratch_root(self.workdir)))
         seed = self.workdir / "seed"
@@ -120,13 +113,7 @@ class BumpSweep:
 
     def _argv(self, trace: Path | None = None, syscall: str | None = None, fault: str | None = None,
               n: int = 0) -> list[str]:
-        kind = fault_kind(fault) if fault else "signal"
-        argv = [self.strace, *strace_options(self.strace, kind), "-f", "-qq", "-o", str(trace) if trace else "/dev/null"]
-        if fault:
-            argv += ["-e", f"trace={syscall}", "-e", f"signal={'SIGINT' if fault == 'signal=SIGINT' else 'none'}",
-                     "-e", f"inject={syscall}:{fault}:when={n}"]
-        else:
-            argv += ["-y", "-e", f"trace={','.join(BUMP_SYSCALLS)}"]
+        argv = strace_argv(self.strace, trace, syscall, fault, n, BUMP_SYSCALLS, show_paths=True)
         return argv + ["--", sys.executable, "-c", _BOOT, *self.scenario.command]
 
     def completes(self, syscall: str, n: int) -> bool:
@@ -145,18 +132,14 @@ class BumpSweep:
                               timeout=TRIAL_TIMEOUT)
         assert proc.returncode == self.code, proc.stderr
         assert tree(folder / "out") == self.end
-        calls = []
+        calls = traced_calls(out.read_text(), BUMP_SYSCALLS)
         index: Counter = Counter()
         dir_path = str(folder / "out")
-        for line in out.read_text().splitlines():
-            match = re.match(r"\d+\s+(\w+)\((.*)", line)
-            if match and match.group(1) in BUMP_SYSCALLS:
-                name, args = match.group(1), match.group(2)
-                index[name] += 1
-                calls.append((name, args))
-                changes = name in BUMP_MUTATING or (name == "openat" and "O_CREAT" in args) or name == "fsync"
-                if changes and dir_path in args:
-                    self.in_dir.add((name, index[name]))
+        for name, args in calls:
+            index[name] += 1
+            changes = name in BUMP_MUTATING or (name == "openat" and "O_CREAT" in args) or name == "fsync"
+            if changes and dir_path in args:
+                self.in_dir.add((name, index[name]))
         shutil.rmtree(folder)
         out.unlink()
         self.calls_of = index
@@ -165,70 +148,27 @@ class BumpSweep:
     def run_trial(self, syscall: str, n: int, fault: str, total: Counts) -> None:
         counts = Counts()
         self._trial(syscall, n, fault, counts)
-        with _COUNT_LOCK:
-            for name in ("trials", "kill_points", "interrupts", "errors", "torn", "lost", "escapes", "hangs", "untruthful",
-                         "undelivered", "sigkill_delivered", "sigint_delivered", "eio_delivered", "enospc_delivered",
-                         "completed"):
-                setattr(total, name, getattr(total, name) + getattr(counts, name))
-            total.failures += counts.failures
-            total.by_syscall.update(counts.by_syscall)
+        add_counts(total, counts)
 
     def _trial(self, syscall: str, n: int, fault: str, counts: Counts) -> None:
         folder = self._fresh_trial(f"{syscall}{n}")
         log_path = folder.with_name(folder.name + ".strace")
         started = time.monotonic()
-        proc = subprocess.Popen(self._argv(log_path, syscall, fault, n), cwd=folder, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=self._env(folder), start_new_session=True)
         problems: list[str] = []
-        try:
-            _, err = proc.communicate(timeout=TRIAL_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            _, err = proc.communicate()
-            counts.hangs += 1
-            problems.append("hang")
-        deadline = time.monotonic() + 2
-        while session_members(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if session_members(proc.pid):
-            counts.escapes += 1
-            problems.append("a process outlived the command")
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        if sorted(p.name for p in folder.iterdir()) != ["home", "out", "outside"] or \
-                (folder / "outside" / "keep.txt").read_bytes() != b"outside DIR\n" or \
-                [p.name for p in (folder / "outside").iterdir()] != ["keep.txt"]:
-            counts.escapes += 1
-            problems.append("something outside DIR changed")
-        log = log_path.read_text(errors="replace") if log_path.exists() else ""
-        log_path.unlink(missing_ok=True)
-        completes = self.completes(syscall, n)
-        undelivered = delivery_problem(syscall, fault, completes, proc.returncode, log)
-        if undelivered:
-            counts.undelivered += 1
-            problems.append(undelivered)
-        elif completes:
-            counts.completed += 1
-        else:
-            kind = fault.split("=", 1)[1].lower()
-            setattr(counts, f"{kind}_delivered", getattr(counts, f"{kind}_delivered") + 1)
-        problems += self._check(proc.returncode, err, tree(folder / "out"), counts)
+        code, err = run_faulted(self._argv(log_path, syscall, fault, n), counts, problems, cwd=folder,
+                                env=self._env(folder))
+        problems += check_outside(folder, ["home", "out", "outside"], b"outside DIR\n", "DIR", counts)
+        problems += check_delivery(syscall, fault, self.completes(syscall, n), code, log_path, counts)
+        problems += self._check(code, err, tree(folder / "out"), counts)
         again = self.run(folder, *self.scenario.command)
         if again.returncode != self.code or tree(folder / "out") != self.end:
             counts.lost += 1
             problems.append(f"the next run: exit {again.returncode}, DIR "
                             f"{'the end set' if tree(folder / 'out') == self.end else 'not the end set'}: "
                             f"{again.stderr.strip()[-200:]}")
-        counts.trials += 1
-        counts.by_syscall[syscall] += 1
-        if "SIGKILL" in fault:
-            counts.kill_points += 1
-        elif "SIGINT" in fault:
-            counts.interrupts += 1
-        else:
-            counts.errors += 1
+        count_trial(syscall, fault, counts)
         if problems:
-            counts.failures.append(f"{syscall}:{fault}:when={n} (exit {proc.returncode}, "
+            counts.failures.append(f"{syscall}:{fault}:when={n} (exit {code}, "
                                    f"{time.monotonic() - started:.1f}s): {'; '.join(problems)} | {err.strip()[-300:]}")
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -259,8 +199,6 @@ class BumpSweep:
                     f"journal={journal})"]
         return []
 
-
-_COUNT_LOCK = threading.Lock()
 
 
 def run_bump_sweep(sweep: BumpSweep, openat_stride: int, workers: int, full: bool, size: int) -> Counts:

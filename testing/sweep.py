@@ -288,6 +288,114 @@ def session_members(sid: int) -> list[str]:
     return found
 
 
+# --- one trial's steps, shared by this sweep and bump's (testing/bump_sweep.py) -------------------
+
+def find_strace() -> str:
+    """The strace on PATH, each kind of fault probed now (StraceError, before any trial, if it delivers nothing)."""
+    found = shutil.which("strace")
+    assert found, "strace is not installed"
+    for kind in ("signal", "error"):
+        strace_options(found, kind)
+    return found
+
+
+def strace_argv(strace: str, log: Path | None, syscall: str | None, fault: str | None, n: int,
+                traced: tuple[str, ...], show_paths: bool = False) -> list[str]:
+    """strace up to its `--`: with `fault`, injected at the `n`-th `syscall`, and that call (and a
+    SIGINT) logged to `log`, under the options that deliver that kind of fault; without, every call
+    of `traced` logged (`show_paths`: each fd shown as its path, strace -y)."""
+    kind = fault_kind(fault) if fault else "signal"
+    argv = [strace, *strace_options(strace, kind), "-f", "-qq", "-o", str(log) if log else "/dev/null"]
+    if fault:
+        argv += ["-e", f"trace={syscall}", "-e", f"signal={'SIGINT' if fault == 'signal=SIGINT' else 'none'}",
+                 "-e", f"inject={syscall}:{fault}:when={n}"]
+    else:
+        argv += [*(["-y"] if show_paths else []), "-e", f"trace={','.join(traced)}"]
+    return argv
+
+
+def traced_calls(log: str, syscalls: tuple[str, ...]) -> list[tuple[str, str]]:
+    """[(syscall, its arguments)] of a reference trace's log, in order, those of `syscalls` only."""
+    calls = []
+    for line in log.splitlines():
+        match = re.match(r"\d+\s+(\w+)\((.*)", line)
+        if match and match.group(1) in syscalls:
+            calls.append((match.group(1), match.group(2)))
+    return calls
+
+
+def run_faulted(argv: list[str], counts: Counts, problems: list[str], **popen) -> tuple[int | None, str]:
+    """(exit code, stderr) of a trial's command, run in a session of its own: killed as a hang after
+    TRIAL_TIMEOUT; any of its processes still there 2 s after it ended is an escape (then killed)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            **popen)
+    try:
+        _, err = proc.communicate(timeout=TRIAL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        counts.hangs += 1
+        problems.append("hang")
+    deadline = time.monotonic() + 2
+    while session_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if session_members(proc.pid):
+        counts.escapes += 1
+        problems.append("a process outlived the command")
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, err
+
+
+def check_outside(folder: Path, names: list[str], keep: bytes, what: str, counts: Counts) -> list[str]:
+    """The trial's folder holds exactly `names` and `outside/keep.txt` still reads `keep`."""
+    if sorted(p.name for p in folder.iterdir()) != names or (folder / "outside" / "keep.txt").read_bytes() != keep or \
+            [p.name for p in (folder / "outside").iterdir()] != ["keep.txt"]:
+        counts.escapes += 1
+        return [f"something outside {what} changed"]
+    return []
+
+
+def check_delivery(syscall: str, fault: str, completes: bool, code: int | None, log_path: Path,
+                   counts: Counts) -> list[str]:
+    """The trial's fault was delivered (`delivery_problem`, on its strace log, removed after), counted by kind."""
+    log = log_path.read_text(errors="replace") if log_path.exists() else ""
+    log_path.unlink(missing_ok=True)
+    undelivered = delivery_problem(syscall, fault, completes, code, log)
+    if undelivered:
+        counts.undelivered += 1
+        return [undelivered]
+    if completes:
+        counts.completed += 1
+    else:
+        kind = fault.split("=", 1)[1].lower()
+        setattr(counts, f"{kind}_delivered", getattr(counts, f"{kind}_delivered") + 1)
+    return []
+
+
+def count_trial(syscall: str, fault: str, counts: Counts) -> None:
+    counts.trials += 1
+    counts.by_syscall[syscall] += 1
+    if "SIGKILL" in fault:
+        counts.kill_points += 1
+    elif "SIGINT" in fault:
+        counts.interrupts += 1
+    else:
+        counts.errors += 1
+
+
+def add_counts(total: Counts, counts: Counts) -> None:
+    """One trial's counts added to the run's (trials run in threads)."""
+    with _COUNT_LOCK:
+        for name in ("trials", "kill_points", "interrupts", "errors", "torn", "lost", "escapes", "hangs", "untruthful",
+                     "undelivered", "sigkill_delivered", "sigint_delivered", "eio_delivered", "enospc_delivered",
+                     "completed"):
+            setattr(total, name, getattr(total, name) + getattr(counts, name))
+        total.failures += counts.failures
+        total.by_syscall.update(counts.by_syscall)
+
+
+
 @dataclass
 class Sweep:
     version: str
@@ -306,11 +414,7 @@ class Sweep:
     calls_of: Counter = field(init=False, default_factory=Counter)  # syscall -> calls in one uninterrupted run
 
     def __post_init__(self) -> None:
-        found = shutil.which("strace")
-        assert found, "strace is not installed"
-        self.strace = found
-        for kind in ("signal", "error"):
-            strace_options(self.strace, kind)  # StraceError now, before any trial, if it delivers nothing
+        self.strace = find_strace()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="patchkit-sweep-", dir=scratch_root(self.workdir)))
         if self.scenario.patches:
@@ -364,13 +468,7 @@ class Sweep:
               n: int = 0) -> list[str]:
         """strace over the command; with `fault`, injected at the `n`-th `syscall`, and that call
         (and a SIGINT) logged to `trace`, under the options that deliver that kind of fault."""
-        kind = fault_kind(fault) if fault else "signal"
-        argv = [self.strace, *strace_options(self.strace, kind), "-f", "-qq", "-o", str(trace) if trace else "/dev/null"]
-        if fault:
-            argv += ["-e", f"trace={syscall}", "-e", f"signal={'SIGINT' if fault == 'signal=SIGINT' else 'none'}",
-                     "-e", f"inject={syscall}:{fault}:when={n}"]
-        else:
-            argv += ["-e", f"trace={','.join(SYSCALLS)}"]
+        argv = strace_argv(self.strace, trace, syscall, fault, n, SYSCALLS)
         loads = [arg for path in self.scenario.patches for arg in ("--patches", path)]
         return argv + ["--", sys.executable, "-c", _BOOT, *loads, *self.scenario.command, "--site-packages", str(site)]
 
@@ -392,11 +490,7 @@ class Sweep:
                               timeout=TRIAL_TIMEOUT)
         assert proc.returncode == 0, proc.stderr
         assert _plain(tree(site)) == _plain(self.end)
-        calls = []
-        for line in out.read_text().splitlines():
-            match = re.match(r"\d+\s+(\w+)\((.*)", line)
-            if match and match.group(1) in SYSCALLS:
-                calls.append((match.group(1), match.group(2)))
+        calls = traced_calls(out.read_text(), SYSCALLS)
         shutil.rmtree(folder)
         self.calls_of = Counter(name for name, _ in calls)
         return calls
@@ -415,13 +509,7 @@ class Sweep:
     def run_trial(self, syscall: str, n: int, fault: str, total: Counts) -> None:
         counts = Counts()
         self._trial(syscall, n, fault, counts)
-        with _COUNT_LOCK:
-            for name in ("trials", "kill_points", "interrupts", "errors", "torn", "lost", "escapes", "hangs", "untruthful",
-                         "undelivered", "sigkill_delivered", "sigint_delivered", "eio_delivered", "enospc_delivered",
-                         "completed"):
-                setattr(total, name, getattr(total, name) + getattr(counts, name))
-            total.failures += counts.failures
-            total.by_syscall.update(counts.by_syscall)
+        add_counts(total, counts)
 
     def _trial(self, syscall: str, n: int, fault: str, counts: Counts) -> None:
         folder, site = self._fresh_trial(f"{syscall}{n}")
@@ -429,44 +517,13 @@ class Sweep:
         # The log lies beside the trial's folder: the folder itself must hold only the tree and `outside`.
         log_path = folder.with_name(folder.name + ".strace")
         started = time.monotonic()
-        proc = subprocess.Popen(self._argv(site, log_path, syscall, fault, n), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=self._env(), start_new_session=True)
         problems: list[str] = []
-        try:
-            _, err = proc.communicate(timeout=TRIAL_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            _, err = proc.communicate()
-            counts.hangs += 1
-            problems.append("hang")
-        deadline = time.monotonic() + 2
-        while session_members(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if session_members(proc.pid):
-            counts.escapes += 1
-            problems.append("a process outlived the command")
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        if sorted(p.name for p in folder.iterdir()) != ["outside", "sglang-tree"] or \
-                (folder / "outside" / "keep.txt").read_bytes() != b"outside the tree\n" or \
-                [p.name for p in (folder / "outside").iterdir()] != ["keep.txt"]:
-            counts.escapes += 1
-            problems.append("something outside the tree changed")
-        log = log_path.read_text(errors="replace") if log_path.exists() else ""
-        log_path.unlink(missing_ok=True)
-        completes = self.completes(syscall, n)
-        undelivered = delivery_problem(syscall, fault, completes, proc.returncode, log)
-        if undelivered:
-            counts.undelivered += 1
-            problems.append(undelivered)
-        elif completes:
-            counts.completed += 1
-        else:
-            kind = fault.split("=", 1)[1].lower()
-            setattr(counts, f"{kind}_delivered", getattr(counts, f"{kind}_delivered") + 1)
+        code, err = run_faulted(self._argv(site, log_path, syscall, fault, n), counts, problems, env=self._env())
+        problems += check_outside(folder, ["outside", "sglang-tree"], b"outside the tree\n", "the tree", counts)
+        problems += check_delivery(syscall, fault, self.completes(syscall, n), code, log_path, counts)
         now = tree(site)
         problems += self._check_whole(now, counts)
-        problems += self._check_outcome(proc.returncode, err, now, counts)
+        problems += self._check_outcome(code, err, now, counts)
         fingerprint = sha256(pickle.dumps(sorted(now.items())))
         with _COUNT_LOCK:
             known = self.verified.get(fingerprint)
@@ -477,16 +534,9 @@ class Sweep:
         elif any("pristine" in problem for problem in known):
             counts.lost += 1
         problems += known
-        counts.trials += 1
-        counts.by_syscall[syscall] += 1
-        if "SIGKILL" in fault:
-            counts.kill_points += 1
-        elif "SIGINT" in fault:
-            counts.interrupts += 1
-        else:
-            counts.errors += 1
+        count_trial(syscall, fault, counts)
         if problems:
-            counts.failures.append(f"{inject} (exit {proc.returncode}, {time.monotonic() - started:.1f}s): "
+            counts.failures.append(f"{inject} (exit {code}, {time.monotonic() - started:.1f}s): "
                                    f"{'; '.join(problems)} | {err.strip()[-300:]}")
         shutil.rmtree(folder, ignore_errors=True)
 

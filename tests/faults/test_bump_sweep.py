@@ -6,28 +6,22 @@ DIR among them), each fault proved delivered. testing/bump_sweep.py says what ea
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 
 import pytest
 
 from testing.bump_sweep import BumpScenario, BumpSweep, run_bump_sweep
+from testing.fault_settings import FULL, OPENAT_STRIDE, WANTED as _WANTED, WORKERS, report, sample_size
 from testing.sweep import verdict
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.integration]
 
-OPENAT_STRIDE = int(os.environ.get("PATCHKIT_FAULT_OPENAT_STRIDE", "25"))
-FULL = os.environ.get("PATCHKIT_FAULT_DEPTH", "") == "full"
 # Trials per run beyond the ones every sample holds (each call that changes DIR, each completion);
 # a bump plans for seconds before it writes, so its runs are sampled more thinly than apply's.
-_SAMPLE = os.environ.get("PATCHKIT_FAULT_BUMP_SAMPLE", "40").strip().lower()
-SAMPLE = 0 if _SAMPLE in ("", "0", "all") else int(_SAMPLE)
-WORKERS = int(os.environ.get("PATCHKIT_FAULT_WORKERS", str(min(2, os.cpu_count() or 1))))
+SAMPLE = sample_size("PATCHKIT_FAULT_BUMP_SAMPLE", "40")
 
 OFFLOADER = "sglang/srt/utils/offloader.py"
 V0, V = "0.5.17", "0.5.23"
-_WANTED = {w.strip() for w in os.environ.get("PATCHKIT_FAULT_RUNS", "").split(",") if w.strip()}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -97,14 +91,7 @@ def test_bump_fault_sweep(name, tmp_path):
         in_dir = len(sweep.in_dir)
     finally:
         sweep.close()
-    summary = {"version": V, "scenario": name, "full": FULL, "sample": SAMPLE or "all", "calls_in_dir": in_dir,
-               **{k: v for k, v in vars(counts).items() if k != "failures"}, "failures": counts.failures[:20]}
-    report = os.environ.get("PATCHKIT_FAULT_REPORT")
-    if report:
-        os.makedirs(report, exist_ok=True)
-        with open(os.path.join(report, f"{name}-{V}.json"), "w") as handle:
-            json.dump(summary, handle, indent=1, default=dict)
-    print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, default=dict))
+    report(V, name, SAMPLE, counts, calls_in_dir=in_dir)
     assert in_dir > 10, "the trace shows no write of DIR: the sweep would fault nothing of it"
     problems = verdict(counts)
     assert not problems, "\n".join(problems[:10])

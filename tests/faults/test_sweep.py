@@ -5,25 +5,18 @@ the first apply of a fresh tree and clean of a stale record, on real releases 0.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import pytest
 
+from testing.fault_settings import FULL, OPENAT_STRIDE, WANTED as _WANTED, WORKERS, report, sample_size
 from testing.sweep import Scenario, Sweep, do_apply, install_render_cache, run_sweep, verdict
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.integration]
 
-# Python's own imports open hundreds of files outside the tree; those openat calls are sampled.
-OPENAT_STRIDE = int(os.environ.get("PATCHKIT_FAULT_OPENAT_STRIDE", "25"))
-# "full": SIGINT, EIO and ENOSPC each at every N; the default gives each N one of them in turn
-# (SIGKILL at every kill point either way), so that CI can sweep all ten runs.
-FULL = os.environ.get("PATCHKIT_FAULT_DEPTH", "") == "full"
 # Trials per run: a fixed-seed sample of the plan (testing.sweep.sample: every completion trial and
 # every (system call, fault) pair at least once); 0 or "all": the whole plan.
-_SAMPLE = os.environ.get("PATCHKIT_FAULT_SAMPLE", "60").strip().lower()
-SAMPLE = 0 if _SAMPLE in ("", "0", "all") else int(_SAMPLE)
-WORKERS = int(os.environ.get("PATCHKIT_FAULT_WORKERS", str(min(2, os.cpu_count() or 1))))
+SAMPLE = sample_size("PATCHKIT_FAULT_SAMPLE", "60")
 DRAFT = "sglang/srt/models/qwen3_5_mtp.py"  # draft-lmhead-placeholder's file on both releases
 
 
@@ -85,9 +78,8 @@ OFFLOADER = "sglang/srt/utils/offloader.py"
 DIFF_ID = "offloader-tied"
 DIFF_RUN = "0.5.20:diff-apply"
 
-# Which runs to sweep: "VERSION:SCENARIO,..." (default: every scenario on both releases and the
+# Which runs to sweep (PATCHKIT_FAULT_RUNS; default: every scenario on both releases and the
 # diff patch's run, as .ci/run does).
-_WANTED = {w.strip() for w in os.environ.get("PATCHKIT_FAULT_RUNS", "").split(",") if w.strip()}
 RUNS = [pytest.param(version, scenario, id=f"{version}-{scenario.name}")
         for version in ("0.5.14", "0.5.19") for scenario in SCENARIOS
         if not _WANTED or f"{version}:{scenario.name}" in _WANTED]
@@ -124,15 +116,7 @@ def sweep_run(version, scenario, tmp_path, monkeypatch):
         counts = run_sweep(sweep, OPENAT_STRIDE, WORKERS, FULL, SAMPLE)
     finally:
         sweep.close()
-    summary = {"version": version, "scenario": scenario.name, "full": FULL, "sample": SAMPLE or "all",
-               **{k: v for k, v in vars(counts).items() if k != "failures"},
-               "failures": counts.failures[:20]}
-    report = os.environ.get("PATCHKIT_FAULT_REPORT")
-    if report:
-        os.makedirs(report, exist_ok=True)
-        with open(os.path.join(report, f"{scenario.name}-{version}.json"), "w") as handle:
-            json.dump(summary, handle, indent=1, default=dict)
-    print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, default=dict))
+    report(version, scenario.name, SAMPLE, counts)
     assert counts.trials >= min(SAMPLE or counts.planned, counts.planned)
     problems = verdict(counts)
     assert not problems, "\n".join(problems[:10])
