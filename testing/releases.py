@@ -81,6 +81,27 @@ def snapshot(site: Path) -> dict[str, str]:
     return found
 
 
+def entry_hashes(root: Path, skip: Path | None = None) -> dict[str, str]:
+    """sha256 of every entry under `root` (a symlink as its target's name, a folder "dir"), the
+    entry `skip` and all below it left out (for "no byte beside DIR changed")."""
+    import hashlib
+
+    found = {}
+    for top, dirs, names in os.walk(root):
+        if skip is not None and Path(top) == skip.parent and skip.name in dirs:
+            dirs.remove(skip.name)
+        for name in [*dirs, *names]:
+            path = Path(top, name)
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                found[rel] = "-> " + os.readlink(path)
+            elif path.is_file():
+                found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                found[rel] = "dir"
+    return found
+
+
 def tree_bytes(folder: Path) -> dict[str, bytes]:
     """Every file under a folder with its bytes (for byte-exact comparisons), caches aside."""
     return {

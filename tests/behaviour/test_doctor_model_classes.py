@@ -239,13 +239,9 @@ def test_version_with_a_python_that_builds_the_classes_on_a_fresh_home(tmp_path,
     """Issue 46 item 8 as the field met it: --version V --python PY (torch, no SGLang) on a home holding V's wheel
     and no pristine install: the wheel's sglang/ is unpacked for PY's build, the classes are built from it, and the
     release is read on from the same wheel (exit 70 before: the shared zip was closed)."""
-    from patchkit.releases import pristine
+    from testing.checkout import wheel_home
 
-    monkeypatch.setenv("PATCHKIT_HOME", str(releases.HOME))
-    cached = pristine.download("0.5.23")
-    home = tmp_path / "home"
-    (home / "wheels").mkdir(parents=True)
-    (home / "wheels" / cached.name).symlink_to(cached)
+    home = wheel_home(tmp_path / "home", ("0.5.23",))  # V's wheel alone: no pristine install of it
     monkeypatch.setenv("PATCHKIT_HOME", str(home))
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text(json.dumps(qwen35_config()))

@@ -304,13 +304,9 @@ def test_version_with_python_on_a_fresh_home_reads_the_wheel_after_unpacking_it(
     the report says so."""
     import sys
 
-    from patchkit.releases import pristine
+    from testing.checkout import wheel_home
 
-    monkeypatch.setenv("PATCHKIT_HOME", str(releases.HOME))
-    cached = pristine.download("0.5.23")
-    home = tmp_path / "home"
-    (home / "wheels").mkdir(parents=True)
-    (home / "wheels" / cached.name).symlink_to(cached)
+    home = wheel_home(tmp_path / "home", ("0.5.23",))  # V's wheel alone: no pristine install of it
     monkeypatch.setenv("PATCHKIT_HOME", str(home))
     result = run("doctor", "--version", "0.5.23", "--python", sys.executable, *GPU, *(("--json",) if as_json else ()),
                  "--", "--model-path", model, "--mem-fraction-static", "0.88")

@@ -16,26 +16,13 @@ import pytest
 
 from testing.checkout import wheel_home
 from testing.cli import run
+from testing.releases import entry_hashes as _bytes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 OFFLOADER = "sglang/srt/utils/offloader.py"
 TREE = "offload-bytes.tree"
 V0, V = "0.5.17", "0.5.23"
-
-
-def _bytes(root: Path, skip: Path | None = None) -> dict[str, str]:
-    """sha256 of every entry under `root` (a symlink as its target), `skip` left out."""
-    found = {}
-    for top, dirs, names in os.walk(root):
-        if skip is not None and Path(top) == skip.parent and skip.name in dirs:
-            dirs.remove(skip.name)
-        for name in [*dirs, *names]:
-            path = Path(top, name)
-            rel = path.relative_to(root).as_posix()
-            found[rel] = ("-> " + os.readlink(path) if path.is_symlink() else
-                          hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir")
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import pytest
 from patchkit.base.errors import EnvironmentFailure, UsageError
 from patchkit.engine import bump
 from patchkit.engine.bump import Bump, Conflict, PatchRow
+from testing.releases import entry_hashes as _bytes
 
 KEEP = b"diff --git a/sglang/k.py b/sglang/k.py\nnew file mode 100644\n--- /dev/null\n+++ b/sglang/k.py\n" \
        b"@@ -0,0 +1 @@\n+k = 1\n"
@@ -37,24 +38,6 @@ class _Release:
 
     def read(self, rel: str) -> bytes | None:
         return None
-
-
-def _bytes(root: Path, skip: Path | None = None) -> dict[str, str]:
-    """sha256 of every entry under `root` (a symlink as its target's name), `skip` left out."""
-    found = {}
-    for top, dirs, names in os.walk(root):
-        if skip is not None and Path(top) == skip.parent and skip.name in dirs:
-            dirs.remove(skip.name)
-        for name in [*dirs, *names]:
-            path = Path(top, name)
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                found[rel] = "-> " + os.readlink(path)
-            elif path.is_file():
-                found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-            else:
-                found[rel] = "dir"
-    return found
 
 
 @pytest.fixture
