@@ -7,7 +7,6 @@ release(s) whose files match, and give the pre-image's bytes for a per-unit merg
 from __future__ import annotations
 
 import json
-import os
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from patchkit.releases import pristine as releases
 from patchkit.base.constants import PACKAGE
 from patchkit.base.errors import EnvironmentFailure, PatchkitError
 from patchkit.diffs.unidiff import DiffPatchFile, FileDiff, git_blob_sha1
-from patchkit.base.util import read_regular
+from patchkit.base.util import atomic_write, read_regular
 
 
 @dataclass(frozen=True)
@@ -96,10 +95,7 @@ def _blobs(wheel: Path, rels: list[str]) -> dict[str, str | None]:
             except KeyError:
                 known[rel] = None
         try:  # a cache: a home that cannot be written only costs the next run the same work
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(f".{path.name}.{os.getpid()}")
-            partial.write_text(json.dumps({"wheel": stamp, "blobs": known}), encoding="utf-8")
-            os.replace(partial, path)
+            atomic_write(path, json.dumps({"wheel": stamp, "blobs": known}).encode("utf-8"), 0o644)
         except OSError:
             pass
     return {rel: known[rel] for rel in rels}

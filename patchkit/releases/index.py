@@ -7,7 +7,6 @@ manifests for and the wheels in the cache.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
@@ -15,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchkit.base.constants import PACKAGE
 from patchkit.base.home import home
+from patchkit.base.util import atomic_write
 from patchkit.releases import pristine
 
 KEPT_FOR = 24 * 3600.0  # seconds: a new release is heard of the next day at the latest
@@ -79,10 +79,7 @@ def listed() -> list[str]:
     if not asked:
         return []
     try:  # a cache: a home that cannot be written only costs the next run the same question
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}")
-        partial.write_text(json.dumps({"at": time.time(), "versions": asked}), encoding="utf-8")
-        os.replace(partial, path)
+        atomic_write(path, json.dumps({"at": time.time(), "versions": asked}).encode("utf-8"), 0o644)
     except OSError:
         pass
     return asked

@@ -168,3 +168,19 @@ def test_a_cold_search_stops_at_the_best_match_where_a_file_is_no_releases(patch
     found = blobs.find_base(edited, "0.5.96", lambda line: None, last="0.5.96")
     assert [str(m) for m in found] == ["0.5.95.post1 (1/2 files)"]
     assert fetched == ["0.5.96", "0.5.95.post1", "0.5.95"]  # was every release from 0.5.96 down to 0.5.93
+
+
+def test_a_failed_blob_index_write_leaves_no_temporary_file(patchkit_home, monkeypatch):
+    """issue 44, item 6: the blob index is written by base.util.atomic_write; a disk that fills at
+    the rename leaves nothing but the folder behind, and the release is still named."""
+    import errno
+
+    wheel(patchkit_home, "0.5.98", {REL: OLD})
+    diff = unidiff.parse(git_diff({REL: OLD}, {REL: NEW}), "d.patch")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full)
+    assert [str(m) for m in release_blobs.made_for(diff)] == ["0.5.98 (1/1 files)"]
+    assert sorted(p.name for p in (patchkit_home / "blobs").iterdir()) == []

@@ -29,3 +29,19 @@ def test_the_saved_list_is_used_for_a_day_and_the_range_holds_post_releases(patc
     assert index.in_range("0.5.12.post1", "0.5.15") == ["0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.15", "0.5.15.post1"]
     assert asked == [1]  # asked once, then saved
     assert json.loads((patchkit_home / "index-versions.json").read_text())["versions"][-1] == "0.5.16"
+
+
+def test_a_failed_cache_write_leaves_no_temporary_file(patchkit_home, monkeypatch):
+    """issue 44, item 6: the day's list is written by base.util.atomic_write; a disk that fills at the
+    rename leaves no `.index-versions.json.*` behind, and the answer is still the index's."""
+    import errno
+    import os
+
+    monkeypatch.setattr(index, "_asked", lambda: index._parse(PIP_SAYS))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full)
+    assert index.versions()[-1] == "0.5.16"
+    assert sorted(p.name for p in patchkit_home.iterdir() if "index-versions" in p.name) == []
