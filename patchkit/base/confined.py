@@ -199,27 +199,24 @@ def remove_tree(root: Path, rel: str) -> None:
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
             if not stat.S_ISDIR(info.st_mode):
                 raise _refuse(root, rel, "not a folder")
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            try:
-                _empty(child)
-            finally:
-                os.close(child)
-            os.rmdir(name, dir_fd=fd)
+            _remove_folder(fd, name)
     except FileNotFoundError:
         pass
 
 
-def _empty(fd: int) -> None:
-    for entry in os.listdir(fd):
-        if stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
-            child = os.open(entry, _DIR_FLAGS, dir_fd=fd)
-            try:
-                _empty(child)
-            finally:
-                os.close(child)
-            os.rmdir(entry, dir_fd=fd)
-        else:
-            os.unlink(entry, dir_fd=fd)
+def _remove_folder(fd: int, name: str) -> None:
+    """Remove the folder `name` of the folder open as `fd` and everything in it, depth first,
+    each entry by its descriptor (a symlink is unlinked, never followed)."""
+    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+    try:
+        for entry in os.listdir(child):
+            if stat.S_ISDIR(os.stat(entry, dir_fd=child, follow_symlinks=False).st_mode):
+                _remove_folder(child, entry)
+            else:
+                os.unlink(entry, dir_fd=child)
+    finally:
+        os.close(child)
+    os.rmdir(name, dir_fd=fd)
 
 
 def files(root: Path, rel: str = "") -> list[str]:
