@@ -11,6 +11,9 @@ stacked on top of it.
   which differ from the final release's: the base is named only when the post release is fetched.
 - `stacked_diff(field)`: a second diff against the first one's post-image (its pre-image blobs are
   the first one's post-image blobs): the release after that's change to a few of its files.
+- `sibling_diff(field)`: a diff beside `stacked_diff` on the first one's post-image (siblings, not a
+  chain: neither is made on the other): the post release's own next release's change to the first
+  file of `stacked_diff` where it merges, so the two change one file each on their own.
 - `cuh_diff()`: upstream's 0.5.17 -> 0.5.18 change of a `.cuh` kernel source at its 0.5.16 path
   (`sglang/jit_kernel/csrc/...`; the folder is `sglang/kernels/jit/csrc/` from 0.5.17).
 - `moved_code_diff()`: a one-place change to code upstream moved to another unit of its file in
@@ -118,6 +121,18 @@ def stacked_diff(post: str = "0.5.15.post1", count: int = 4) -> FieldDiff:
     before = {rel: field.after[rel] for rel in after}
     text = git_diff(before, after, prefix="python/")
     return FieldDiff(f"v{post}-sglang-extra.patch", post, before, after, text)
+
+
+@functools.cache
+def sibling_diff(post: str = "0.5.15.post1") -> FieldDiff:
+    """A diff made, like `stacked_diff(post)`, on `field_diff(post)`'s post-image (not on the stacked
+    one's): the post release -> its next release change of one file the stacked diff changes too."""
+    field, extra = field_diff(post), stacked_diff(post)
+    _, first, _, _ = NEXT[post]
+    after = _back_ported(field.after, post, post, first, sorted(extra.after), 1)
+    before = {rel: field.after[rel] for rel in after}
+    text = git_diff(before, after, prefix="python/")
+    return FieldDiff(f"v{post}-sglang-sibling.patch", post, before, after, text)
 
 
 @functools.cache

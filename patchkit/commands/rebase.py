@@ -113,7 +113,7 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
     if as_json:
         output.as_json({"id": done.id, "to": done.to, "path": None if path is None else str(path),
                         "files": list(done.files), "dropped": list(done.dropped),
-                        "not_created": list(done.not_created), "ignored": list(done.ignored),
+                        "not_created": list(done.not_created), "taken": list(done.taken),
                         "diff": None if path is not None else done.data.decode("utf-8", "replace")})
         return EXIT_OK
     if path is None:

@@ -40,16 +40,18 @@ class Finished:
     files: tuple[str, ...]  # the sections written
     dropped: tuple[str, ...]  # files of the tree left with V's bytes (no section)
     not_created: tuple[str, ...] = ()  # files V lacks, emptied by the resolution (in `dropped` too)
-    ignored: tuple[str, ...] = ()  # files put in the tree that are not files of the diff
+    taken: tuple[str, ...] = ()  # files of V the diff did not change, edited in the tree: in the finished diff
     digests: dict[str, str] = field(default_factory=dict)  # sha256 of each file of the tree as it was read
+    # Each section's file as the tree was made on (V's, or the diffs under it left it) and as resolved.
+    changes: tuple[format_patch.FileChange, ...] = ()
 
     @property
     def notes(self) -> tuple[str, ...]:
         """What the finished diff leaves out by the user's hand, one line each."""
         return (*(f"not created: {rel} (SGLang {self.to} has no such file and the resolution left it empty; "
                   "the diff's change to it is dropped)" for rel in self.not_created),
-                *(f"ignored: {rel} (not a file of the diff's tree; an edit there is not in the finished diff)"
-                  for rel in self.ignored))
+                *(f"taken: {rel} (a file of SGLang {self.to} the diff did not change, edited in the tree: its "
+                  "change is in the finished diff)" for rel in self.taken))
 
 
 def check_empty(folder: Path) -> None:
@@ -70,29 +72,44 @@ def write_tree(made: Rebased, data: bytes, folder: Path) -> list[str]:
     return [rel for rel in files if rel != RECORD]
 
 
-def tree_files(made: Rebased, data: bytes) -> dict[str, bytes]:
+def tree_files(made: Rebased, data: bytes, release: Callable[[str], bytes | None] | None = None,
+               unchanged: dict[str, bytes] | None = None) -> dict[str, bytes]:
     """The tree in memory: {path in the folder: bytes}, V's file of each section (a file the diff
-    deletes: nothing to edit) and the record (`data`: the input diff, whose header it keeps)."""
+    deletes: nothing to edit) and the record (`data`: the input diff, whose header it keeps). Where
+    a file was made on other bytes than V's (a lower diff's post-image; `release`: V's files), the
+    record keeps them as its base: the finished diff is the change from them, and only that.
+    `unchanged`: {file: bytes} put in the tree as they are, with themselves as base (a file of an
+    earlier tree of the diff that has nothing left to do)."""
     files = {change.rel: change.after for change in made.changes if change.after is not None}
-    record = {"schema": SCHEMA, "id": made.diff.id, "name": made.diff.name, "to": made.to,
-              "prefix": made.diff.prefix, "header": base64.b64encode(data[:_header_end(data)]).decode(),
-              "files": {c.rel: c.before is not None for c in made.changes}}
+    existed = {c.rel: c.before is not None for c in made.changes}
+    record: dict[str, object] = {"schema": SCHEMA, "id": made.diff.id, "name": made.diff.name, "to": made.to,
+                                 "prefix": made.diff.prefix, "files": existed,
+                                 "header": base64.b64encode(data[:_header_end(data)]).decode()}
     shared = {rel for files in made.stacked_on.values() for rel in files}
-    if shared:  # a diff of a stack: where it is made on a lower diff's file, that file is its pre-image, not V's
-        record["base"] = {c.rel: base64.b64encode(c.before).decode() for c in made.changes
-                          if c.rel in shared and c.before is not None}
+    base = {c.rel: c.before for c in made.changes if c.before is not None and
+            (c.rel in shared or release is not None and release(c.rel) != c.before)}
+    for rel, content in (unchanged or {}).items():
+        files[rel] = base[rel] = content
+        existed[rel] = True
+    if base:  # made on a lower diff's file: that file is its pre-image, not V's
+        record["base"] = {rel: base64.b64encode(content).decode() for rel, content in base.items()}
     return {**files, RECORD: json.dumps(record, indent=1).encode()}
 
 
-def applied_tree(diff: DiffPatchFile, data: bytes, to: str, after: Callable[[str], bytes | None]) -> dict[str, bytes]:
+def applied_tree(diff: DiffPatchFile, data: bytes, to: str, after: Callable[[str], bytes | None],
+                 base: dict[str, bytes] | None = None) -> dict[str, bytes]:
     """The tree of a diff that applies on V but must be fixed there (`bump`: it breaks on V): each
     file of the diff as `after` has it (V's, the diff applied) and the record, as `tree_files` makes
-    them; `finish` reads the pre-images from V as the diffs before it leave it."""
+    them; `base`: its files as the diffs before it left them, where they are not V's (kept in the
+    record: `finish` diffs against them, V's files otherwise)."""
     files = {f.path: content for f in diff.files if f.new_path is not None for content in [after(f.path)]
              if content is not None}
-    record = {"schema": SCHEMA, "id": diff.id, "name": diff.name, "to": to, "prefix": diff.prefix,
-              "header": base64.b64encode(data[:_header_end(data)]).decode(),
-              "files": {f.path: f.old_path is not None for f in diff.files}}
+    record: dict[str, object] = {"schema": SCHEMA, "id": diff.id, "name": diff.name, "to": to, "prefix": diff.prefix,
+                                 "header": base64.b64encode(data[:_header_end(data)]).decode(),
+                                 "files": {f.path: f.old_path is not None for f in diff.files}}
+    kept = {f.path: (base or {})[f.path] for f in diff.files if f.path in (base or {})}
+    if kept:
+        record["base"] = {rel: base64.b64encode(content).decode() for rel, content in kept.items()}
     return {**files, RECORD: json.dumps(record, indent=1).encode()}
 
 
@@ -156,26 +173,27 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
     """The finished diff from a resolved tree (`read`: release V's pristine files). A file still
     holding a conflict marker line is refused, naming the file and line. A file V does not have
     whose resolution is empty (only whitespace: its blocks deleted) is not created; a symlink or
-    anything but a plain file or folder in the tree is refused (UsageError), never followed."""
+    anything but a plain file or folder in the tree is refused (UsageError), never followed.
+
+    A resolution may move the change to another file: a file of V's package the diff did not
+    change, put in the tree at its path (`sglang/...`) and edited there, is taken into the finished
+    diff (`taken`, a note each); one left as V has it adds nothing. A file there that cannot be taken
+    (not a file of V's package, or unreadable) is an error naming it (PlanError), never left out in
+    silence; Python's own `__pycache__` folders are not read."""
     record = read_record(folder)
     present = _tree_entries(folder)
     changes: list[format_patch.FileChange] = []
     dropped: list[str] = []
     not_created: list[str] = []
+    taken: list[str] = []
     digests: dict[str, str] = {}
     for rel, existed in record["files"].items():
         path = folder / rel
         if rel not in present:
             dropped.append(rel)  # deleted from the tree: the user dropped that change
             continue
-        now = read_regular(path, flags=os.O_NOFOLLOW)
+        now = _resolved(folder, rel)
         digests[rel] = sha256(now)
-        marker = _MARKER.search(now)
-        if marker:
-            line = now.count(b"\n", 0, marker.start()) + 1
-            raise PlanError(f"{path}:{line}: a conflict block is still there ({marker.group().decode()}); resolve "
-                            "it (make the change where the code is, delete the marker lines), then run "
-                            f"`patchkit rebase --continue {folder}` again")
         stacked = record.get("base", {}).get(rel) if isinstance(record.get("base"), dict) else None
         before = base64.b64decode(stacked) if isinstance(stacked, str) else read(rel) if existed else None
         if before is None and not now.strip():  # V lacks it and the user deleted its blocks: no empty module
@@ -186,12 +204,43 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
             dropped.append(rel)
             continue
         changes.append(format_patch.FileChange(rel, before, now))
+    for rel in sorted(present - set(record["files"])):  # put there by the user: a file of V, or an error
+        if "__pycache__" in rel.split("/"):
+            continue
+        before = read(rel) if rel.split("/")[0] == "sglang" else None
+        if before is None:
+            raise PlanError(f"{folder / rel}: not a file of SGLang {record['to']}'s package, so its change cannot be "
+                            "taken into the diff (a file put in the tree must be one of that release's, at its "
+                            f"path under sglang/); move it there or delete it, then run `--continue {folder}` again")
+        now = _resolved(folder, rel)
+        digests[rel] = sha256(now)
+        if now != before:
+            taken.append(rel)
+            changes.append(format_patch.FileChange(rel, before, now))
     if not changes:
         raise PlanError(f"--continue {folder}: every file has SGLang {record['to']}'s bytes; nothing to write")
     header = base64.b64decode(record["header"])
-    ignored = sorted(present - set(record["files"]))
     return Finished(record["id"], record["to"], record["name"], write_diff(header, record["prefix"], changes),
-                    tuple(c.rel for c in changes), tuple(dropped), tuple(not_created), tuple(ignored), digests)
+                    tuple(c.rel for c in changes), tuple(dropped), tuple(not_created), tuple(taken), digests,
+                    tuple(changes))
+
+
+def _resolved(folder: Path, rel: str) -> bytes:
+    """A file of the tree as the user left it: unreadable, or still holding a conflict marker line,
+    is an error naming it (FILE:LINE for a marker)."""
+    path = folder / rel
+    try:
+        now = read_regular(path, flags=os.O_NOFOLLOW)
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot be read ({exc.strerror or exc}); make it readable or delete it, then run "
+                        f"`--continue {folder}` again") from None
+    marker = _MARKER.search(now)
+    if marker:
+        line = now.count(b"\n", 0, marker.start()) + 1
+        raise PlanError(f"{path}:{line}: a conflict block is still there ({marker.group().decode()}); resolve "
+                        "it (make the change where the code is, delete the marker lines), then run "
+                        f"`patchkit rebase --continue {folder}` again")
+    return now
 
 
 def _tree_entries(folder: Path) -> set[str]:

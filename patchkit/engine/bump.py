@@ -435,6 +435,7 @@ def _works_on_v(rows: list[PatchRow], to: WheelSource, python: str | None, progr
 
     state: dict[str, bytes] = {}
     after: dict[str, dict[str, bytes]] = {}  # each diff's files as it leaves them, on the diffs under it
+    prior: dict[str, dict[str, bytes]] = {}  # ... and as the diffs before it left them
     broken: dict[str, list[Conflict]] = {}
     changed_by: dict[str, str] = {}  # a file of the set -> the last diff that changes it
     for row in rows:
@@ -446,7 +447,7 @@ def _works_on_v(rows: list[PatchRow], to: WheelSource, python: str | None, progr
             broken[row.id] = [Conflict("<set>", row.id, f"does not apply on SGLang {to.version} after the diffs "
                                                         "before it")]
             continue
-        after[row.id] = applied
+        after[row.id], prior[row.id] = applied, state
         broken[row.id] = _breaks_on_v(diff, applied, state, to)
         changed_by.update({file.path: row.id for file in diff.files})
         state = applied
@@ -465,7 +466,7 @@ def _works_on_v(rows: list[PatchRow], to: WheelSource, python: str | None, progr
             progress(f"{row.id}: {item.name}: {item.detail}")
         assert row.written is not None
         data = files.pop(row.written)
-        tree = _tree_of(row.written, data, after.get(row.id, {}), to, files)
+        tree = _tree_of(row.written, data, after.get(row.id, {}), prior.get(row.id, {}), to, files)
         out.append(replace(row, action=CONFLICTS, on_to=upstream.BROKEN, written=None, tree=tree,
                            conflicts=tuple(broken[row.id]),
                            detail=f"does not work on SGLang {to.version}: fix it in {tree or 'the diff'}, then run "
@@ -494,15 +495,16 @@ def _imported(python: str, to: WheelSource, state: dict[str, bytes], changed_by:
                             {rel: state.get(rel) for rel in changed_by}, progress)
 
 
-def _tree_of(name: str, data: bytes, applied: dict[str, bytes], to: WheelSource, files: dict[str, bytes]) -> str:
+def _tree_of(name: str, data: bytes, applied: dict[str, bytes], prior: dict[str, bytes], to: WheelSource,
+             files: dict[str, bytes]) -> str:
     """NAME.tree/ in `files` for a diff written for V that breaks there (`data`): its files as
     `applied` holds them (V's, as the diffs before it leave them, with it applied), to fix and
-    `--continue`."""
+    `--continue`; `prior`: the files the diffs before it changed, its base there."""
     from patchkit.diffs import rebase_tree, unidiff
 
     tree = f"{Path(name).stem}.tree"
     made = rebase_tree.applied_tree(unidiff.parse(data, name), data, to.version,
-                                    lambda rel: applied[rel] if rel in applied else to.read(rel))
+                                    lambda rel: applied[rel] if rel in applied else to.read(rel), prior)
     for rel, content in made.items():
         files[f"{tree}/{rel}"] = content
     return tree
@@ -813,8 +815,8 @@ def write(bump: Bump, fresh: bool = True) -> list[str]:
         if found == "folder":
             raise UsageError(f"{option} {folder}: {folder / rel} is a folder where the bump writes a file; nothing "
                              "written (move it out of the folder, or name another folder)")
-        if found == "file" and rel not in (RECORD, REPORT):
-            _theirs(folder, rel, earlier.get(rel), option)
+        if found == "file" and rel not in (RECORD, REPORT):  # (--continue: a tree's file as it read it, re-written)
+            _theirs(folder, rel, earlier.get(rel) if fresh else bump.digests.get(rel, earlier.get(rel)), option)
     try:
         for rel, data in new.items():
             confined.write(folder, f"{_STAGING}/{rel}", data)
@@ -952,6 +954,7 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
     digests = dict(bump.digests)  # a resolved tree's files as read: the bump's own from now on
     state: dict[str, bytes] = {}  # V's files with the diffs so far applied
     after: dict[str, dict[str, bytes]] = {}  # each applied diff's files as it leaves them
+    prior: dict[str, dict[str, bytes]] = {}  # ... and as the diffs before it left them
     changed_by: dict[str, str] = {}  # a file of the set -> the last diff that changes it
     started_rows: dict[str, PatchRow] = {}
 
@@ -971,7 +974,7 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
                 raise UsageError(f"--continue {bump.folder}: {bump.folder / row.tree}, the tree the bump wrote there, "
                                  "is gone; put it back, or run the bump again into a new folder")
             try:
-                done = rebase_tree.finish(bump.folder / row.tree, read_on)
+                done = rebase_tree.finish(bump.folder / row.tree, to.read)  # the change from the tree's own base
             except PlanError as exc:
                 rows[pid] = replace(row, detail=str(exc))
                 progress(f"{pid}: {exc}")
@@ -981,14 +984,21 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
             except _Damaged as exc:
                 raise UsageError(f"--continue {bump.folder}: {bump.folder / row.tree / rebase_tree.RECORD} is damaged "
                                  f"({exc}); nothing written") from None
-            files[done.name] = done.data
             digests.update({f"{row.tree}/{rel}": digest for rel, digest in done.digests.items()})
             row = replace(row, action=REBASED, conflicts=(), written=done.name, detail=f"resolved in {row.tree}",
                           counts=_resolved(row.counts),
                           notes=(*row.notes, *(f"left with {to.version}'s bytes: {rel}"
                                                for rel in done.dropped if rel not in done.not_created),
                                  *done.notes))
-            progress(f"{pid}: finished from {row.tree}")
+            for rel in done.taken:  # a change the resolution moved to another file of V: said, not only noted
+                progress(f"{pid}: taken from {row.tree}: {rel} (a file of SGLang {to.version} the diff did not change)")
+            stale = [c.rel for c in done.changes if c.before != read_on(c.rel)]
+            if stale:  # the diffs before it changed its files since its tree was made: its own change onto them
+                row = _onto(row, done, stale, bump, read_on, to, files)
+                progress(f"{pid}: finished from {row.tree}, re-made on top of the diffs before it ({', '.join(stale)})")
+            else:
+                files[done.name] = done.data
+                progress(f"{pid}: finished from {row.tree}")
         rows[pid] = row
         if row.action in BLOCKING or not row.written:
             continue
@@ -1002,9 +1012,9 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
         invalid = tuple(_breaks_on_v(diff, applied, state, to))
         if invalid:  # a resolution that does not compile or leaves a name undefined: back to its tree, not written
             files.pop(row.written, None)
-            rows[pid] = _broken(started, row, invalid, bump, data, applied, to, files, progress)
+            rows[pid] = _broken(started, row, invalid, bump, data, applied, state, to, files, progress)
             continue
-        after[pid], started_rows[pid] = applied, started
+        after[pid], prior[pid], started_rows[pid] = applied, state, started
         changed_by.update({file.path: pid for file in diff.files})
         state = applied
     notes = bump.notes
@@ -1019,12 +1029,13 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
             row = rows[pid]
             assert row.written is not None
             data = files.pop(row.written) if row.written in files else _written(bump.folder, row.written)
-            rows[pid] = _broken(started_rows[pid], row, tuple(items), bump, data, after[pid], to, files, progress)
+            rows[pid] = _broken(started_rows[pid], row, tuple(items), bump, data, after[pid], prior[pid], to, files,
+                                progress)
     return replace(bump, patches=tuple(rows[row.id] for row in bump.patches), files=files, notes=notes, digests=digests)
 
 
 def _broken(started: PatchRow, row: PatchRow, found: tuple[Conflict, ...], bump: Bump, data: bytes,
-            applied: dict[str, bytes], to: WheelSource, files: dict[str, bytes],
+            applied: dict[str, bytes], prior: dict[str, bytes], to: WheelSource, files: dict[str, bytes],
             progress: Callable[[str], None]) -> PatchRow:
     """`--continue`: a diff that breaks on V goes back to its tree (one written now where it had
     none: V's files with it applied (`applied`), as the diffs before it leave them), its findings
@@ -1033,7 +1044,7 @@ def _broken(started: PatchRow, row: PatchRow, found: tuple[Conflict, ...], bump:
         progress(f"{row.id}: {item.name}: {item.detail}")
     tree = started.tree  # the user's resolved files, where there is a tree: fixed there again
     if tree is None and row.written:
-        tree = _tree_of(row.written, data, applied, to, files)
+        tree = _tree_of(row.written, data, applied, prior, to, files)
     return replace(started, action=CONFLICTS, on_to=upstream.BROKEN, written=None, conflicts=found, tree=tree,
                    waits_on=(), detail=f"does not work on SGLang {bump.to}: fix it in {tree or 'the diff'}, then run "
                                        f"`{continue_command(bump.folder)}` again")
@@ -1087,6 +1098,39 @@ def _written(folder: Path, name: str) -> bytes:
                          "bump again into a new folder") from None
 
 
+def _onto(row: PatchRow, done: Any, stale: list[str], bump: Bump, read_on: Callable[[str], bytes | None],
+          to: WheelSource, files: dict[str, bytes]) -> PatchRow:
+    """A resolved tree made on files the diffs before it have changed since (a sibling finished in
+    the same round): the resolution's own change, from the tree's base to the resolved files,
+    re-made onto the files as those diffs leave them (as git rebase does), never the stale tree
+    diffed against the newer file. Where it conflicts there, its tree is written again."""
+    from patchkit.diffs import rebase as rebasing, rebase_tree
+
+    assert row.tree is not None
+    base = {c.rel: c.before for c in done.changes}
+    diff = rebasing.load(done.data, done.name)
+    try:
+        made = rebasing.rebase(diff, done.data, to.version, read_on, lambda file: base.get(file.path),
+                               f"{row.tree} as resolved", to.python_files, to.package_files)
+    except rebasing.AlreadyUpstream:  # the diffs before it hold the whole change already
+        return replace(row, action=DROP, on_to=upstream.UPSTREAM_FIXED, written=None,
+                       evidence=(f"the diffs before it already make its change ({', '.join(stale)})",))
+    except PlanError as exc:
+        return replace(row, action=FAILED, written=None, detail=str(exc))
+    note = (f"re-made on top of the diffs before it, which changed {', '.join(stale)} after its tree was made",)
+    if made.conflicts:
+        left = {rel: data for rel in base if rel not in {c.rel for c in made.changes}
+                for data in [read_on(rel)] if data is not None}
+        for rel, content in rebase_tree.tree_files(made, done.data, to.read, left).items():
+            files[f"{row.tree}/{rel}"] = content
+        return replace(row, action=CONFLICTS, on_to=upstream.BROKEN, written=None, notes=(*row.notes, *note),
+                       counts={what: n for what, n in made.resolution.counts().items() if n},
+                       detail=f"its resolution conflicts with the diffs before it: resolve {row.tree} again",
+                       conflicts=tuple(Conflict(u.file, u.unit, u.detail) for u in made.conflicts))
+    files[done.name] = made.data
+    return replace(row, notes=(*row.notes, *made.notes, *note))
+
+
 def _remake(row: PatchRow, bump: Bump, read_on: Callable[[str], bytes | None], to: WheelSource,
             files: dict[str, bytes]) -> PatchRow:
     """A diff that waited on the diffs under it, re-made from its input onto their finished files."""
@@ -1109,7 +1153,7 @@ def _remake(row: PatchRow, bump: Bump, read_on: Callable[[str], bytes | None], t
                        detail=f"its files are gone on {made.to}: {', '.join(gone)}")
     if made.conflicts:
         tree = f"{Path(name).stem}.tree"
-        for rel, content in rebase_tree.tree_files(made, data).items():
+        for rel, content in rebase_tree.tree_files(made, data, to.read).items():  # its base: the diffs under it
             files[f"{tree}/{rel}"] = content
         return replace(row, counts=counts, tree=tree, waits_on=(), notes=made.notes,
                        conflicts=tuple(Conflict(u.file, u.unit, u.detail) for u in made.conflicts))

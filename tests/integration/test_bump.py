@@ -200,6 +200,126 @@ def _drop_what_breaks(out: Path, report: dict, version: str) -> bool:
     return bool(found)
 
 
+@pytest.mark.slow
+def test_siblings_on_a_lower_diff_keep_each_others_lines(tmp_path, monkeypatch, release):
+    """Two diffs made on the field diff's post-image (siblings, not a chain: testing.field_diffs'
+    stacked_diff and sibling_diff), both changing sglang/srt/arg_groups/deepseek_v4_hook.py, where
+    the lower one conflicts on 0.5.23: both wait, are re-made on top of it in one round, each with
+    blocks of its own. Resolved, `--continue` must make the later sibling's diff on top of the
+    earlier one as finished (as git rebase does), never diff its stale tree against the newer file:
+    every `+` line the siblings bring is in the set applied in order on 0.5.23, or in 0.5.23's
+    file already, or left out by the resolution itself (a change that found no place on 0.5.23, or
+    dropped where it breaks there). Before: exit 0 and the sibling's diff deleted the stacked
+    one's lines."""
+    from testing.checkout import checkout, git
+    from testing.field_diffs import field_diff, stacked_diff
+    from testing.releases import pristine
+
+    out, sibling = _sibling_bump(tmp_path, monkeypatch)
+    given_up: set[bytes] = set()
+    for _ in range(4):
+        done = _round(out, given_up)
+        if done.exit_code != 1:
+            break
+    assert done.exit_code == 0 and done.json()["complete"], done.stderr
+    inputs = [field_diff("0.5.15.post1"), stacked_diff("0.5.15.post1"), sibling]
+    written = [out / diff.name for diff in inputs]
+    fresh = release("0.5.23", extra=tuple({rel for path in written for rel in _files_of(path)}))
+    repo = checkout(fresh, tmp_path / "repo")
+    for path in written:  # the set applies on 0.5.23, in order
+        applied = git(repo, "apply", path, check=False)
+        assert applied.returncode == 0, (path.name, applied.stderr)
+    for diff in inputs[1:]:
+        for rel, after in diff.after.items():
+            final = set(_lines(repo / "python" / rel))
+            there = set(_lines(pristine("0.5.23") / rel))
+            lost = [line for line in after.splitlines() if line not in set(diff.before[rel].splitlines())
+                    and line.strip() and line not in final and line not in there and line not in given_up]
+            assert not lost, (diff.name, rel, lost)
+
+
+def _sibling_bump(tmp_path: Path, monkeypatch) -> tuple[Path, object]:
+    """The field diff, the stacked one and its sibling (one file shared) bumped to 0.5.23: exit 1,
+    both siblings waiting on the lower diff, which conflicts in that file."""
+    from testing.field_diffs import sibling_diff, stacked_diff
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.23"))))
+    _field_set(tmp_path / "set")
+    sibling = sibling_diff("0.5.15.post1")
+    assert set(sibling.after) & set(stacked_diff("0.5.15.post1").after) == {SIBLINGS_SHARE}
+    sibling.write(tmp_path / "set")
+    out = tmp_path / "bump"
+    made = run("--patches", tmp_path / "set", "bump", "--to", "0.5.23", "--from", "0.5.15.post1", "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    rows = {row["id"]: row for row in made.json()["patches"]}
+    assert rows[FIELD_ID + "-extra"]["waits_on"] == rows[FIELD_ID + "-sibling"]["waits_on"] == [FIELD_ID]
+    return out, sibling
+
+
+SIBLINGS_SHARE = "sglang/srt/arg_groups/deepseek_v4_hook.py"
+
+
+def _round(out: Path, given_up: set[bytes] | None = None):
+    """One round of resolving: every block takes the patch's side, `--continue`, and a change that
+    breaks on 0.5.23 dropped in its tree (then `--continue` again) until none does. `given_up`
+    gets the lines this resolution itself leaves out (a block's change that found no place on
+    0.5.23, a file's change dropped where it breaks)."""
+    import re
+
+    from testing.field_diffs import take_the_patch_side
+
+    given_up = set() if given_up is None else given_up
+    for path in out.glob("*.tree/sglang/**/*.py"):
+        text = path.read_bytes()
+        for block in re.finditer(rb"<<<<<<< release: [^\n]*\n=======\n(.*?)>>>>>>> patch", text, flags=re.S):
+            given_up.update(line[1:] if line[:1] in (b"+", b" ") else line for line in block.group(1).splitlines())
+        path.write_bytes(take_the_patch_side(text))
+    done = run("bump", "--continue", out, "--json")
+    while done.exit_code == 1:
+        before = {path: path.read_bytes() for path in out.glob("*.tree/sglang/**/*.py")}
+        if not _drop_what_breaks(out, done.json(), "0.5.23"):
+            break
+        for path, text in before.items():
+            given_up.update(set(text.splitlines()) - set(_lines(path)))
+        done = run("bump", "--continue", out, "--json")
+    return done
+
+
+@pytest.mark.slow
+def test_a_siblings_resolution_that_clashes_with_the_earlier_one_is_a_conflict_again(tmp_path, monkeypatch):
+    """The later sibling's resolution also changes a line the earlier one changes (0.5.23's
+    `if cfg.cp_strategy == "zigzag" and not is_npu():`, which the stacked diff replaces): re-made onto the earlier
+    one as finished, that is a conflict, its tree written again with the block (exit 1), never
+    one side taken in silence; resolved, the set is complete and holds the later side."""
+    from testing.field_diffs import take_the_patch_side
+
+    out, _ = _sibling_bump(tmp_path, monkeypatch)
+    assert _round(out).exit_code == 1  # the lower one finished, both siblings re-made, each with blocks
+    for path in out.glob("*.tree/sglang/**/*.py"):
+        path.write_bytes(take_the_patch_side(path.read_bytes()))
+    mine = out / "v0.5.15.post1-sglang-sibling.tree" / SIBLINGS_SHARE
+    old = b'    if cfg.cp_strategy == "zigzag" and not is_npu():\n'
+    assert mine.read_bytes().count(old) == 1
+    mine.write_bytes(mine.read_bytes().replace(old, old.replace(b"not is_npu()", b"not (is_npu())")))
+    clash = run("bump", "--continue", out, "--json")
+    while clash.exit_code == 1 and _drop_what_breaks(out, clash.json(), "0.5.23"):
+        clash = run("bump", "--continue", out, "--json")
+    assert clash.exit_code == 1, clash.stderr
+    rows = {row["id"]: row for row in clash.json()["patches"]}
+    assert rows[FIELD_ID + "-extra"]["action"] == "rebased"
+    later = rows[FIELD_ID + "-sibling"]
+    assert later["action"] == "conflicts" and "conflicts with the diffs before it" in later["detail"]
+    assert {c["file"] for c in later["conflicts"]} == {SIBLINGS_SHARE} and b">>>>>>> patch" in mine.read_bytes()
+    done = _round(out)
+    assert done.exit_code == 0 and done.json()["complete"], done.stderr
+    assert b'+    if cfg.cp_strategy == "zigzag" and not (is_npu()):' in \
+        (out / "v0.5.15.post1-sglang-sibling.patch").read_bytes()
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines() if path.is_file() else []
+
+
 def _files_of(path: Path) -> list[str]:
     from patchkit.diffs import unidiff
 

@@ -146,3 +146,48 @@ def test_a_patch_module_that_conflicts_is_a_tree_to_fix_and_continue_takes_it_ba
     assert (out / "prefetch_fix.py").read_bytes() == module.read_bytes()
     listed = run("--patches", out, "list", "--json")
     assert listed.exit_code == 0 and [p["id"] for p in listed.json()["patches"]].count("prefetch-fix") == 1
+
+
+SERVER_ARGS = "sglang/srt/server_args.py"
+SCHEDULE = "sglang/srt/arg_groups/fields/schedule.py"  # ServerArgs' scheduling fields, on 0.5.23
+
+
+def test_a_resolution_that_moves_the_change_to_another_file_of_v_is_taken(home, tmp_path):  # noqa: F811
+    """Issue 40.8: a one-line change of ServerArgs.chunked_prefill_size's default on 0.5.17, where
+    0.5.23 keeps the field in arg_groups/fields/schedule.py. The maintainer leaves server_args.py
+    as 0.5.23 has it and makes the change in schedule.py, put into the tree at its path: --continue
+    takes that file into the diff, says so on stderr and in REPORT.md, exit 0 (before: exit 1,
+    'every file has SGLang 0.5.23's bytes', the edit only 'ignored'). A file the tree holds that is
+    not 0.5.23's is an error naming it, the diff not written."""
+    from testing.releases import pristine
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "chunk-default.patch").write_bytes(_diff(
+        SERVER_ARGS, b'NS("schedule"),\n    ] = None\n    enable_dynamic_chunking', b'NS("schedule"),\n    ] = 8192\n'
+                     b'    enable_dynamic_chunking'))
+    out = tmp_path / "bump"
+    made = run("--patches", mine, "bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    row = next(row for row in made.json()["patches"] if row["id"] == "chunk-default")
+    assert row["action"] == "conflicts" and row["tree"] == "chunk-default.tree"
+    tree = out / "chunk-default.tree"
+    (tree / SERVER_ARGS).write_bytes((pristine("0.5.23") / SERVER_ARGS).read_bytes())  # left as 0.5.23 has it
+    field = (pristine("0.5.23") / SCHEDULE).read_bytes()
+    at = field.index(b"    chunked_prefill_size: A[")
+    end = field.index(b"] = None\n", at) + len(b"] = ")
+    (tree / SCHEDULE).parent.mkdir(parents=True, exist_ok=True)
+    (tree / SCHEDULE).write_bytes(field[:end] + b"8192" + field[end + len(b"None"):])
+    stray = tree / "sglang/srt/arg_groups/fields/mine.py"
+    stray.write_bytes(b"X = 1\n")
+    refused = run("bump", "--continue", out, "--json")
+    assert refused.exit_code == 1 and f"{stray}: not a file of SGLang 0.5.23's package" in refused.stderr
+    assert not (out / "chunk-default.patch").exists()
+    stray.unlink()
+    done = run("bump", "--continue", out, "--json")
+    assert done.exit_code == 0 and done.json()["complete"], done.stderr
+    assert f"taken from chunk-default.tree: {SCHEDULE}" in done.stderr
+    assert f"taken: {SCHEDULE}" in (out / "REPORT.md").read_text()
+    diff = (out / "chunk-default.patch").read_bytes()
+    assert b"+++ b/python/" + SCHEDULE.encode() in diff and b"+    ] = 8192\n" in diff
+    assert SERVER_ARGS.encode() not in diff

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from patchkit.base.errors import UsageError
+from patchkit.base.errors import PlanError, UsageError
 from patchkit.diffs import rebase_tree
 
 RELEASE = {"sglang/kept.py": b"def f():\n    return 1\n"}
@@ -44,13 +44,24 @@ def test_a_file_the_release_lacks_with_code_is_created(tmp_path):
     assert b"new file mode 100644" in done.data and b"+X = 1" in done.data
 
 
-def test_a_file_put_in_the_tree_outside_the_diff_is_named(tmp_path):
-    """finding 11: an edit to a file the user copied into the tree was silently left out."""
-    tree = _tree(tmp_path, {"sglang/kept.py": b"def f():\n    return 2\n", "sglang/other.py": b"Y = 1\n"},
+def test_a_file_of_the_release_edited_in_the_tree_is_taken_into_the_diff(tmp_path):
+    """issue 40.8: a resolution may move the change to another file of V (the user puts it in the
+    tree at its path and edits it there): it was left out with only an 'ignored' note."""
+    release = {**RELEASE, "sglang/other.py": b"Y = 1\n", "sglang/same.py": b"Z = 1\n"}
+    tree = _tree(tmp_path, {"sglang/kept.py": b"def f():\n    return 2\n", "sglang/other.py": b"Y = 2\n",
+                            "sglang/same.py": b"Z = 1\n", "sglang/__pycache__/other.cpython-311.pyc": b"\0"},
                  {"sglang/kept.py": True})
-    done = rebase_tree.finish(tree, RELEASE.get)
-    assert done.ignored == ("sglang/other.py",) and b"other.py" not in done.data
-    assert any(n.startswith("ignored: sglang/other.py") for n in done.notes)
+    done = rebase_tree.finish(tree, release.get)
+    assert done.files == ("sglang/kept.py", "sglang/other.py") and done.taken == ("sglang/other.py",)
+    assert b"-Y = 1\n+Y = 2" in done.data and b"same.py" not in done.data and b"pycache" not in done.data
+    assert any(n.startswith("taken: sglang/other.py") for n in done.notes)
+
+
+@pytest.mark.parametrize("rel", ["sglang/new_module.py", "notes.txt", "python/sglang/kept.py"])
+def test_a_file_in_the_tree_that_is_not_the_releases_is_an_error_naming_it(tmp_path, rel):
+    tree = _tree(tmp_path, {"sglang/kept.py": b"def f():\n    return 2\n", rel: b"X = 1\n"}, {"sglang/kept.py": True})
+    with pytest.raises(PlanError, match=f"{tree / rel}: not a file of SGLang 0.5.23's package"):
+        rebase_tree.finish(tree, RELEASE.get)
 
 
 @pytest.mark.parametrize("kind", ["symlink", "symlinked folder", "fifo"])
