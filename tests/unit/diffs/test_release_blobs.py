@@ -81,25 +81,13 @@ def test_a_base_older_than_the_target_is_looked_for_from_the_target_down(patchki
     downloaded 0.5.23 down to 0.5.17 first (the search started at the newest release). Nothing
     cached matches: the search starts at the release the diff goes to, and with `last` (bump: V0
     is older than V) no newer release is fetched."""
-    from packaging.version import Version
-
     from patchkit.diffs import release_blobs as blobs
-    from patchkit.releases import index, manifest
 
     other = "sglang/srt/other.py"
     listed = ["0.5.93", "0.5.94", "0.5.95", "0.5.95.post1", "0.5.96", "0.5.97", "0.5.98", "0.5.99"]
     bases = {REL: "0.5.95.post1", other: "0.5.93"}  # where each file's diff was made
-    monkeypatch.setattr(manifest, "available", lambda: listed)
-    monkeypatch.setattr(index, "in_range", lambda first, last: [v for v in listed
-                                                                if Version(first) <= Version(v) <= Version(last)])
-    fetched: list[str] = []
-
-    def download(version: str, progress) -> None:
-        fetched.append(version)
-        wheel(patchkit_home, version, {rel: OLD if base == version else b"v = %r\n" % version
-                                       for rel, base in bases.items()})
-
-    monkeypatch.setattr(blobs.releases, "download", download)
+    fetched = _listed_index(patchkit_home, monkeypatch, listed, lambda version: {
+        rel: OLD if base == version else b"v = %r\n" % version for rel, base in bases.items()})
     diff = unidiff.parse(git_diff({REL: OLD}, {REL: NEW}), "fix.patch")
     found = blobs.find_base(diff, "0.5.96", lambda line: None)
     assert [str(m) for m in found] == ["0.5.95.post1 (1/1 files)"]
