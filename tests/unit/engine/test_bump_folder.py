@@ -184,14 +184,16 @@ def test_a_user_file_where_the_bump_writes_is_never_overwritten(world):
     _refused(world, lambda out: bump.write(again), UsageError, "other.patch")
 
 
-def test_a_tree_replaced_by_a_symlink_to_a_checkout_is_never_written_through(world):
-    """Item 3: `NAME.tree` a symlink to the user's checkout: a new bump replaced the checkout's file."""
+@pytest.mark.parametrize("run", [_again, _continue], ids=["a new bump writes", "--continue reads"])
+def test_a_tree_replaced_by_a_symlink_to_a_checkout_is_never_followed(world, run):
+    """Item 3: `NAME.tree` a symlink to the user's checkout: a new bump replaced the checkout's file;
+    `--continue` never reads a tree through the link either."""
     out = world / "out"
     import shutil
 
     shutil.rmtree(out / "fix.tree")
     os.symlink(world / "checkout", out / "fix.tree")
-    _refused(world, _again, EnvironmentFailure, str(out / "fix.tree"), "symlink")
+    _refused(world, run, EnvironmentFailure, str(out / "fix.tree"), "symlink")
 
 
 def test_a_symlinked_folder_in_outputs_is_refused_before_anything_is_written(world):
@@ -203,15 +205,6 @@ def test_a_symlinked_folder_in_outputs_is_refused_before_anything_is_written(wor
     digest = hashlib.sha256((world / "outside" / "keep.txt").read_bytes()).hexdigest()
     _edit_record(out, lambda r: (r["outputs"].append("sub/keep.txt"), r["digests"].update({"sub/keep.txt": digest})))
     _refused(world, _again, EnvironmentFailure, str(out / "sub"), "symlink")
-
-
-def test_continue_never_reads_a_tree_through_a_symlink(world):
-    out = world / "out"
-    import shutil
-
-    shutil.rmtree(out / "fix.tree")
-    os.symlink(world / "checkout", out / "fix.tree")
-    _refused(world, _continue, EnvironmentFailure, str(out / "fix.tree"), "symlink")
 
 
 def test_continue_never_reads_a_written_diff_through_a_symlink(world):
