@@ -52,7 +52,8 @@ class ImageSpec:
 
 # One word of a path: no whitespace, quote, `$`, backslash or other shell or Dockerfile syntax.
 _WORD = r"[A-Za-z0-9_+][A-Za-z0-9_.+-]*"
-_INTERPRETER = re.compile(rf"{_WORD}|(?:/{_WORD})+", re.ASCII)  # `python3` or `/opt/conda/bin/python`
+# `python3`, `/opt/conda/bin/python` or `/work/.venv/bin/python` (a component may start with a dot, never be . or ..)
+_INTERPRETER = re.compile(rf"{_WORD}|(?:/\.?{_WORD})+", re.ASCII)
 _FILE_NAME = re.compile(_WORD, re.ASCII)
 _CONTEXT_PATH = re.compile(rf"{_WORD}(?:/{_WORD})*", re.ASCII)
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.+!]*", re.ASCII)  # a normal version's alphabet

@@ -220,6 +220,8 @@ def _version_from_source(site: Path) -> str | None:
 
 def _checkout_of(site: Path) -> Path | None:
     for folder in (site, *site.parents):
+        if (folder / "pyvenv.cfg").is_file():
+            return None  # a virtual environment's files (a project's .venv) are installed, never the checkout's own
         if (folder / ".git").exists():
             return None if _ignored_by_git(folder, site / PACKAGE) else folder
     return None

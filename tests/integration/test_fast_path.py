@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -95,9 +96,19 @@ LOADED = ("import sys, runpy; before = set(sys.modules); sys.argv[1:] = {args!r}
           "; raise\n")
 
 
+def project_venv_site(tmp_path) -> Path:
+    """A real 0.5.17 in the site-packages of a project's `.venv`, inside a git checkout (as CI's own
+    clone holds the test cache): a venv's files are never the checkout's, so no `git` runs."""
+    project = tmp_path / "project"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / ".venv").mkdir()
+    (project / ".venv" / "pyvenv.cfg").write_text(f"home = {Path(sys.executable).parent}\n")
+    return copy_minimal("0.5.17", project / ".venv" / "lib" / "python3.11" / "site-packages")
+
+
 @pytest.mark.parametrize("command", ["status", "apply"])
 def test_a_plain_command_on_a_patched_tree_loads_no_heavy_module(tmp_path, command):
-    site = copy_minimal("0.5.17", tmp_path / "site")
+    site = project_venv_site(tmp_path)
     env = {**os.environ, "PATCHKIT_HOME": str(tmp_path / "home")}
     subprocess.run([sys.executable, "-c", CLICK, "apply", "--site-packages", str(site)], check=True,
                    capture_output=True, cwd=tmp_path, env=env)
@@ -113,7 +124,7 @@ def test_a_plain_command_on_a_patched_tree_loads_no_heavy_module(tmp_path, comma
 def test_status_of_this_pythons_own_sglang_says_the_same_and_loads_no_email(tmp_path, patched):
     """Plain `status` (no targeting option) of the SGLang this Python imports (here a real 0.5.17
     on PYTHONPATH): the fast path reads its METADATA itself, and says what the click CLI says."""
-    site = copy_minimal("0.5.17", tmp_path / "site")
+    site = project_venv_site(tmp_path)
     env = {**os.environ, "PATCHKIT_HOME": str(tmp_path / "home"), "PYTHONPATH": str(site)}
     # (The first run fills the home's cache of patch digests: a write, with tempfile.)
     subprocess.run([sys.executable, "-c", CLICK, "apply" if patched else "status"], check=True, capture_output=True,

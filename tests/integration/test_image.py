@@ -207,6 +207,8 @@ INJECTED_PYTHON = "python3\nFROM IMG\nRUN touch /pwned #"
     (("--base", "b", "--python", "/opt/my venv/bin/python"), "not an interpreter path"),
     (("--base", "b", "--python", "'python3'"), "not an interpreter path"),
     (("--base", "b", "--python", "-Ic"), "not an interpreter path"),
+    (("--base", "b", "--python", "/opt/../bin/python"), "not an interpreter path"),
+    (("--base", "b", "--python", "/opt/./python"), "not an interpreter path"),
 ])
 def test_a_value_that_could_inject_an_instruction_is_refused_and_nothing_written(tmp_path, args, message):
     out = tmp_path / "Dockerfile"
@@ -238,7 +240,7 @@ def test_valid_references_and_interpreters_are_accepted():
     for base in ("b", "lmsysorg/sglang:v0.5.17-cu129", "localhost:5000/team/sglang:v0.5.17",
                  "[::1]:5000/sglang@sha256:" + "0" * 64, "docker.io/lmsysorg/sglang:v0.5.17@sha256:" + "a" * 64,
                  "ghcr.io/a__b/c-d.e/f--g:Tag_1.2-x"):
-        for python in ("python3", "/opt/conda/bin/python3.11", "/usr/bin/python3"):
+        for python in ("python3", "/opt/conda/bin/python3.11", "/usr/bin/python3", "/work/.venv/bin/python"):
             result = run("image", "dockerfile", "--base", base, "--target", "0.5.17", "--python", python)
             assert result.exit_code == 0, (base, python, result.stderr)
             assert f"FROM {base}\n" in result.stdout
