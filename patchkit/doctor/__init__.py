@@ -21,6 +21,7 @@ from patchkit.doctor import model_classes
 from patchkit.doctor import non_static
 from patchkit.doctor import release as release_mod
 from patchkit.doctor import rules as rules_mod
+from patchkit.doctor.context import Context
 from patchkit.doctor.launch import Launch, parse, split_command
 from patchkit.doctor.report import Finding, Report
 from patchkit.doctor.release_files import WheelFiles
@@ -151,8 +152,8 @@ def check(run: Run, args: list[str], advise: bool = True) -> Report:
             lambda fraction: evaluate(gpu, advice.with_fraction(launch, fraction)),
             cap=advice.INTEGRATED_CAP if gpu.integrated else advice.CAP)
     budget.assumed = assumed.terms(budget, gpu)
-    ctx = rules_mod.Context(release=release, launch=launch, model=model, draft=draft, gpu=gpu, budget=budget,
-                            patch_states=states, environ=environ, naming=run.naming)
+    ctx = Context(release=release, launch=launch, model=model, draft=draft, gpu=gpu, budget=budget,
+                  patch_states=states, environ=environ, naming=run.naming)
     findings = rules_mod.run(ctx)
     target = run.target
     if gpu.free_gib is None:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from patchkit.authoring.launch_trigger import Trigger
 
 if TYPE_CHECKING:
+    from patchkit.doctor.context import Context
     from patchkit.doctor.model import ModelFacts
-    from patchkit.doctor.rules import Context
 
 
 def _number(value: object) -> float | None:
