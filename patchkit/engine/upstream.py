@@ -1,22 +1,24 @@
 """Track patches across SGLang releases and git revisions: needed, upstream-fixed, moved, broken.
 
-A source is anything with `read(rel)`, `version`, `label`, `python_files()` and `package_files()`: an installed
-release (`target.Target`) or a git revision (`GitSource`, read straight from the object
-database, no work tree). Each patch is judged by its own probes on the code; only its target
-files are parsed, except when they are gone, when the patch's anchor symbols are looked for
-elsewhere (a cheap byte filter, then a parse of the few candidates).
+A source (`releases.source.Source`) is anything with `read(rel)`, `version`, `label`,
+`python_files()` and `package_files()`: an installed release (`target.Target`), a wheel or a git
+revision (`GitSource`, read straight from the object database, no work tree). Each patch is judged
+by its own probes on the code; only its target files are parsed, except when they are gone, when
+the patch's anchor symbols are looked for elsewhere (a cheap byte filter, then a parse of the few
+candidates).
 """
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Collection, Iterable
 
 from packaging.version import InvalidVersion, Version
 
 from patchkit.engine import decide, patch_status, registry
 from patchkit.releases import manifest
+from patchkit.releases.source import Source as Source
 from patchkit.engine import view as view_mod
 from patchkit.base.constants import PACKAGE
 from patchkit.base.errors import TargetError
@@ -34,20 +36,6 @@ _FROM_ENGINE = {
     patch_status.NOT_APPLICABLE: NOT_APPLICABLE,
     patch_status.APPLIED: "applied",
 }
-
-
-class Source(Protocol):
-    @property
-    def version(self) -> str: ...
-
-    @property
-    def label(self) -> str: ...
-
-    def read(self, rel: str) -> bytes | None: ...
-
-    def python_files(self) -> list[str]: ...
-
-    def package_files(self) -> list[str]: ...
 
 
 class GitSource:

@@ -20,7 +20,7 @@ from patchkit.base.util import atomic_write, read_regular, sha256
 
 if TYPE_CHECKING:
     from patchkit.authoring.patch import Patch
-    from patchkit.engine.upstream import Source
+    from patchkit.releases.source import Source
 
 CACHE_FILE = "verdicts.json"
 CACHE_LIMIT = 64 * 1024 * 1024  # a few hundred bytes per verdict: far more than any real cache
