@@ -277,7 +277,7 @@ def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[
     notes: tuple[str, ...] = ()
     if diffs:
         made = _diff_rows(diffs, before, first, to, progress, files, inputs, cache)
-        checked, notes = _works_on_v(made, to, python, progress, files, inputs)
+        checked, notes = _works_on_v(made, to, folder, python, progress, files)
         rows += checked
     if cache is not None:
         cache.save()
@@ -424,8 +424,8 @@ def _diff_row(patch: type[Patch], old: upstream.Verdict, made: Rebased | str, da
                     counts={} if action == CARRIES else counts, written=name, notes=made.notes)
 
 
-def _works_on_v(rows: list[PatchRow], to: WheelSource, python: str | None, progress: Callable[[str], None],
-                files: dict[str, bytes], inputs: dict[str, tuple[str, bytes]]) -> tuple[list[PatchRow], tuple[str, ...]]:
+def _works_on_v(rows: list[PatchRow], to: WheelSource, folder: Path, python: str | None,
+                progress: Callable[[str], None], files: dict[str, bytes]) -> tuple[list[PatchRow], tuple[str, ...]]:
     """The diffs written for V (carries over, rebased), in stack order, each applied on V's files as
     the diffs before it leave them and checked there (`works_on`: compiled, no new undefined name,
     and with `python`, the set's modules and the model registry imported): a diff that breaks on V
@@ -470,7 +470,7 @@ def _works_on_v(rows: list[PatchRow], to: WheelSource, python: str | None, progr
         out.append(replace(row, action=CONFLICTS, on_to=upstream.BROKEN, written=None, tree=tree,
                            conflicts=tuple(broken[row.id]),
                            detail=f"does not work on SGLang {to.version}: fix it in {tree or 'the diff'}, then run "
-                                  "`patchkit bump --continue DIR`"))
+                                  f"`{continue_command(folder)}`"))
     return out, notes
 
 

@@ -6,6 +6,7 @@ V's base no longer allows), is a conflict naming the file and line, exit 1, with
 from __future__ import annotations
 
 import ast
+import shlex
 from pathlib import Path
 
 import pytest
@@ -47,11 +48,13 @@ def test_a_unit_calling_a_name_v_no_longer_imports_is_a_conflict(tmp_path, monke
     assert b"get_global_server_args" not in (pristine("0.5.16") / GLM).read_bytes()
     added = b"        self.use_data_parallel = get_global_server_args().mm_enable_dp_encoder\n"
     _one_diff(tmp_path / "mine", "glm-dp-encoder.patch", "0.5.15.post1", GLM, old.replace(LOAD, LOAD + added, 1))
-    out = tmp_path / "bump"
+    out = tmp_path / "my bump"  # a space: the command the detail names is pasteable as printed
     done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.15.post1", "--to", "0.5.16", "-o", out,
                "--json")
     assert done.exit_code == 1, done.stderr
     row = _rows(done)["glm-dp-encoder"]
+    assert row["detail"].startswith("does not work on SGLang 0.5.16: fix it in glm-dp-encoder.tree, then run `")
+    assert shlex.split(row["detail"].split("`")[1]) == ["patchkit", "bump", "--continue", str(out)], row["detail"]
     tree = out / "glm-dp-encoder.tree" / GLM
     assert row["action"] == "conflicts" and row["tree"] == "glm-dp-encoder.tree" and not row["written"]
     line = tree.read_bytes().split(b"\n").index(added.rstrip(b"\n")) + 1
