@@ -94,7 +94,7 @@ def _tree(made, data: bytes, folder: Path, as_json: bool) -> int:
         output.warn(f"conflict: {unit.file}:{unit.unit}: {unit.detail} (a block in {folder / unit.file})")
     output.line(f"wrote {len(written)} file(s) of SGLang {made.to} into {folder}")
     output.line(f"next: resolve the <<<<<<< / >>>>>>> blocks there ({len(conflicts)}), then "
-                f"`patchkit rebase --continue {folder} -o {made.diff.name}`")
+                f"`{rebase_tree.continue_command(folder, made.diff.name)}`")
     return EXIT_PLAN if conflicts else EXIT_OK
 
 
@@ -105,7 +105,7 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
     path = output_file("-o", out) if out else None
     record = rebase_tree.read_record(folder)
     target = releases.WheelSource(versions.normalise(str(record["to"]), "the record's release"), output.progress)
-    done = rebase_tree.finish(folder, target.read)
+    done = rebase_tree.finish(folder, target.read, rebase_tree.continue_command(folder, out))
     if path is not None:
         atomic_write(path, done.data, 0o644)
     for note in done.notes:

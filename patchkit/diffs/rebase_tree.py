@@ -24,6 +24,7 @@ from patchkit.base.util import atomic_write, read_regular, sha256
 from patchkit.diffs import format_patch
 from patchkit.diffs.rebase import Rebased, write_diff
 from patchkit.diffs.unidiff import DiffPatchFile
+from patchkit.store.naming import Naming
 
 RECORD = ".patchkit-rebase.json"
 SCHEMA = 1
@@ -169,9 +170,10 @@ def _damaged(record: dict) -> str | None:
     return None
 
 
-def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
+def finish(folder: Path, read: Callable[[str], bytes | None], again: str | None = None) -> Finished:
     """The finished diff from a resolved tree (`read`: release V's pristine files). A file still
-    holding a conflict marker line is refused, naming the file and line. A file V does not have
+    holding a conflict marker line is refused, naming the file and line and `again`, the command
+    to run once it is mended (default `patchkit rebase --continue DIR`; bump names its own). A file V does not have
     whose resolution is empty (only whitespace: its blocks deleted) is not created; a symlink or
     anything but a plain file or folder in the tree is refused (UsageError), never followed.
 
@@ -182,6 +184,7 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
     silence; Python's own `__pycache__` folders are not read."""
     record = read_record(folder)
     present = _tree_entries(folder)
+    again = again or continue_command(folder)
     changes: list[format_patch.FileChange] = []
     dropped: list[str] = []
     not_created: list[str] = []
@@ -192,7 +195,7 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
         if rel not in present:
             dropped.append(rel)  # deleted from the tree: the user dropped that change
             continue
-        now = _resolved(folder, rel)
+        now = _resolved(folder, rel, again)
         digests[rel] = sha256(now)
         stacked = record.get("base", {}).get(rel) if isinstance(record.get("base"), dict) else None
         before = base64.b64decode(stacked) if isinstance(stacked, str) else read(rel) if existed else None
@@ -211,8 +214,8 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
         if before is None:
             raise PlanError(f"{folder / rel}: not a file of SGLang {record['to']}'s package, so its change cannot be "
                             "taken into the diff (a file put in the tree must be one of that release's, at its "
-                            f"path under sglang/); move it there or delete it, then run `--continue {folder}` again")
-        now = _resolved(folder, rel)
+                            f"path under sglang/); move it there or delete it, then run `{again}` again")
+        now = _resolved(folder, rel, again)
         digests[rel] = sha256(now)
         if now != before:
             taken.append(rel)
@@ -225,22 +228,27 @@ def finish(folder: Path, read: Callable[[str], bytes | None]) -> Finished:
                     tuple(changes))
 
 
-def _resolved(folder: Path, rel: str) -> bytes:
+def _resolved(folder: Path, rel: str, again: str) -> bytes:
     """A file of the tree as the user left it: unreadable, or still holding a conflict marker line,
-    is an error naming it (FILE:LINE for a marker)."""
+    is an error naming it (FILE:LINE for a marker) and `again`, the command to run once it is mended."""
     path = folder / rel
     try:
         now = read_regular(path, flags=os.O_NOFOLLOW)
     except OSError as exc:
         raise PlanError(f"{path}: cannot be read ({exc.strerror or exc}); make it readable or delete it, then run "
-                        f"`--continue {folder}` again") from None
+                        f"`{again}` again") from None
     marker = _MARKER.search(now)
     if marker:
         line = now.count(b"\n", 0, marker.start()) + 1
         raise PlanError(f"{path}:{line}: a conflict block is still there ({marker.group().decode()}); resolve "
                         "it (make the change where the code is, delete the marker lines), then run "
-                        f"`patchkit rebase --continue {folder}` again")
+                        f"`{again}` again")
     return now
+
+
+def continue_command(folder: Path, out: str | None = None) -> str:
+    """`patchkit rebase --continue DIR [-o OUT]`, pasteable as printed (store/naming quotes each word)."""
+    return Naming().command("rebase", "--continue", str(folder), *(("-o", out) if out else ()))
 
 
 def _tree_entries(folder: Path) -> set[str]:
@@ -290,7 +298,7 @@ class StackTree:
         if self.waits_on:
             return (f"{self.id} waits on {', '.join(self.waits_on)}, which conflicts in a file they share: once "
                     f"it is finished, rebase {self.name} on it (`patchkit bump --continue` does both in one run)")
-        return f"`patchkit rebase --continue {folder / self.tree} -o {self.name}`"
+        return f"`{continue_command(folder / self.tree, self.name)}`"
 
 
 def write_stack(stacked: list, inputs: dict[str, bytes], folder: Path) -> list[StackTree]:

@@ -974,7 +974,8 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
                 raise UsageError(f"--continue {bump.folder}: {bump.folder / row.tree}, the tree the bump wrote there, "
                                  "is gone; put it back, or run the bump again into a new folder")
             try:
-                done = rebase_tree.finish(bump.folder / row.tree, to.read)  # the change from the tree's own base
+                done = rebase_tree.finish(bump.folder / row.tree, to.read,  # the change from the tree's own base
+                                         continue_command(bump.folder))
             except PlanError as exc:
                 rows[pid] = replace(row, detail=str(exc))
                 progress(f"{pid}: {exc}")

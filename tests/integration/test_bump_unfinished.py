@@ -191,3 +191,22 @@ def test_a_resolution_that_moves_the_change_to_another_file_of_v_is_taken(home, 
     diff = (out / "chunk-default.patch").read_bytes()
     assert b"+++ b/python/" + SCHEDULE.encode() in diff and b"+    ] = 8192\n" in diff
     assert SERVER_ARGS.encode() not in diff
+
+
+def test_a_block_left_in_a_tree_names_bumps_own_continue_pasteable(home, tmp_path):  # noqa: F811
+    """`bump --continue` with a conflict block still in NAME.tree: the diff stays a conflict whose
+    detail names the file and line, and the command to run again is the folder's own `patchkit bump
+    --continue DIR`, quoted for a shell (issue 44 item 6). It said `patchkit rebase --continue
+    DIR/NAME.tree` (rebase's command, unquoted: a folder with a space became two words)."""
+    import shlex
+
+    conflicting_set(tmp_path / "mine")
+    out = tmp_path / "my bump"
+    made = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    again = run("bump", "--continue", out, "--json")
+    assert again.exit_code == 1, again.stderr
+    row = {row["id"]: row for row in again.json()["patches"]}["heads-fix"]
+    assert row["action"] == "conflicts" and f"{out}/heads-fix.tree/{MODEL_CONFIG}:" in row["detail"], row
+    assert ": a conflict block is still there (<<<<<<< " in row["detail"], row["detail"]
+    assert shlex.split(row["detail"].split("`")[-2]) == ["patchkit", "bump", "--continue", str(out)], row["detail"]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from testing.checkout import wheel_home
@@ -137,7 +139,7 @@ def test_conflicts_are_resolved_in_a_tree_and_continue_writes_the_diff(tmp_path,
 
     monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.17"))))
     path = field_diff("0.5.15.post1").write(tmp_path)
-    tree = tmp_path / "tree"
+    tree = tmp_path / "my tree"  # a space: each command said is pasteable as printed
     (tmp_path / "done").mkdir()
     out = tmp_path / "done" / path.name  # the id comes from the name
     made = run("rebase", path, "--to", "0.5.17", "--tree", tree, "--json")
@@ -146,6 +148,7 @@ def test_conflicts_are_resolved_in_a_tree_and_continue_writes_the_diff(tmp_path,
     assert report["conflicts"] and {c["file"] for c in report["conflicts"]} <= set(report["files"])
     refused = run("rebase", "--continue", tree, "-o", out)
     assert refused.exit_code == 1 and ": a conflict block is still there (<<<<<<< release)" in refused.stderr
+    assert shlex.split(refused.stderr.split("`")[-2]) == ["patchkit", "rebase", "--continue", str(tree), "-o", str(out)]
     assert not (out).exists()
     for rel in report["files"]:
         (tree / rel).write_bytes(take_the_patch_side((tree / rel).read_bytes()))
