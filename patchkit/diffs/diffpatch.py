@@ -177,6 +177,37 @@ def block(where: str, change: list[bytes], todo: str) -> bytes:
                      CLOSE + b": " + _one_line(todo) + b"\n"])
 
 
+def without_blocks(data: bytes, side: str = "patch") -> bytes:
+    """`data` with each conflict block resolved to one side: a merge's block to its `side`
+    ("patch": the diff's lines, "release": the release's), a block for a change that found no
+    place (`block`) to nothing. What a diff stacked on this one is rebased on before the blocks
+    are resolved: the lower diff's change where it has one, taken as it would be by its own side."""
+    out: list[bytes] = []
+    inside = None  # None: outside a block; else (is it a `block`, which side is being read)
+    for line in units_mod.split_lines(data):
+        bare = line.rstrip(b"\r\n")
+        if inside is None and (bare == OPEN or bare.startswith(OPEN + b": ")):
+            inside = (bare != OPEN, "release")
+        elif inside is not None and inside[1] == "release" and bare == SPLIT:
+            inside = (inside[0], "patch")
+        elif inside is not None and inside[1] == "patch" and (bare == CLOSE or bare.startswith(CLOSE + b": ")):
+            inside = None
+        elif inside is None or not inside[0] and inside[1] == side:
+            out.append(line)
+    return b"".join(out)
+
+
+def parses(rel: str, data: bytes) -> bool:
+    """Whether `data` splits into units (a file that is not Python always does)."""
+    if not rel.endswith(".py"):
+        return True
+    try:
+        units_mod.units(data)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
 def _one_line(text: str) -> bytes:
     return " ".join(text.split()).encode("utf-8", "surrogateescape")
 
@@ -978,10 +1009,9 @@ class DiffPatch(Patch):
 def order_stacks(classes: list[type[DiffPatch]]) -> None:
     """A diff stacked on another loaded diff (its pre-image blobs are the other's post-image
     blobs, `stacks`) comes after it on their shared files, as `Patchkit-After:` would say."""
-    from patchkit.diffs import release_blobs, stacks
+    from patchkit.diffs import stacks
 
-    found = stacks.stacked_on({cls.ID: cls.DIFF for cls in classes}, release_blobs.made_for_a_release,
-                              release_blobs.on_lower_tree)
+    found = stacks.stack({cls.ID: cls.DIFF for cls in classes}).under
     for cls in classes:
         under = found.get(cls.ID, {})
         cls.STACKED_ON = under

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from patchkit.diffs import diffpatch, format_patch, release_blobs, unidiff
+from patchkit.diffs import diffpatch, format_patch, release_blobs, stacks, unidiff
 from patchkit.base.errors import PlanError
 from patchkit.diffs.unidiff import DiffPatchFile, FileDiff
 from patchkit.diffs.units import split_lines
@@ -36,6 +36,9 @@ class Rebased:
     changes: tuple[format_patch.FileChange, ...] = ()  # each section's file on `to` and its new bytes
     # {id of a diff of the set it was rebased on: the files it shares with it} (rebase_stack)
     stacked_on: dict[str, list[str]] = field(default_factory=dict)
+    # {id of a diff under it: the files it was rebased on there that diff has not finished on `to`
+    # (blocks of its own, or a diff under it that has): its re-made change there waits on theirs.
+    depends_on: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def conflicts(self) -> tuple[diffpatch.UnitOutcome, ...]:
@@ -138,35 +141,47 @@ def write_diff(data: bytes, prefix: str, changes: list[format_patch.FileChange])
 
 def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callable[[str], bytes | None],
                  python_files: Callable[[], list[str]] | None = None,
-                 package_files: Callable[[], list[str]] | None = None) -> list[tuple[str, Rebased | str]]:
-    """Diffs re-made against `to` in stack order (`stacks`): one stacked on another is rebased
-    onto the other's rebased files (its pre-image: the other's post-image), so the rebased diffs
-    stack again (the upper's index lines are the lower's new post-image blobs). Where the lower
-    one conflicts in a shared file, the upper is rebased on `to`'s file there (and says so)."""
-    from patchkit.diffs import stacks
-
+                 package_files: Callable[[], list[str]] | None = None,
+                 stack: stacks.Stack | None = None) -> list[tuple[str, Rebased | str]]:
+    """Diffs re-made against `to` in stack order (`stacks.stack`, or `stack` where the caller has
+    it): one stacked on another is rebased onto the other's rebased files (its pre-image: the
+    other's post-image), so the rebased diffs stack again (the upper's index lines are the lower's
+    new post-image blobs). Where the lower one conflicts in a file, the upper is rebased on the
+    lower's file there with each block taken as the lower's side (`diffpatch.without_blocks`; the
+    release's, where that does not parse), so that its own conflicts are found now, and a
+    resolution of them differs from that base by its own change only; it depends on the lower
+    there (`Rebased.depends_on`, `stacks.Unfinished`) and says so."""
     diffs = {diff.id: diff for diff, _ in items}
     raw = {diff.id: data for diff, data in items}
-
-    under = stacks.stacked_on(diffs, release_blobs.made_for_a_release, release_blobs.on_lower_tree)
+    stack = stack or stacks.stack(diffs)
+    under = stack.under
+    unfinished = stacks.Unfinished(under)
     done: dict[str, Rebased] = {}
     # The index of the release's names where a moved unit is looked for: made once, from `to`'s files
     # (a lower diff's rebased file is read as it is written when a candidate is opened).
     defined: dict[bytes, set[str]] = {}
     upstream: dict[str, str] = {}
-    for pid in stacks.ordered(diffs):
-        written: dict[str, bytes] = {}  # the rebased lower diffs' files, clean ones only
-        notes: list[str] = []
+    for pid in stack.order:
+        written: dict[str, bytes] = {}  # the rebased lower diffs' files (a conflicting one's blocks taken as its side)
         for lower in under.get(pid, {}):
             if lower not in done:
                 continue
             conflicted = {u.file for u in done[lower].conflicts}
             for change in done[lower].changes:
-                if change.after is not None and change.rel not in conflicted:
-                    written[change.rel] = change.after
-                elif change.rel in conflicted and change.rel in under[pid][lower]:
-                    notes.append(f"{change.rel}: {lower} conflicts there on SGLang {to}; {pid} is rebased on the "
-                                 f"release's file (rebase it again once {lower} is resolved)")
+                after = change.after
+                if after is not None and change.rel in conflicted:  # each block taken as the lower's side
+                    whole = after
+                    after = diffpatch.without_blocks(whole, "patch")
+                    if not diffpatch.parses(change.rel, after):  # its side does not parse there: V's
+                        after = diffpatch.without_blocks(whole, "release")
+                    if change.before is None and not after.strip():  # a file V lacks, only blocks
+                        continue
+                if after is not None:
+                    written[change.rel] = after
+        waits = unfinished.depends_on(pid)
+        notes = [f"{rel}: {lower} is not finished there on SGLang {to} (its blocks, or a diff under it); {pid} is "
+                 f"rebased on {lower}'s file with each of {lower}'s blocks taken as its own side, and depends on its "
+                 "resolution there" for lower, files in waits.items() for rel in files]
         base_of = stacked_base([diffs[lower] for lower in under.get(pid, {}) if lower in done])
 
         def read_on(rel: str, written: dict[str, bytes] = written) -> bytes | None:
@@ -176,10 +191,12 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
         try:
             made = rebase(diffs[pid], raw[pid], to, read_on, base_of, label, python_files, package_files, defined)
         except AlreadyUpstream as exc:
+            unfinished.add(pid, ())
             upstream[pid] = str(exc)
             continue
-        done[pid] = replace(made, notes=(*made.notes, *notes), stacked_on=under.get(pid, {}))
-    return [(pid, done.get(pid) or upstream[pid]) for pid in stacks.ordered(diffs)]
+        unfinished.add(pid, {u.file for u in made.conflicts})
+        done[pid] = replace(made, notes=(*made.notes, *notes), stacked_on=under.get(pid, {}), depends_on=waits)
+    return [(pid, done.get(pid) or upstream[pid]) for pid in stack.order]
 
 
 def stacked_base(lowers: list[DiffPatchFile]) -> Callable[[FileDiff], bytes | None]:

@@ -284,7 +284,7 @@ class StackTree:
     files: tuple[str, ...] = ()
     conflicts: tuple = ()  # diffpatch.UnitOutcome
     notes: tuple[str, ...] = ()
-    waits_on: tuple[str, ...] = ()  # lower diffs that conflict in a file they share with it
+    waits_on: tuple[str, ...] = ()  # lower diffs it depends on (Rebased.depends_on)
     upstream: str = ""  # why no tree: V already has the whole change
 
     def to_dict(self) -> dict:
@@ -296,26 +296,24 @@ class StackTree:
         if self.upstream:
             return f"{self.id}: nothing to do ({self.upstream})"
         if self.waits_on:
-            return (f"{self.id} waits on {', '.join(self.waits_on)}, which conflicts in a file they share: once "
+            return (f"{self.id} waits on {', '.join(self.waits_on)}, not finished in a file it is stacked on: once "
                     f"it is finished, rebase {self.name} on it (`patchkit bump --continue` does both in one run)")
         return f"`{continue_command(folder / self.tree, self.name)}`"
 
 
 def write_stack(stacked: list, inputs: dict[str, bytes], folder: Path) -> list[StackTree]:
     """`rebase.rebase_stack`'s diffs as one tree each under `folder` (new or empty), in stack order.
-    An upper diff whose lower one conflicts in a shared file was rebased on V's file there (its
-    tree would drop the lower's change): it gets no tree and waits (`waits_on`)."""
+    An upper diff that depends on a lower one (`Rebased.depends_on`: stacked on a file the lower
+    has not finished on V) was rebased on that file without the lower's blocks (its tree would drop
+    the lower's resolution): it gets no tree and waits (`waits_on`)."""
     check_empty(folder)
     found: list[StackTree] = []
-    conflicted: dict[str, set[str]] = {}  # id -> files with blocks
     for pid, made in stacked:
         if isinstance(made, str):
             found.append(StackTree(pid, "", "", "", upstream=made))
             continue
-        conflicted[pid] = {u.file for u in made.conflicts}
-        waits = tuple(lower for lower, files in made.stacked_on.items() if set(files) & conflicted.get(lower, set()))
-        if waits:
-            found.append(StackTree(pid, made.diff.name, made.to, "", waits_on=waits))
+        if made.depends_on:
+            found.append(StackTree(pid, made.diff.name, made.to, "", waits_on=tuple(made.depends_on)))
             continue
         tree = f"{Path(made.diff.name).stem}.tree"
         written = write_tree(made, inputs[pid], folder / tree)

@@ -202,17 +202,28 @@ def _best_around(found: list[Match], order: list[str], tried: set[str]) -> bool:
     return all(v in tried for v in around)
 
 
+def _same_blob(a: str | None, b: str | None) -> bool:
+    """Two index hashes of one blob (either may be abbreviated)."""
+    if not a or not b:
+        return False
+    return a.startswith(b) or b.startswith(a)
+
+
+def shared_files(upper: DiffPatchFile, lower: DiffPatchFile) -> list[str]:
+    """The files of `upper` whose pre-image is `lower`'s post-image (`stacks` builds on this)."""
+    after = {f.path: f.new_blob for f in lower.files if f.new_path is not None}
+    return [f.path for f in upper.files if f.old_path is not None and _same_blob(f.old_blob, after.get(f.path))]
+
+
 def find_bases(diffs: list[DiffPatchFile], to: str, progress: Callable[[str], None], last: str | None = None) -> None:
     """`find_base` for each of `diffs` (loaded together) on the files whose pre-image is its own:
-    a file stacked on another diff's post-image (`stacks.shared_files`) is no release's, so it is
+    a file stacked on another diff's post-image (`shared_files`) is no release's, so it is
     left out of the search, and a diff stacked on others in every file is not searched (its base
     is theirs)."""
     from dataclasses import replace
 
-    from patchkit.diffs import stacks
-
     for diff in diffs:
-        stacked = {rel for other in diffs if other is not diff for rel in stacks.shared_files(diff, other)}
+        stacked = {rel for other in diffs if other is not diff for rel in shared_files(diff, other)}
         own = tuple(f for f in diff.files if f.path not in stacked)
         if any(f.old_blob and f.old_path for f in own):
             find_base(replace(diff, files=own), to, progress, last=last)

@@ -62,8 +62,9 @@ class PatchRow:
     conflicts: tuple[Conflict, ...] = ()
     written: str | None = None  # the file in DIR holding the patch re-made for V
     tree: str | None = None  # the folder in DIR holding V's files with the conflict blocks
-    # A diff stacked on diffs that conflict in the files it shares with them: re-made on top of them by
-    # `--continue` once they are resolved (its tree written then, where it conflicts too).
+    # The diffs under it that are not finished on V in files it is stacked on (stacks.Unfinished): it is
+    # finished by `--continue` after them, its tree's resolution put on top of theirs (`_onto`), or,
+    # with no tree (no block of its own), re-made on top of them (`_remake`).
     waits_on: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     # A diff's files outside the installed sglang package (`test/...`, `sgl-kernel/...`,
@@ -365,34 +366,38 @@ def _diff_rows(diffs: list[type[Patch]], before: dict[str, upstream.Verdict], fi
     release_blobs.find_bases([diff for diff, _ in items], to.version, progress, last=to.version)
     # On V0, the diffs whose hunks apply there as they are, in stack order (a stacked one on top of
     # the one under it), apply; the others are judged (upstream-fixed, broken, ...).
-    under = stacks.stacked_on({diff.id: diff for diff, _ in items}, release_blobs.made_for_a_release,
-                              release_blobs.on_lower_tree)
     diffs_by_id = {diff.id: diff for diff, _ in items}
-    ordered = [(pid, diffs_by_id[pid]) for pid in stacks.ordered(diffs_by_id)]
-    failing = apply_in_order(ordered, first.read, first.version)
+    stack = stacks.stack(diffs_by_id)
+    under = stack.under
+    failing = apply_in_order([(pid, diffs_by_id[pid]) for pid in stack.order], first.read, first.version)
     before.update({pid: upstream.Verdict(upstream.APPLIES, None, f"on top of {', '.join(under[pid])}"
                                          if pid in under else "") for pid in diffs_by_id if pid not in failing})
     if failing:
         before.update(upstream.judge(first, cache=cache, ids=set(failing)))
     rows = []
-    blocked: dict[str, set[str]] = {}  # the files a diff conflicts in (or waits on), on V
-    for pid, made in rebasing.rebase_stack(items, to.version, to.read, to.python_files, to.package_files):
+    # Every diff re-made in round one, an upper one on its lower ones' files without their blocks
+    # (`rebase_stack`): its own conflicts are named now, its tree written; one with none waits
+    # (`waits_on`), re-made on top of them by `--continue` once they are finished.
+    for pid, made in rebasing.rebase_stack(items, to.version, to.read, to.python_files, to.package_files, stack):
         patch = next(p for p in diffs if p.ID == pid)
-        waits = tuple(lower for lower, shared in under.get(pid, {}).items() if set(shared) & blocked.get(lower, set()))
-        if waits:
-            blocked[pid] = {f.path for f in diffs_by_id[pid].files}
+        waits = {} if isinstance(made, str) else made.depends_on
+        if waits and not isinstance(made, str) and not made.conflicts:
             rows.append(PatchRow(id=pid, kind="diff", on_from=before[pid].state, on_to=upstream.BROKEN,
-                                 action=CONFLICTS, upstream=tuple(patch.UPSTREAM), waits_on=waits,
-                                 conflicts=tuple(Conflict(rel, "<stack>", f"stacked on {lower}, which conflicts here: "
-                                                          "re-made on top of it by `bump --continue` once it is resolved")
-                                                 for lower in waits for rel in under[pid][lower]
-                                                 if rel in blocked[lower])))
+                                 action=CONFLICTS, upstream=tuple(patch.UPSTREAM), waits_on=tuple(waits),
+                                 conflicts=tuple(Conflict(rel, STACK_UNIT, _waiting(lower)) for lower, files in
+                                                 waits.items() for rel in files)))
             continue
-        if not isinstance(made, str):
-            blocked[pid] = {u.file for u in made.conflicts}
         rows.append(_diff_row(patch, before[pid], made, inputs[pid][1], files))
     # Each diff's files outside the package, named from round one, whatever its action.
     return [replace(row, outside=diffs_by_id[row.id].outside) for row in rows]
+
+
+STACK_UNIT = "<stack>"  # the unit of a conflict that is only a lower diff's not being finished
+
+
+def _waiting(lower: str) -> str:
+    return (f"stacked on {lower}, which is not finished here: re-made on top of it by `bump --continue` once it is "
+            "resolved (no block of its own on the rest)")
 
 
 def _diff_row(patch: type[Patch], old: upstream.Verdict, made: Rebased | str, data: bytes,
@@ -413,9 +418,13 @@ def _diff_row(patch: type[Patch], old: upstream.Verdict, made: Rebased | str, da
         tree = f"{Path(name).stem}.tree"
         for rel, content in rebase_tree.tree_files(made, data).items():
             files[f"{tree}/{rel}"] = content
-        conflicts = tuple(Conflict(u.file, u.unit, u.detail) for u in made.conflicts)
+        on = {rel: lower for lower, rels in made.depends_on.items() for rel in rels}
+        conflicts = tuple(Conflict(u.file, u.unit, u.detail + (
+            f" (made on {on[u.file]}'s file, its blocks taken as its own side: `bump --continue` puts this resolution on top of "
+            f"{on[u.file]}'s)" if u.file in on else "")) for u in made.conflicts)
+        # Finished after the diffs it depends on (`waits_on`), its resolution merged onto theirs.
         return replace(common, on_to=upstream.BROKEN, action=CONFLICTS, counts=counts, conflicts=conflicts, tree=tree,
-                        notes=made.notes)
+                       notes=made.notes, waits_on=tuple(made.depends_on))
     files[name] = made.data
     moved = sum(n for what, n in counts.items() if what != diffpatch.UPSTREAM)
     clean = not moved and not made.already  # nothing to move: the diff applies on V as it is
@@ -944,9 +953,12 @@ def read(folder: Path) -> Bump:
 
 def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump:
     """`--continue`: in stack order, on V's files as the diffs before it leave them, each conflicting
-    diff finished from its resolved tree (`rebase_tree.finish`), each diff waiting on a lower one
-    re-made on top of it (its tree written where it conflicts), and every written diff applied; a file
-    still holding a block, or a diff that does not apply, stays a conflict."""
+    diff finished from its resolved tree (`rebase_tree.finish`; one made on a lower diff's files
+    with its blocks taken as its side, put on top of that one's resolution, `_onto`), each diff waiting on a lower
+    one without a tree re-made on top of it (its tree written where it conflicts), a diff after
+    one that is not finished in its files (a lower one, or a sibling before it) left for the next round, and every written diff applied; a file
+    still holding a block, or a diff that does not apply, stays a conflict. Resolved all at once,
+    a stack is finished by one `--continue`."""
     from patchkit.diffs import rebase_tree, unidiff
 
     rows = {row.id: row for row in bump.patches}
@@ -964,12 +976,21 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
     for pid in [row.id for row in bump.patches if row.kind == "module" and row.tree and row.action in BLOCKING]:
         rows[pid] = _finish_module(rows[pid], bump, to, files)
         progress(f"{pid}: {rows[pid].action} ({rows[pid].tree})")
+    unfinished: dict[str, str] = {}  # a file -> a diff before this one, not finished, that changes it
     for pid in [row.id for row in bump.patches if row.kind == "diff"]:
         row = started = rows[pid]
-        if row.waits_on and all(rows[lower].action not in BLOCKING for lower in row.waits_on):
+        own = _input_files(bump, pid)
+        pending = list(dict.fromkeys([*(lower for lower in row.waits_on if rows[lower].action in BLOCKING),
+                                      *(unfinished[rel] for rel in own if rel in unfinished)]))
+        if pending and row.action == CONFLICTS:  # a diff before it in its files is not finished: neither is it
+            done_lowers = set(row.waits_on) - set(pending)
+            row = replace(row, conflicts=tuple(c for c in row.conflicts if not (
+                c.unit == STACK_UNIT and any(c.detail.startswith(f"stacked on {lower},") for lower in done_lowers))))
+            progress(f"{pid}: waits on {', '.join(pending)} (not finished, before it in its files)")
+        elif row.waits_on and not row.tree:
             row = _remake(row, bump, read_on, to, files)
             progress(f"{pid}: re-made on top of {', '.join(row.waits_on) or 'the diffs under it'}")
-        elif row.tree and row.action == CONFLICTS and not row.waits_on:
+        elif row.tree and row.action == CONFLICTS:
             if confined.kind(bump.folder, row.tree) != "folder":  # a symlink: exit 6, never followed
                 raise UsageError(f"--continue {bump.folder}: {bump.folder / row.tree}, the tree the bump wrote there, "
                                  "is gone; put it back, or run the bump again into a new folder")
@@ -986,7 +1007,7 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
                 raise UsageError(f"--continue {bump.folder}: {bump.folder / row.tree / rebase_tree.RECORD} is damaged "
                                  f"({exc}); nothing written") from None
             digests.update({f"{row.tree}/{rel}": digest for rel, digest in done.digests.items()})
-            row = replace(row, action=REBASED, conflicts=(), written=done.name, detail=f"resolved in {row.tree}",
+            row = replace(row, action=REBASED, conflicts=(), written=done.name, detail=f"resolved in {row.tree}", waits_on=(),
                           counts=_resolved(row.counts),
                           notes=(*row.notes, *(f"left with {to.version}'s bytes: {rel}"
                                                for rel in done.dropped if rel not in done.not_created),
@@ -1001,6 +1022,8 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
                 files[done.name] = done.data
                 progress(f"{pid}: finished from {row.tree}")
         rows[pid] = row
+        if row.action in BLOCKING:
+            unfinished.update({rel: pid for rel in own if rel not in unfinished})
         if row.action in BLOCKING or not row.written:
             continue
         data = files.get(row.written) or _written(bump.folder, row.written)
@@ -1033,6 +1056,19 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
             rows[pid] = _broken(started_rows[pid], row, tuple(items), bump, data, after[pid], prior[pid], to, files,
                                 progress)
     return replace(bump, patches=tuple(rows[row.id] for row in bump.patches), files=files, notes=notes, digests=digests)
+
+
+def _input_files(bump: Bump, pid: str) -> set[str]:
+    """The files of the package the diff `pid` changes, as given (none for a diff the record lacks)."""
+    from patchkit.diffs import unidiff
+
+    if pid not in bump.inputs:
+        return set()
+    name, data = bump.inputs[pid]
+    try:
+        return {file.path for file in unidiff.parse(data, name).files}
+    except (UsageError, PlanError):  # not read as a diff here: its own re-make says why
+        return set()
 
 
 def _broken(started: PatchRow, row: PatchRow, found: tuple[Conflict, ...], bump: Bump, data: bytes,
