@@ -22,6 +22,10 @@ ranks or to a device, and nothing else.
 - `vllm`, which one rotary-embedding fallback imports and never calls here, is a module of stand-in kernels.
 - SGLang's device-capability helper answers the card's SM (the launch's, from the doctor), so the quantization
   methods pick what they pick on that card.
+- The quantization modules' own "on CUDA" flag (`_is_cuda = is_cuda()`, read once at their import, False on this
+  process) answers as on the card once they are imported, so a method resolves to what it resolves to there (AWQ
+  to awq_marlin: `is_awq_marlin_compatible` refuses off CUDA, and plain AWQ refuses bfloat16). Their imports, which
+  load CUDA kernels under that flag, ran as on this interpreter.
 One rank is built per pipeline stage (TP rank 0): SGLang sizes the KV pool by the rank with the least free
 memory, so the stage holding the most is what a GPU must hold.
 """
@@ -179,6 +183,24 @@ def _cuda(sm, memory_mib, gpus):
     return probes, torch_cuda
 
 
+QUANTIZATION = "sglang.srt.layers.quantization"
+
+
+def _quantization_on_cuda(sm):
+    """The release's quantization modules (those imported by now) answer `_is_cuda` as on the card (`sm` given:
+    a CUDA card). Returns the modules changed."""
+    changed: list[str] = []
+    if not sm:
+        return changed
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == QUANTIZATION or name.startswith(QUANTIZATION + ".")):
+            continue
+        if vars(module).get("_is_cuda") is False:
+            setattr(module, "_is_cuda", True)
+            changed.append(name)
+    return changed
+
+
 def _server_args(sam, rc, argv, card):
     """(ServerArgs published as the scheduler publishes them, how): resolved as on a CUDA device, else on the
     CPU, else the parsed values unresolved (the release's resolution asserts on what it cannot find without a
@@ -310,9 +332,10 @@ def _forget_configs():
                 clear()
 
 
-def build_launch(argv, env, card):
+def build_launch(argv, env, card, sm=None):
     torch, sam, rc, ps, dp_attention, ModelConfig, loader, set_default_torch_dtype, LoadConfig = env
     _forget_configs()
+    _quantization_on_cuda(sm)  # the modules a launch before this one imported too
     began = time.time()
     result = {"ok": False, "stage": "server args"}
     try:
@@ -389,7 +412,7 @@ def main():
 
     env = (torch, sam, rc, ps, dp_attention, ModelConfig, loader, set_default_torch_dtype, LoadConfig)
     card = _cuda(request.get("sm"), float(request.get("gpu_memory_mib") or 80 * 1024), int(request.get("gpus") or 8))
-    results = [build_launch(argv, env, card) for argv in request["launches"]]
+    results = [build_launch(argv, env, card, request.get("sm")) for argv in request["launches"]]
     sys.stdout.write(RESULT_PREFIX + json.dumps({"results": results}) + "\n")
     sys.stdout.flush()
 

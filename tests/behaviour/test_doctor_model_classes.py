@@ -21,13 +21,21 @@ D = 2  # bf16
 GROUP = 128  # the W4A16 group size
 
 
-def _linear(out: int, inp: int, w4a16: bool) -> int:
-    """A *ParallelLinear's parameters on one rank: bf16 weight, or compressed-tensors' pack-quantized int4 (eight to
-    an int32 along the input), a bf16 scale per group of 128 and the int64 weight_shape."""
+def _linear(out: int, inp: int, w4a16: bool | str) -> int:
+    """A *ParallelLinear's parameters on one rank, as each method's create_weights makes them on a CUDA card: bf16
+    weight (False); compressed-tensors' pack-quantized int4 (True: eight to an int32 along the input, a bf16 scale
+    per group of 128 and the int64 weight_shape); "awq" (awq_marlin: qweight [in, out/8] and qzeros [in/128, out/8]
+    int32, scales [in/128, out]); "gptq" (gptq_marlin: qweight [in/8, out] int32, g_idx [in] int32, qzeros
+    [in/128, out/8] int32, scales [in/128, out])."""
+    groups = inp // GROUP
+    if w4a16 == "awq":
+        return inp * out // 8 * 4 + groups * out // 8 * 4 + groups * out * D
+    if w4a16 == "gptq":
+        return inp // 8 * out * 4 + inp * 4 + groups * out // 8 * 4 + groups * out * D
     return out * inp // 8 * 4 + out * (inp // GROUP) * D + 2 * 8 if w4a16 else out * inp * D
 
 
-def _attention(t: dict, attn_tp: int, w4a16: bool) -> int:
+def _attention(t: dict, attn_tp: int, w4a16: bool | str) -> int:
     """Qwen3.5's gated full attention: qkv_proj holds q and its output gate (2 x heads x head_dim) and k, v
     (KV heads replicated where attention TP exceeds them), o_proj, and the q/k norms."""
     head_dim, heads = t["head_dim"], t["num_attention_heads"] // attn_tp
@@ -36,7 +44,7 @@ def _attention(t: dict, attn_tp: int, w4a16: bool) -> int:
             + _linear(t["hidden_size"], heads * head_dim, w4a16) + 2 * head_dim * D)
 
 
-def _gated_deltanet(t: dict, attn_tp: int, w4a16: bool) -> int:
+def _gated_deltanet(t: dict, attn_tp: int, w4a16: bool | str) -> int:
     """Qwen3_5GatedDeltaNet: in_proj_qkvz, in_proj_ba, conv1d (kernel taps per channel, not quantized), dt_bias
     (model dtype), A_log (fp32), the gated norm over one value head, out_proj."""
     h, key = t["hidden_size"], t["linear_num_key_heads"] * t["linear_key_head_dim"]
@@ -46,7 +54,7 @@ def _gated_deltanet(t: dict, attn_tp: int, w4a16: bool) -> int:
             + t["linear_value_head_dim"] * D + _linear(h, value // attn_tp, w4a16))
 
 
-def _mlp(t: dict, tp: int, w4a16: bool) -> int:
+def _mlp(t: dict, tp: int, w4a16: bool | str) -> int:
     """Dense: gate_up and down split over TP. MoE (TP experts, no EP): w13 and w2 of every expert with the
     intermediate split, the router (replicated), the shared expert and its gate (replicated)."""
     h = t["hidden_size"]
@@ -58,7 +66,7 @@ def _mlp(t: dict, tp: int, w4a16: bool) -> int:
             + _linear(h, shared // tp, w4a16) + h * D)
 
 
-def language_model(t: dict, tp: int, attn_tp: int, dp_attention: bool, w4a16: bool = False) -> int:
+def language_model(t: dict, tp: int, attn_tp: int, dp_attention: bool, w4a16: bool | str = False) -> int:
     """The parameters of `model` (Qwen3_5ForCausalLM) on one rank: the embedding (whole on every rank under
     attention DP), per layer two norms, the mixer (full attention every 4th layer) and the MLP, the final norm."""
     h, vocab = t["hidden_size"], t["vocab_size"]  # 248320: a multiple of 64, no vocab padding
@@ -251,3 +259,60 @@ def test_version_with_a_python_that_builds_the_classes_on_a_fresh_home(tmp_path,
     budget = result.json()["budget"]
     assert budget["weights_from"] == "model classes", budget["notes"]
     assert not (home / "releases").exists()
+
+
+# 4-bit group-128 checkpoints as AutoAWQ and GPTQ write their quantization_config (the vision tower and the MTP
+# head left in the model dtype, as the field's exports leave them).
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point": True, "version": "gemm",
+       "modules_to_not_convert": ["visual", "mtp"]}
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "desc_act": False, "sym": True,
+        "checkpoint_format": "gptq"}
+
+
+def _quantized_folder(root, name, quantization, dtype="bfloat16"):
+    config = qwen35_config("dense")
+    config["quantization_config"] = dict(quantization)
+    config["torch_dtype"] = config["text_config"]["torch_dtype"] = dtype
+    (root / name).mkdir()
+    (root / name / "config.json").write_text(json.dumps(config))
+    return str(root / name)
+
+
+def test_each_quantization_builds_what_the_release_creates_on_the_card(tmp_path):
+    """The scheme is resolved as the release resolves it on the launch's card, not on this CPU: an AWQ checkpoint
+    becomes awq_marlin on SM 8.0+ (AWQMarlinConfig.is_awq_marlin_compatible asks the module's `_is_cuda`, read at
+    import and False here), which takes bfloat16 where plain AWQ refuses it ('torch.bfloat16 is not supported for
+    quantization method awq': the build failed and the doctor fell back to the checkpoint); below SM 8.0 the release
+    keeps plain AWQ (Marlin needs 8.0), float16 only, as on such a card. GPTQ resolves to gptq_marlin on SM 8.9.
+    Each method's parameters are those its create_weights makes, counted by hand (_linear)."""
+    tree = str(releases.pristine("0.5.23"))
+    awq_bf16 = _quantized_folder(tmp_path, "awq-bf16", AWQ)
+    awq_fp16 = _quantized_folder(tmp_path, "awq-fp16", AWQ, "float16")
+    gptq = _quantized_folder(tmp_path, "gptq", GPTQ)
+    python = str(behaviour.python())
+    on_ada = model_classes.build(python, tree, [["--model-path", folder] for folder in (awq_bf16, awq_fp16, gptq)],
+                                 (8, 9), 32, 1)
+    on_turing = model_classes.build(python, tree, [["--model-path", awq_fp16], ["--model-path", awq_bf16]], (7, 5), 24, 1)
+    text = qwen35_config()["text_config"]
+    for result, method, scheme in zip(on_ada, ("AWQMarlinConfig", "AWQMarlinConfig", "GPTQMarlinConfig"),
+                                      ("awq", "awq", "gptq")):
+        assert isinstance(result, ClassWeights), result
+        assert result.quantization == method, result
+        assert result.target_parts["model"][0] == language_model(text, 1, 1, False, scheme), (method, result)
+    turing_fp16, turing_bf16 = on_turing
+    assert isinstance(turing_fp16, ClassWeights) and turing_fp16.quantization == "AWQConfig", turing_fp16
+    assert turing_fp16.target_parts["model"][0] == language_model(text, 1, 1, False, "awq")
+    assert isinstance(turing_bf16, Unavailable) and "torch.bfloat16 is not supported" in turing_bf16.reason
+
+
+def test_the_doctor_sizes_a_bfloat16_awq_checkpoint_from_the_classes(tmp_path):
+    """doctor --python on 0.5.23 (SM 9.0): the bfloat16 AWQ checkpoint's weights are the classes' (awq_marlin) and
+    the note names the method; before, the build failed and the budget took the checkpoint's index."""
+    from testing.doctor import model_folder
+
+    config = json.loads((tmp_path / _quantized_folder(tmp_path, "config", AWQ) / "config.json").read_text())
+    packed = language_model(config["text_config"], 1, 1, False, "awq")
+    budget = _doctor(model_folder(tmp_path / "awq", config=config, total_size=20 << 30, mtp=False), "--tp-size", "1")
+    assert budget["weights_from"] == "model classes", budget["notes"]
+    assert any("(AWQMarlinConfig)" in note for note in budget["notes"]), budget["notes"]
+    assert packed < budget["weights_bytes"] < 20 << 30
