@@ -82,6 +82,14 @@ class Budget:
     non_static_terms: dict[str, int] = field(default_factory=dict)
     non_static_chunked_prefill_size: int | None = None  # the largest prefill chunk (flag or the release's default)
     non_static_cuda_graph_max_bs: int | None = None  # decode graphs' largest batch (None: graphs off)
+    # Start-up's CUDA-graph capture (non_static.py; sglang#35777): what it needs outside the static pools (the
+    # release's metadata, the prefill graphs' forward, the decode graphs at their largest batch, the draft's), the
+    # decode batch sizes the release captures, how many prefill graphs, and the largest decode max bs whose capture
+    # fits the rest where the launch's does not (None: it fits, or no size does).
+    cuda_graph_capture_bytes: int | None = None
+    cuda_graph_capture_sizes: list[int] = field(default_factory=list)
+    cuda_graph_prefill_graphs: int = 0
+    cuda_graph_max_bs_fits: int | None = None
     # What the budget takes as given rather than from the release's code or a measurement, with its range:
     # [{"term", "value", "low", "high", "why"}] (bytes). --gpu-free is the free memory at load and nothing else.
     assumed: list[dict] = field(default_factory=list)

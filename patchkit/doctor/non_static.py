@@ -35,6 +35,11 @@ MEMORY_SETTINGS = ("_handle_gpu_memory_settings", "handle_gpu_memory_settings", 
 MEMORY_FILES = ("srt/server_args.py", "srt/arg_groups/memory_hook.py")
 PREFILL_SIZES = ("generate_prefill_cuda_graph_batch_sizes", "_generate_prefill_cuda_graph_batch_sizes")
 PREFILL_SIZE_FILES = ("srt/arg_groups/cuda_graph_hook.py", "srt/server_args.py")
+# The decode graphs' capture sizes: `_generate_cuda_graph_batch_sizes` (server_args.py, 0.5.10-0.5.13),
+# `_generate_decode_cuda_graph_batch_sizes` (0.5.14-0.5.18), `generate_decode_cuda_graph_batch_sizes`
+# (arg_groups/cuda_graph_hook.py, 0.5.19 on).
+DECODE_SIZES = ("generate_decode_cuda_graph_batch_sizes", "_generate_decode_cuda_graph_batch_sizes",
+                "_generate_cuda_graph_batch_sizes")
 
 # fla's chunked gated delta rule keeps one fp32 state (value heads x key dim x value dim) per chunk
 # of this many tokens during a prefill (an assumption about the kernel library, not SGLang's code).
@@ -67,6 +72,9 @@ class GraphDefaults:
     decode_graph_mib_per_bs: float  # the release's reserve per decode max bs: 2
     prefill_graph_mib_each: float  # non-torch memory per captured prefill graph (0.5.19 on: 8), else 0
     prefill_sizes: ast.expr | None  # the release's capture-size expression (max_bs free)
+    # The decode graphs' capture-size expressions (max_bs free): without and with speculative decoding.
+    decode_sizes: ast.expr | None = None
+    decode_sizes_spec: ast.expr | None = None
 
 
 @dataclass
@@ -78,6 +86,15 @@ class NonStatic:
     decode_graph_max_bs: int | None  # None: decode CUDA graphs off
     prefill_graphs: int
     terms: dict[str, int] = field(default_factory=dict)
+    # Start-up's graph capture (sglang#35777): what it needs outside the static pools, the decode batch sizes the
+    # release captures, and the largest decode max bs whose capture fits the rest (None: none, or not known).
+    capture_bytes: int = 0
+    capture_sizes: tuple[int, ...] = ()
+    capture_max_bs_fits: int | None = None
+
+    @property
+    def capture_short(self) -> bool:
+        return self.available_bytes is not None and self.capture_bytes > self.available_bytes
 
     @property
     def short(self) -> bool:
@@ -202,8 +219,34 @@ def graph_defaults(release: ReleaseCode) -> GraphDefaults:
                 and isinstance(node.value, ast.BinOp):
             sizes = node.value
             break
+    decode, decode_spec = _decode_size_expressions(release)
     return GraphDefaults(tiers=tiers, reserve_floor_mib=float(min(floors, default=512)),
-                         decode_graph_mib_per_bs=per_bs, prefill_graph_mib_each=per_prefill, prefill_sizes=sizes)
+                         decode_graph_mib_per_bs=per_bs, prefill_graph_mib_each=per_prefill, prefill_sizes=sizes,
+                         decode_sizes=decode, decode_sizes_spec=decode_spec)
+
+
+def _decode_size_expressions(release: ReleaseCode) -> tuple[ast.expr | None, ast.expr | None]:
+    """The release's two `capture_bs = ...` lists of the decode graphs: the normal case (`speculative_algorithm is
+    None`) and the speculative one (its `else`), read from its batch-size function."""
+    fn = next(iter(_functions(release, PREFILL_SIZE_FILES, DECODE_SIZES)), None)
+    for node in ast.walk(fn) if fn is not None else []:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and \
+                _name(node.test.left) == "speculative_algorithm" and isinstance(node.test.ops[0], ast.Is):
+            def assigned(stmts: list[ast.stmt]) -> ast.expr | None:
+                return next((s.value for s in stmts if isinstance(s, ast.Assign)
+                             and any(_name(t) == "capture_bs" for t in s.targets)), None)
+            return assigned(node.body), assigned(node.orelse)
+    return None, None
+
+
+def decode_capture_sizes(defaults: GraphDefaults, max_bs: int, speculative: bool, padding: bool = True) -> list[int]:
+    """The decode batch sizes the release captures for `max_bs`: its list up to max_bs, max_bs appended where the
+    list misses it (every release 0.5.10-0.5.23); every size from 1 with --disable-cuda-graph-padding."""
+    if not padding:
+        return list(range(1, max_bs + 1))
+    expr = defaults.decode_sizes_spec if speculative else defaults.decode_sizes
+    sizes = _evaluate_sizes(expr, max_bs) if expr is not None else []
+    return sorted(set(sizes) | {max_bs})
 
 
 def _evaluate_sizes(node: ast.expr, max_bs: int) -> list[int]:
@@ -379,21 +422,35 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
     terms["prefill_activations"] = int(chunk * (max(per_token, draft_per_token) + carried) * ALLOCATOR_FACTOR)
     # Logits and sampler: every running request's decode (or verify) rows, eager or graphed.
     terms["logits_sampler"] = logits_bytes(vocab, running * step_tokens, act_bytes)
-    graphs = 0
-    if decode_graphs is not None:
-        rows = decode_graphs * step_tokens
-        graphs += int(defaults.decode_graph_mib_per_bs * decode_graphs * MIB)
-        graphs += rows * per_token + logits_bytes(vocab, rows, act_bytes) - rows * vocab * 4  # no sampler inside
-    graphs += int(prefill_graphs * defaults.prefill_graph_mib_each * MIB)
-    terms["cuda_graphs"] = graphs
-    if algo:
-        # The draft's decode (topk candidates per request; DFlash: its whole block) and its extend
-        # over the verified tokens, each with the draft's own logits: graphed at the graph's max
-        # batch size, eager at the running requests beyond it.
-        rows = max(decode_graphs or 0, running)
+    def decode_graph_bytes(bs: int) -> int:
+        # The largest graph's rows (the release captures largest first into one shared pool: an assumption that
+        # its tensors bound the pool) and the release's own reserve of `max_bs * 2` MiB.
+        rows = bs * step_tokens
+        return (int(defaults.decode_graph_mib_per_bs * bs * MIB) + rows * per_token
+                + logits_bytes(vocab, rows, act_bytes) - rows * vocab * 4)  # no sampler inside
+
+    def draft_bytes(rows: int) -> int:
+        # The draft's decode (topk candidates per request; DFlash: its whole block) and its extend over the
+        # verified tokens, each with the draft's own logits.
         per_step = step_tokens if algo in ("DFLASH", "DSPARK") else topk
-        terms["draft_forward"] = (rows * per_step * draft_per_token + logits_bytes(vocab, rows * per_step, act_bytes)
-                                  + rows * step_tokens * draft_per_token + logits_bytes(vocab, rows, act_bytes))
+        return (rows * per_step * draft_per_token + logits_bytes(vocab, rows * per_step, act_bytes)
+                + rows * step_tokens * draft_per_token + logits_bytes(vocab, rows, act_bytes))
+
+    prefill_graph_bytes = int(prefill_graphs * defaults.prefill_graph_mib_each * MIB)
+    terms["cuda_graphs"] = (decode_graph_bytes(decode_graphs) if decode_graphs is not None else 0) + prefill_graph_bytes
+    if algo:
+        # Graphed at the graph's max batch size, eager at the running requests beyond it.
+        terms["draft_forward"] = draft_bytes(max(decode_graphs or 0, running))
+
+    def capture_at(bs: int | None) -> int:
+        # Start-up's capture (after the static pools are allocated): the release's constant metadata, the prefill
+        # graphs (each capture runs the forward at its size, the largest first: the prefill chunk's activations,
+        # and their non-torch memory), the decode graphs at their largest batch and the draft's graphs.
+        need = terms["fixed"] + prefill_graph_bytes + (terms["prefill_activations"] if prefill_graphs else 0)
+        if bs is not None:
+            need += decode_graph_bytes(bs) + (draft_bytes(bs) if algo else 0)
+        return need
+
     needed = sum(terms.values())
 
     available = max_safe = None
@@ -401,9 +458,17 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
         if mem_fraction_static is not None:
             available = int(free_gib * GIB * (1 - mem_fraction_static))
         max_safe = max_safe_fraction(needed, free_gib)
+    capture = capture_at(decode_graphs)
+    fits = None
+    if decode_graphs is not None and available is not None and capture > available:
+        fits = next((bs for bs in range(decode_graphs - 1, 0, -1) if capture_at(bs) <= available), None)
+    sizes = () if decode_graphs is None else tuple(decode_capture_sizes(
+        defaults, decode_graphs, bool(algo), padding=not launch.get("disable_cuda_graph_padding", False)))
+    if isinstance(listed, list) and listed and decode_graphs is not None:
+        sizes = tuple(sorted({int(x) for x in listed if int(x) <= decode_graphs}))
     return NonStatic(needed_bytes=needed, available_bytes=available, max_safe_mem_fraction_static=max_safe,
                      chunked_prefill_size=chunk, decode_graph_max_bs=decode_graphs, prefill_graphs=prefill_graphs,
-                     terms=terms)
+                     terms=terms, capture_bytes=capture, capture_sizes=sizes, capture_max_bs_fits=fits)
 
 
 def fill(budget: "Budget", release: ReleaseCode, launch: Launch, model: ModelFacts, draft: ModelFacts | None,
@@ -423,4 +488,8 @@ def fill(budget: "Budget", release: ReleaseCode, launch: Launch, model: ModelFac
     budget.non_static_terms = dict(result.terms)
     budget.non_static_chunked_prefill_size = result.chunked_prefill_size
     budget.non_static_cuda_graph_max_bs = result.decode_graph_max_bs
+    budget.cuda_graph_capture_bytes = result.capture_bytes
+    budget.cuda_graph_capture_sizes = list(result.capture_sizes)
+    budget.cuda_graph_prefill_graphs = result.prefill_graphs
+    budget.cuda_graph_max_bs_fits = result.capture_max_bs_fits
     return result

@@ -626,11 +626,40 @@ def non_static_short(ctx: Context) -> Iterator[Finding]:
                   "on this card: more TP ranks or a smaller checkpoint")
 
 
+def _sizes(sizes: list[int]) -> str:
+    return ", ".join(map(str, sizes)) if len(sizes) <= 8 else f"{', '.join(map(str, sizes[:4]))}, ..., {sizes[-1]}"
+
+
+def cuda_graph_capture(ctx: Context) -> Iterator[Finding]:
+    """Start-up's CUDA-graph capture does not fit in (1 - mem_fraction_static) x free (sglang#35777): the static
+    pools are allocated first, then the release captures its graphs in what is left, and the launch dies there."""
+    b = ctx.budget
+    need, available = b.cuda_graph_capture_bytes, b.non_static_available_bytes
+    if need is None or available is None or need <= available or b.mem_fraction_static is None:
+        return
+    sizes = b.cuda_graph_capture_sizes
+    what = []
+    if sizes:
+        what.append(f"{len(sizes)} decode graphs (batch {_sizes(sizes)})")
+    if b.cuda_graph_prefill_graphs:
+        what.append(f"{b.cuda_graph_prefill_graphs} prefill graphs up to {b.non_static_chunked_prefill_size} tokens")
+    graphs = ctx.flag("cuda_graph_max_bs_decode", "") or ctx.flag("cuda_graph_max_bs", "--cuda-graph-max-bs")
+    smaller = Fix(args=(graphs, str(b.cuda_graph_max_bs_fits))) if b.cuda_graph_max_bs_fits else None
+    yield Finding.proposing(
+        "cuda-graph-capture", "error",
+        f"start-up captures {' and '.join(what) or 'its CUDA graphs'} after the static pools are allocated: about "
+        f"{gib(need)} (an estimate), but (1 - {b.mem_fraction_static:.3f}) x {b.free_at_load_gib:.2f} GiB free "
+        f"leaves {gib(available)}: the launch dies at graph capture",
+        (ctx.fraction_fix(), smaller),
+        otherwise="no fraction or smaller decode graphs found whose capture fits on this card")
+
+
 RULES: dict[str, Rule] = {
     "gpu-count": gpu_count,
     "flag-unknown": flags,  # also flag-removed, flag-deprecated and flag-value
     "feature-missing": feature_missing,
     "budget-negative": budget_negative,
+    "cuda-graph-capture": cuda_graph_capture,
     "non-static-short": non_static_short,
     "mamba-slots-zero": mamba_slots_zero,
     "mamba-slots-cap": mamba_slots_cap,

@@ -197,7 +197,9 @@ def test_json_and_text_report_the_figures(q4, monkeypatch):
     releases.pristine("0.5.19")
     gpu = ("--gpus", "1", "--gpu-memory", "23.99", "--gpu-free", "23", "--sm", "8.9")
     result = cli("doctor", "--version", "0.5.19", *gpu, "--json", "--", "--model-path", q4, "--mem-fraction-static", "0.97")
-    assert result.exit_code == 0, result.stdout + result.stderr
+    # The prefill graphs' capture (2048 tokens) does not fit 0.69 GiB either: start-up dies there (exit 1).
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert [f["rule"] for f in result.json()["findings"] if f["level"] == "error"] == ["cuda-graph-capture"]
     budget = result.json()["budget"]
     assert budget["non_static_available_bytes"] == int(23 * GIB * 0.03)
     assert budget["non_static_needed_bytes"] > budget["non_static_available_bytes"]
@@ -225,3 +227,74 @@ def test_decode_graphs_never_larger_than_the_request_pool(version, cap_file, q4)
     for extra in ((), ("--cuda-graph-max-bs", "16")):
         one = run(version, _launch(q4, "0.9", "--max-running-requests", "1", *extra), **CARD_24).budget
         assert one.non_static_cuda_graph_max_bs == 1
+
+
+# --- start-up's CUDA-graph capture (issue 42 item 4, sglang#35777) --------------------------------
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", ["0.5.12", "0.5.17", "0.5.19", "0.5.23"])
+def test_decode_capture_sizes_are_the_releases_list(version):
+    """The decode batch sizes each release captures, read from its own batch-size function (0.5.10-0.5.13
+    `_generate_cuda_graph_batch_sizes`, 0.5.14-0.5.18 `_generate_decode_cuda_graph_batch_sizes`, 0.5.19 on
+    `generate_decode_cuda_graph_batch_sizes`), as the release's code gives them: the normal list up to max bs,
+    the speculative one, and max bs appended where the list misses it."""
+    defaults = non_static.graph_defaults(_release(version))
+    assert non_static.decode_capture_sizes(defaults, 24, speculative=False) == [1, 2, 4, 8, 12, 16, 24]
+    assert non_static.decode_capture_sizes(defaults, 30, speculative=False) == [1, 2, 4, 8, 12, 16, 24, 30]
+    assert non_static.decode_capture_sizes(defaults, 24, speculative=True) == [*range(1, 9), *range(10, 25, 2)]
+    big = non_static.decode_capture_sizes(defaults, 576, speculative=False)
+    assert big[:5] == [1, 2, 4, 8, 12] and big[-4:] == [496, 512, 544, 576] and len(big) == 5 + 31 + 15 + 3
+    assert non_static.decode_capture_sizes(defaults, 5, speculative=False, padding=False) == [1, 2, 3, 4, 5]
+
+
+def _release(version: str):
+    from patchkit.doctor import release_code
+    from patchkit.store.target import find_in
+
+    return release_code(find_in(releases.pristine(version)))
+
+
+CAPTURE_SHORT = [
+    # (release, fraction, extra flags): decode graphs up to 256 on a 32 GB card; on 0.5.19 the prefill graphs off,
+    # so that a smaller decode max bs alone can fit the capture.
+    ("0.5.12", "0.97", ("--cuda-graph-max-bs", "256")),
+    ("0.5.19", "0.96", ("--cuda-graph-max-bs", "256", "--cuda-graph-backend-prefill", "disabled")),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version, fraction, extra", CAPTURE_SHORT)
+def test_a_capture_that_does_not_fit_is_an_error_whose_fixes_rerun_clean(version, fraction, extra, q4):
+    argv = _launch(q4, fraction, *extra)
+    report = run(version, argv, **CARD_32)
+    b = report.budget
+    finding = next(f for f in report.findings if f.rule == "cuda-graph-capture")
+    assert finding.level == "error"
+    assert b.cuda_graph_capture_sizes[-1] == 256 and len(b.cuda_graph_capture_sizes) == 36
+    assert b.cuda_graph_capture_bytes > b.non_static_available_bytes == int(30.4 * GIB * (1 - float(fraction)))
+    assert f"{b.cuda_graph_capture_bytes / GIB:.2f} GiB" in finding.message and "36 decode graphs" in finding.message
+    # Machine-applicable: the recommended fraction first, a decode max bs whose capture fits as the other.
+    assert finding.args == ("--mem-fraction-static", f"{b.recommended_mem_fraction_static:.2f}")
+    fits = b.cuda_graph_max_bs_fits
+    assert fits is not None and 1 < fits < 256
+    assert [fix.args[1:] for fix in finding.alternatives] == [(str(fits),)]
+    # Re-checked: each fix applied to the line clears the error and brings none.
+    from patchkit.doctor.launch import changed
+
+    table = _release(version).flags
+    for fix in (finding, *finding.alternatives):
+        again = run(version, changed(argv, table, fix.args, fix.remove), **CARD_32)
+        assert not [f for f in again.findings if f.level == "error"], [f.rule for f in again.findings]
+    # The size the fix names is the largest that fits: one more does not.
+    graphs = "--cuda-graph-max-bs" if version == "0.5.12" else "--cuda-graph-max-bs-decode"
+    over = run(version, changed(argv, table, (graphs, str(fits + 1))), **CARD_32)
+    assert "cuda-graph-capture" in rules(over)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version, fraction, extra", CAPTURE_SHORT)
+def test_the_default_graphs_capture_where_256_does_not(version, fraction, extra, q4):
+    default = [t for t in extra if t not in ("--cuda-graph-max-bs", "256")]
+    report = run(version, _launch(q4, fraction, *default), **CARD_32)
+    assert "cuda-graph-capture" not in rules(report), report.budget.cuda_graph_capture_bytes
+    assert report.budget.cuda_graph_capture_sizes == [1, 2, 4, 8, 12, 16, 24]
