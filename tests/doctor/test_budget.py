@@ -294,3 +294,33 @@ def test_state_slots_never_negative_in_the_budget(version, tmp_path):
                  gpu_memory=23.99, gpu_free=23.0, sm="8.9")
     assert "mamba-slots-zero" in {f.rule for f in report.findings}
     assert report.budget.state_slots == 0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.19", "0.5.20", "0.5.23"])
+def test_the_mtp_draft_shares_its_vocab_tensors_only_after_the_kv_pool_is_sized(version, tmp_path):
+    """Issue 46 item 7, read from the release: the scheduler builds the draft worker (its Qwen3_5ForCausalLMMTP with
+    its own embed_tokens and lm_head, on the GPU) before init_memory_pools sizes the target's KV pool from the free
+    memory, and the EAGLE worker swaps in the target's tensors (init_lm_head -> set_embed_and_head) only in its
+    alloc_memory_pool, after that. So a pristine release counts the draft's vocab tensors, and the doctor does."""
+    import ast
+
+    from testing import releases
+
+    srt = releases.pristine(version) / "sglang" / "srt"
+    scheduler = ast.parse((srt / "managers" / "scheduler.py").read_text())
+    init = next(n for n in ast.walk(scheduler) if isinstance(n, ast.FunctionDef) and n.name == "init_model_worker")
+    calls = [c.func.attr for c in ast.walk(init) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)]
+    assert calls.index("maybe_init_draft_worker") < calls.index("init_memory_pools"), calls
+    worker = ast.parse((srt / "speculative" / "eagle_worker_v2.py").read_text())
+    callers = {fn.name for fn in ast.walk(worker) if isinstance(fn, ast.FunctionDef)
+               for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+               and c.func.attr == "init_lm_head"}
+    assert callers == {"alloc_memory_pool"}, callers
+    model = model_folder(tmp_path / "m")
+    report = run(version, ["--model-path", str(model), "--speculative-algorithm", "NEXTN", "--mem-fraction-static",
+                           "0.88"])
+    shared = run(version, ["--model-path", str(model), "--speculative-algorithm", "NEXTN", "--mem-fraction-static",
+                           "0.88"], states={"draft-lmhead-placeholder": "applied"})
+    vocab = 2 * 248320 * 5120 * 2  # embed_tokens and lm_head (tie_word_embeddings false), bf16, TP 1
+    assert report.budget.draft_weights_bytes - shared.budget.draft_weights_bytes == vocab
