@@ -25,6 +25,10 @@ from patchkit.engine.bump_record import (BLOCKING as BLOCKING, CARRIES as CARRIE
                                          DROP as DROP, FAILED as FAILED, GONE as GONE, NOT_NEEDED as NOT_NEEDED,
                                          REBASED as REBASED, RECORD as RECORD, REPORT as REPORT)
 from patchkit.engine.bump_record import JOURNAL as JOURNAL, RECORD_LIMIT as _RECORD_LIMIT, continue_command
+# The record's rows and its reader are bump_record's too (the registry reads the record through it).
+from patchkit.engine.bump_record import (SCHEMA as SCHEMA, TREE_OPTIONS as TREE_OPTIONS, Conflict as Conflict,
+                                         LaunchChange as LaunchChange, PatchRow as PatchRow, _PROBE, _STAGING)
+from patchkit.engine.bump_record import Damaged as _Damaged, own as _own, plain_file as _plain_file, shaped as _shaped
 
 if TYPE_CHECKING:
     from patchkit.engine.works_on import Imported
@@ -32,85 +36,6 @@ if TYPE_CHECKING:
     from patchkit.diffs.unidiff import DiffPatchFile
     from patchkit.diffs.rebase import Rebased
     from patchkit.releases.pristine import WheelSource
-
-SCHEMA = 1
-TREE_OPTIONS = ("--site-packages", "--source", "--python")  # the options naming the tree (Bump.tree)
-
-
-@dataclass(frozen=True)
-class Conflict:
-    file: str
-    unit: str  # "Class.method", "function", "<file>", ...
-    detail: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.file}:{self.unit}"
-
-
-@dataclass(frozen=True)
-class PatchRow:
-    id: str
-    kind: str  # "module" (a patch module) or "diff" (a .patch / .diff file)
-    on_from: str  # its verdict on V0 (matrix's states)
-    on_to: str  # its verdict on V
-    action: str  # one of the actions above
-    detail: str = ""  # why, in words; an upstream fix narrower than the patch says so here
-    upstream: tuple[str, ...] = ()  # the upstream references the patch names
-    evidence: tuple[str, ...] = ()  # upstream-fixed: the units of V that hold the patched form
-    counts: dict[str, int] = field(default_factory=dict)  # a rebased diff's units by outcome
-    conflicts: tuple[Conflict, ...] = ()
-    written: str | None = None  # the file in DIR holding the patch re-made for V
-    tree: str | None = None  # the folder in DIR holding V's files with the conflict blocks
-    # The diffs under it that are not finished on V in files it is stacked on (stacks.Unfinished): it is
-    # finished by `--continue` after them, its tree's resolution put on top of theirs (`_onto`), or,
-    # with no tree (no block of its own), re-made on top of them (`_remake`).
-    waits_on: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    # A diff's files outside the installed sglang package (`test/...`, `sgl-kernel/...`,
-    # `python/pyproject.toml`): never in DIR, the user carries them (`Bump.outside_step`).
-    outside: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        found = asdict(self)
-        found["conflicts"] = [{"name": c.name, **asdict(c)} for c in self.conflicts]
-        for key in ("upstream", "evidence", "notes", "waits_on", "outside"):
-            found[key] = list(found[key])
-        return found
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PatchRow:
-        conflicts = tuple(Conflict(c["file"], c["unit"], c["detail"]) for c in data.get("conflicts", ()))
-        return cls(**{**data, "conflicts": conflicts, "upstream": tuple(data.get("upstream", ())),
-                      "evidence": tuple(data.get("evidence", ())), "notes": tuple(data.get("notes", ())),
-                      "waits_on": tuple(data.get("waits_on", ())), "outside": tuple(data.get("outside", ()))})
-
-
-@dataclass(frozen=True)
-class LaunchChange:
-    """One launch line checked by doctor on V0 and on V (built by `doctor.launch_change`)."""
-
-    line: tuple[str, ...]
-    removed: tuple[str, ...] = ()  # "FLAG: what V says" for a flag of the line V no longer takes
-    renamed: tuple[tuple[str, str], ...] = ()  # (flag on the line, V's name for it)
-    defaults: tuple[tuple[str, str, str], ...] = ()  # (flag, V0's default, V's default) of a flag the line leaves unset
-    appeared: tuple[str, ...] = ()  # "level rule: message" of findings on V only
-    disappeared: tuple[str, ...] = ()  # ... on V0 only
-    changed: tuple[tuple[str, str], ...] = ()  # (on V0, on V) of a rule that found one thing on each, said differently
-    budget: tuple[tuple[str, str, str], ...] = ()  # (what, on V0, on V) that changed
-    errors: tuple[int, int] = (0, 0)  # error findings on V0, on V
-    budget_note: str = ""  # why the budget is not compared (doctor's budget.not_computed), "" where it is
-
-    def to_dict(self) -> dict[str, Any]:
-        return {key: [list(v) if isinstance(v, tuple) else v for v in value] if isinstance(value, tuple) else value
-                for key, value in asdict(self).items()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LaunchChange:
-        found: dict[str, Any] = {key: tuple(tuple(v) if isinstance(v, list) else v for v in value)
-                                 if isinstance(value, list) else value for key, value in data.items()}
-        return cls(**found)
-
 
 @dataclass(frozen=True)
 class Bump:
@@ -547,13 +472,7 @@ def _applies_as_is(made: Rebased) -> bool:
 # What `write` keeps in DIR besides the outputs, all bump's own: the new set while it is written
 # (`_STAGING`), the journal that makes the switch one step (`JOURNAL`, the commit point), and the
 # probe file `check_folder` makes; a run that was killed leaves them, the next one finishes or undoes it.
-_STAGING, _PROBE = ".patchkit-bump-new", ".patchkit-bump-check-"
 _JOURNAL_LIMIT = 16 << 20
-
-
-def _own(name: str) -> bool:
-    """A name in DIR that only bump itself writes (its working files, the record, REPORT.md)."""
-    return name in (_STAGING, JOURNAL, RECORD) or name.startswith(_PROBE)
 
 
 def check_folder(folder: Path, option: str = "-o") -> None:
@@ -612,157 +531,17 @@ def outputs(bump: Bump) -> list[str]:
 # --- the record, read back: every name and type checked (a damaged record is exit 2 naming it) ---
 
 
-class _Damaged(ValueError):
-    pass
-
-
-def _shaped(value: Any, annotation: str, where: str) -> None:
-    """`value` (read from JSON) has the shape of the dataclass field type `annotation` (a string:
-    the module uses postponed annotations); _Damaged naming `where` otherwise."""
-    annotation = annotation.strip()
-    if annotation.endswith("| None"):
-        if value is not None:
-            _shaped(value, annotation[:-len("| None")], where)
-        return
-    base, _, inner = annotation.partition("[")
-    inner = inner[:-1] if inner.endswith("]") else inner
-    args = _split_args(inner) if inner else []
-    if base == "str":
-        ok = isinstance(value, str)
-    elif base == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif base == "bool":
-        ok = isinstance(value, bool)
-    elif base == "Conflict":
-        ok = isinstance(value, dict) and all(isinstance(value.get(key), str) for key in ("file", "unit", "detail"))
-    elif base == "tuple":
-        ok = isinstance(value, list) and (args[-1] == "..." or len(value) == len(args))
-        if ok:
-            for i, item in enumerate(value):
-                _shaped(item, args[0] if args[-1] == "..." else args[i], f"{where}[{i}]")
-    elif base == "dict":
-        ok = isinstance(value, dict)
-        if ok:
-            for key, item in value.items():
-                _shaped(item, args[1], f"{where}[{key!r}]")
-    else:  # a type this check does not know: whatever JSON holds
-        ok = True
-    if not ok:
-        raise _Damaged(f"{where}: {json.dumps(value)[:60]} is not {annotation}")
-
-
-def _split_args(inner: str) -> list[str]:
-    out, depth, start = [], 0, 0
-    for i, ch in enumerate(inner):
-        depth += ch == "["
-        depth -= ch == "]"
-        if ch == "," and depth == 0:
-            out.append(inner[start:i].strip())
-            start = i + 1
-    return [*out, inner[start:].strip()]
-
-
-def _fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
-    """`data`'s fields as `cls`'s (a dataclass) keyword arguments, each of its type; a field with a
-    default may be missing, no other may be, and none `cls` does not have may be there."""
-    from dataclasses import MISSING, fields
-
-    if not isinstance(data, dict):
-        raise _Damaged(f"{where}: not an object")
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise _Damaged(f"{where}: no field {unknown[0]!r}")
-    for name, spec in known.items():
-        if name not in data:
-            if spec.default is MISSING and spec.default_factory is MISSING:
-                raise _Damaged(f"{where}: {name!r} missing")
-            continue
-        _shaped(data[name], str(spec.type), f"{where}.{name}")
-    return dict(data)
-
-
-def _plain_file(name: Any, where: str, nested: bool = False) -> str:
-    """A name read back from a record: a plain file name in DIR (`nested`: a path inside it), and
-    none of bump's own names; _Damaged otherwise."""
-    why = confined.bad_name(name)
-    if why is None and not nested and "/" in name:
-        why = "a path, not a file name"
-    if why is None and (_own(name.split("/")[0]) or name == REPORT):
-        why = "one of bump's own files"
-    if why:
-        raise _Damaged(f"{where}: {json.dumps(name)[:80]} is {why}")
-    return str(name)
-
-
-def _checked(data: Any) -> dict[str, Any]:
-    """The record, every part of it checked; _Damaged naming the first that is not as `write` writes it."""
-    from packaging.version import InvalidVersion, Version
-
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise _Damaged("not a record patchkit bump wrote (no schema 1)")
-    for key in ("from", "to"):
-        try:
-            Version(data[key])
-        except KeyError:
-            raise _Damaged(f"{key!r} missing") from None
-        except (InvalidVersion, TypeError):
-            raise _Damaged(f"{key}: {json.dumps(data[key])[:60]} is not a release") from None
-    for key in ("patches", "launches"):
-        if not isinstance(data.get(key), list):
-            raise _Damaged(f"{key!r} missing or not a list")
-    for key in ("notes", "left_out", "outputs"):
-        _shaped(data.get(key, []), "tuple[str, ...]", key)
-    _shaped(data.get("digests", {}), "dict[str, str]", "digests")
-    if not isinstance(data.get("python"), (str, type(None))):
-        raise _Damaged("python: not a path")
-    _shaped(data.get("tree", []), "tuple[str, ...]", "tree")
-    if data.get("tree") and (len(data["tree"]) != 2 or data["tree"][0] not in TREE_OPTIONS):
-        raise _Damaged(f"tree: {json.dumps(data['tree'])[:60]} is not a tree option and its value")
-    rows = [_fields_of(PatchRow, row, f"patches[{i}]") for i, row in enumerate(data["patches"])]
-    for i, launch in enumerate(data["launches"]):
-        _fields_of(LaunchChange, launch, f"launches[{i}]")
-    inputs = data.get("inputs", {})
-    if not isinstance(inputs, dict):
-        raise _Damaged("inputs: not an object")
-    for pid, item in inputs.items():
-        if not (isinstance(item, dict) and isinstance(item.get("data"), str)):
-            raise _Damaged(f"inputs[{pid!r}]: no data")
-        _plain_file(item.get("name"), f"inputs[{pid!r}].name")
-        try:
-            base64.b64decode(item["data"], validate=True)
-        except ValueError:
-            raise _Damaged(f"inputs[{pid!r}].data: not base64") from None
-    ids = [row["id"] for row in rows]
-    if len(set(ids)) != len(ids):
-        raise _Damaged("patches: an id twice")
-    for i, row in enumerate(rows):
-        for key in ("written", "tree"):
-            if row.get(key) is not None:
-                _plain_file(row[key], f"patches[{i}].{key}")
-        for lower in row.get("waits_on", ()):
-            if lower not in ids or lower not in inputs or row["id"] not in inputs:
-                raise _Damaged(f"patches[{i}].waits_on: {lower!r} is not a diff of the record")
-    for i, name in enumerate(data.get("outputs", ())):
-        _plain_file(name, f"outputs[{i}]", nested=True)
-    for name in data.get("digests", {}):
-        _plain_file(name, f"digests[{name!r}]", nested=True)
-    return data
-
-
 def _record(folder: Path, option: str) -> dict[str, Any] | None:
-    """DIR's record, checked (None where there is none): exit 2 naming it where it is damaged, 6
-    where it is a symlink or not a plain file."""
+    """DIR's record, checked (bump_record.load; None where there is none): exit 2 naming it where
+    it is damaged, 6 where it is a symlink or not a plain file."""
+    from patchkit.engine import bump_record
+
     try:
-        raw = confined.read(folder, RECORD, _RECORD_LIMIT)
-    except FileNotFoundError:
-        return None
+        return bump_record.load(folder)
     except IsADirectoryError:
         raise UsageError(f"{option} {folder}: {folder / RECORD} is a folder, not the record patchkit bump "
                          "writes; name another folder (nothing of yours is overwritten)") from None
-    try:
-        return _checked(json.loads(raw))
-    except (ValueError, RecursionError) as exc:  # _Damaged, JSON or UTF-8
+    except _Damaged as exc:
         raise UsageError(f"{option} {folder}: {folder / RECORD} is damaged ({exc}); nothing written; run the bump "
                          "again into a new folder") from None
 

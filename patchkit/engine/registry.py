@@ -91,13 +91,14 @@ def given_folders() -> tuple[str, ...]:
     return tuple(_folders)
 
 
-def _folder_set(folder: str) -> PatchSet:
+def _folder_set(folder: str, option: str = "--patches") -> PatchSet:
+    """The set a folder (or one diff file) holds; `option`: how the user named it."""
     path = Path(folder).resolve()
     if path.is_file() and path.name.endswith(DIFF_SUFFIXES):
         return PatchSet(origin=f"file {path}", package="", folder=path.parent, only=path.name)
     if not path.is_dir():
-        raise UsageError(f"--patches {folder}: not a folder or a {' / '.join(DIFF_SUFFIXES)} file")
-    _refuse_unfinished(path, folder)
+        raise UsageError(f"{option} {folder}: not a folder or a {' / '.join(DIFF_SUFFIXES)} file")
+    _refuse_unfinished(path, folder, option)
     # One package per folder, named after its path: each module gets exactly one module name.
     package = "patchkit_folder_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
     if package not in sys.modules:
@@ -107,12 +108,13 @@ def _folder_set(folder: str) -> PatchSet:
     return PatchSet(origin=f"folder {path}", package=package, folder=path)
 
 
-def _refuse_unfinished(path: Path, folder: str) -> None:
+def _refuse_unfinished(path: Path, folder: str, option: str) -> None:
     """A folder `bump` wrote whose record says patches remain to be finished: refused (PlanError,
-    exit 1; a record that cannot be read: exit 2), or kept under --allow-incomplete."""
+    exit 1; a record that cannot be read: exit 2; a symlink in its place: exit 6), or kept under
+    --allow-incomplete."""
     from patchkit.engine.bump_record import unfinished
 
-    found = unfinished(path, folder)
+    found = unfinished(path, folder, option)
     if found is None:
         return
     if _allow_incomplete:
@@ -194,11 +196,15 @@ def patch_sets() -> list[PatchSet]:
     global _sets
     if _sets is None:
         builtin = importlib.import_module(PATCHES_PACKAGE)
-        folders = [*_folders, *(f for f in os.environ.get(ENV_PATCHES, "").split(os.pathsep) if f)]
+        # Each folder with how the user named it (the command line's first), for what is said about it.
+        folders = {folder: "--patches" for folder in _folders}
+        for folder in os.environ.get(ENV_PATCHES, "").split(os.pathsep):
+            if folder:
+                folders.setdefault(folder, f"${ENV_PATCHES}")
         _sets = [
             PatchSet(origin=BUILT_IN, package=PATCHES_PACKAGE, folder=Path(list(builtin.__path__)[0])),
             *_entry_point_sets(),
-            *(_folder_set(folder) for folder in dict.fromkeys(folders)),
+            *(_folder_set(folder, option) for folder, option in folders.items()),
         ]
     return _sets
 

@@ -107,3 +107,50 @@ def test_a_folder_whose_switch_was_killed_is_refused_until_a_bump_finishes_it(tm
     bump.recover(out)  # what the next `bump` on DIR does first
     registry.use_folders([str(out)])
     assert not (out / bump.JOURNAL).exists() and "gone" not in registry.patch_ids()  # loads: nothing refused
+
+
+def test_a_symlinked_record_is_refused_by_apply_as_by_bump(tmp_path):
+    """Review of issue 40.1: the registry read a bump's record through a symlink (bump_record.unfinished,
+    partial checks) where `bump --continue` refuses one (exit 6); now one reader (bump_record.load,
+    base/confined) serves both. A finished bump's record moved out of DIR and linked back: `apply`
+    and `list` loaded the folder (exit 0) before; now both are exit 6 naming it, as `bump --continue`."""
+    from patchkit.cli.exit_codes import EXIT_ENVIRONMENT
+    from testing.synthetic import make_tree
+
+    out = _folder(tmp_path, (DROPPED,))
+    elsewhere = tmp_path / "elsewhere.json"
+    (out / bump_record.RECORD).rename(elsewhere)
+    (out / bump_record.RECORD).symlink_to(elsewhere)
+    site = make_tree(tmp_path / "site")
+    before = {p: p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    for argv in (("--patches", out, "apply", "--site-packages", site), ("--patches", out, "list"),
+                 ("bump", "--continue", out)):
+        refused = run(*argv)
+        assert refused.exit_code == EXIT_ENVIRONMENT == 6, (argv, refused.stderr)
+        assert f"{out / bump_record.RECORD}: a symlink" in refused.stderr, refused.stderr
+    assert {p: p.read_bytes() for p in site.rglob("*") if p.is_file()} == before  # nothing applied
+
+
+def test_a_damaged_record_is_read_as_bump_reads_it(tmp_path):
+    """The registry's reader checks the whole record, as bump's: a row missing its action was
+    loaded as a finished folder's before (the partial check read only ids and actions it found)."""
+    out = _folder(tmp_path, (DROPPED,))
+    data = (out / bump_record.RECORD).read_text().replace('"action": "drop"', '"action": 5')
+    (out / bump_record.RECORD).write_text(data)
+    registry.use_folders([str(out)])
+    with pytest.raises(UsageError, match=r"cannot be read \(patches\[0\]\.action: 5 is not str\)"):
+        registry.patch_ids()
+
+
+def test_a_folder_from_the_environment_is_named_so(tmp_path, monkeypatch):
+    """The refusal of an unfinished folder said `--patches DIR` where the folder came from
+    $PATCHKIT_PATCHES; it says how the folder was named."""
+    out = _folder(tmp_path, (DROPPED, CONFLICT))
+    monkeypatch.setenv("PATCHKIT_PATCHES", str(out))
+    refused = run("list")
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith(f"error: $PATCHKIT_PATCHES {out}: an unfinished bump"), refused.stderr
+    taken = run("--allow-incomplete", "list")
+    assert taken.exit_code == 0 and f"--allow-incomplete: $PATCHKIT_PATCHES {out} is an unfinished" in taken.stderr
+    both = run("--patches", out, "list")  # named on the command line too: said as given there
+    assert both.stderr.startswith(f"error: --patches {out}: an unfinished bump"), both.stderr
