@@ -79,7 +79,7 @@ def mamba_slots_zero(ctx: Context) -> Iterator[Finding]:
         f"the state pool gets {max(b.state_slots or 0, 0)} slots ({mib(b.state_slot_bytes)} each, "
         f"{b.slots_per_request} per request): startup fails (\"Not enough GPU memory for hybrid state "
         f"cache\" or \"state cache is too small to serve any requests\")",
-        (ctx.fraction_fix(),
+        (*_pending_patch_fixes(ctx), ctx.fraction_fix(),
          ctx.set("mamba_ssm_dtype", "--mamba-ssm-dtype", "bfloat16", note="half the state per slot") if fp32 else None,
          Fix(args=(ctx.flag("max_mamba_cache_size", "--max-mamba-cache-size"), str(ratio * dp),
                    ctx.flag("max_running_requests", "--max-running-requests"), str(dp)),
@@ -387,10 +387,10 @@ class NeedsCapability:
                                 (self.fix(ctx), self.alternative(ctx) if self.alternative and level == "error" else None))
 
 
-def _apply_command(ctx: Context, *patch_ids: str) -> Fix:
+def _apply_command(ctx: Context, *patch_ids: str, note: str = "") -> Fix:
     """`patchkit apply` on the SGLang the doctor checked (its --python / --site-packages / --target, --patches)."""
     only = tuple(a for pid in patch_ids for a in ("--only", pid))
-    return Fix(command=tuple(ctx.naming.argv("apply", *only)), patches=patch_ids)
+    return Fix(command=tuple(ctx.naming.argv("apply", *only)), patches=patch_ids, note=note)
 
 
 _ATTENTION = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
@@ -540,6 +540,14 @@ def launch_declarations() -> dict[str, Trigger]:
     return {cls.ID: cls.LAUNCH for cls in registry.load_all() if cls.LAUNCH is not None}
 
 
+def _pending_patch_fixes(ctx: Context) -> tuple[Fix, ...]:
+    """`patchkit apply --only ID` for each patch this launch depends on that is not in place: proposed first for
+    the static budget's errors, as a patch may free what they lack (draft-lmhead-placeholder drops an MTP draft's
+    own vocab tensors). The doctor checks each with the patch applied and keeps those that clear the error."""
+    return tuple(_apply_command(ctx, pid, note=why) for pid, _level, why in triggered(ctx, launch_declarations())
+                 if ctx.patch_states.get(pid) in NOT_IN_PLACE)
+
+
 def patch_needed(ctx: Context) -> Iterator[Finding]:
     triggers = triggered(ctx, launch_declarations())
     for pid, level, why in triggers:
@@ -569,7 +577,7 @@ def budget_negative(ctx: Context) -> Iterator[Finding]:
         "budget-negative", "error",
         f"weights ({gib(b.weights_bytes)} + draft {gib(b.draft_weights_bytes)}) and the state pool leave "
         f"no memory for the KV cache under mem-fraction-static {b.mem_fraction_static:.3f}: startup fails",
-        (ctx.fraction_fix(), more_tp),
+        (*_pending_patch_fixes(ctx), ctx.fraction_fix(), more_tp),
         otherwise="no --mem-fraction-static leaves both the weights and what runs outside the static pools room on "
                   "this card: more TP ranks or a smaller checkpoint")
 
