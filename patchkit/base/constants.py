@@ -45,4 +45,6 @@ EXIT_ENVIRONMENT = 6  # read-only, permission, no space, I/O error, wrong file t
 EXIT_BUG = 70  # unexpected error; traceback in the log file named on stderr
 EXIT_INTERRUPTED = 130
 
+LABEL_PREFIX = "io.patchkit"  # a patched image's labels (image/dockerfile writes them, verify --url reads them)
+
 DIFF_SUFFIXES = (".patch", ".diff")  # the file names that load as diff patches (patchkit.diffs.unidiff)

@@ -18,11 +18,15 @@ import functools
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.engine import registry
 from patchkit.base.home import home
 from patchkit.base.errors import PatchkitError
 from patchkit.base.util import atomic_write, read_regular, sha256
+
+if TYPE_CHECKING:
+    from patchkit.releases.manifest import Manifest
 
 # The code of patchkit that decides the bytes a module patch renders, and so belongs to every such
 # patch's identity (a change in it re-renders every tree: `outdated`), per module (its path in the
@@ -79,6 +83,22 @@ def digest(patch_id: str) -> str:
 
 def digests(patch_ids: list[str] | tuple[str, ...]) -> dict[str, str]:
     return {pid: digest(pid) for pid in patch_ids}
+
+
+def for_release(version: str, release: Manifest | None = None) -> dict[str, str]:
+    """{patch id: digest} of the patches SGLang `version` gets patched with: the built-in ones its
+    manifest (`release`, else the committed one) needs, and every patch of the other sets loaded
+    now whose range holds the release. What a patched image's labels record (image/dockerfile) and
+    what `verify --url` expects of a server on that release (runtime/server_report)."""
+    from packaging.version import Version
+
+    from patchkit.releases import manifest
+
+    needed = {pid for pid, entry in (release or manifest.load(version)).patches.items() if entry.verdict == "applies"}
+    wanted = Version(version)
+    return {cls.ID: digest(cls.ID) for cls in registry.load_all()
+            if (cls.ID in needed if registry.origin(cls.ID) == registry.BUILT_IN
+                else cls.specifier().contains(wanted, prereleases=True))}
 
 
 @functools.lru_cache(maxsize=None)

@@ -18,13 +18,12 @@ import json
 import re
 from dataclasses import dataclass
 
-from packaging.version import Version
-
 from patchkit import __version__
 from patchkit.engine import identity, registry
 from patchkit.image import reference as image_reference
 from patchkit.releases import manifest
 from patchkit.image.context import PATCHES_DIR as _SETS_DIR
+from patchkit.base.constants import LABEL_PREFIX as LABEL_PREFIX  # verify --url reads the labels too
 from patchkit.base.errors import UsageError
 
 HOME = "/opt/patchkit"  # everything patchkit adds to the image lives here
@@ -32,7 +31,6 @@ VENV = f"{HOME}/venv"
 WHEEL_DIR = f"{HOME}/dist"
 PATCHES = f"{HOME}/patches"  # the patch sets beside the built-in one, as the build context holds them
 CA_CERT = f"{HOME}/ca-certificates.crt"
-LABEL_PREFIX = "io.patchkit"
 
 
 @dataclass(frozen=True)
@@ -87,14 +85,9 @@ def patch_digest(cls: "type[Patch]") -> str:
 
 
 def patch_labels(version: str, release: manifest.Manifest | None = None) -> dict[str, str]:
-    """{patch id: sha256 of the patch's source} for the patches the image applies: the built-in
-    ones this release's manifest (`release`, else the committed one) needs, and every patch of the
-    other sets loaded now whose range holds the release (they travel in the build context, byte for byte)."""
-    needed = {pid for pid, entry in (release or manifest.load(version)).patches.items() if entry.verdict == "applies"}
-    wanted = Version(version)
-    return {cls.ID: patch_digest(cls) for cls in registry.load_all()
-            if (cls.ID in needed if registry.origin(cls.ID) == registry.BUILT_IN
-                else cls.specifier().contains(wanted, prereleases=True))}
+    """{patch id: sha256 of the patch's source} for the patches the image applies (the other sets
+    travel in the build context, byte for byte): `identity.for_release`."""
+    return identity.for_release(version, release)
 
 
 def labels(spec: ImageSpec) -> dict[str, str]:

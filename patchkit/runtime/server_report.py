@@ -190,7 +190,7 @@ def rank_reports(info: dict, where: str) -> list[dict]:
 
 
 def expected_for_release(version: str) -> Expected:
-    from patchkit.image import dockerfile
+    from patchkit.engine import identity
     from patchkit.releases import manifest, versions
 
     # The server's answer, not the user's input: a version string that is none is a bad server (3), not usage (2).
@@ -198,7 +198,7 @@ def expected_for_release(version: str) -> Expected:
     if manifest.find(normal) is None:
         raise TargetError(f"the server runs SGLang {version}, for which patchkit has no patch set; pass "
                           "--expect-from DIR or --expect-from LABELS")
-    return Expected(dockerfile.patch_labels(normal), f"patchkit's patch set for SGLang {normal}")
+    return Expected(identity.for_release(normal), f"patchkit's patch set for SGLang {normal}")
 
 
 def expected_from(path: str) -> Expected:
@@ -236,7 +236,7 @@ def _from_folder(folder: Path) -> Expected:
 
 
 def _from_labels(data: object, path: str) -> dict[str, str]:
-    from patchkit.image.dockerfile import LABEL_PREFIX
+    from patchkit.base.constants import LABEL_PREFIX
 
     if isinstance(data, list) and len(data) == 1:  # `docker inspect IMAGE`
         data = data[0]
