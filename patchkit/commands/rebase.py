@@ -16,7 +16,7 @@ from patchkit.base.util import atomic_write
 
 def rebase(patches: tuple[str, ...], to: str | None, first: str | None, out: str | None, as_json: bool,
            tree: str | None = None, resume: str | None = None) -> int:
-    from patchkit.diffs import rebase as rebasing, release_blobs
+    from patchkit.diffs import rebase as rebasing, release_blobs, unidiff
 
     if resume is not None:
         if patches or to or first or tree:
@@ -35,7 +35,7 @@ def rebase(patches: tuple[str, ...], to: str | None, first: str | None, out: str
     first = versions.normalise(first, "--from") if first else None
     path = output_file("-o", out) if out else None
     data = read_patch_file(patch)
-    diff = rebasing.load(data, Path(patch).name)
+    diff = unidiff.load(data, Path(patch).name)
     target = releases.WheelSource(to, output.progress)
     base = None
     if not first:
@@ -130,7 +130,7 @@ def _stack(patches: list[str], to: str, folder: Path, as_json: bool, trees: bool
     """Several diffs (a stack): each re-made against V, one stacked on another onto the other's
     rebased files (`rebase.rebase_stack`), written into DIR under its own file name; with `trees`
     (`--tree DIR`) each as `NAME.tree/` to resolve there (`rebase_tree.write_stack`)."""
-    from patchkit.diffs import rebase as rebasing, release_blobs, rebase_tree
+    from patchkit.diffs import rebase as rebasing, release_blobs, rebase_tree, unidiff
 
     if trees:
         rebase_tree.check_empty(folder)
@@ -139,7 +139,7 @@ def _stack(patches: list[str], to: str, folder: Path, as_json: bool, trees: bool
     items = []
     for patch in patches:
         data = read_patch_file(patch)
-        items.append((rebasing.load(data, Path(patch).name), data))
+        items.append((unidiff.load(data, Path(patch).name), data))
     target = releases.WheelSource(to, output.progress)
     from patchkit.diffs import stacks
 

@@ -65,14 +65,6 @@ def _sides(prefix: str) -> tuple[str, bool]:
     return (prefix[2:], True) if prefix.startswith("a/") else (prefix, False)
 
 
-def load(data: bytes, name: str) -> DiffPatchFile:
-    """The diff parsed (exit 2 for what is not a diff or breaks the id rule), before any release is read."""
-    diff = unidiff.parse(data, name)
-    if not diff.files:
-        raise PlanError(f"{name}: no file of the sglang package in it; nothing to rebase")
-    return diff
-
-
 def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], bytes | None],
            base: Callable[[FileDiff], bytes | None] | None = None, base_label: str | None = None,
            python_files: Callable[[], list[str]] | None = None,

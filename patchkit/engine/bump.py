@@ -278,13 +278,13 @@ def _evidence(patch: type[Patch], to: WheelSource, view: Any) -> list[str]:
 def _diff_rows(diffs: list[type[Patch]], before: dict[str, upstream.Verdict], first: WheelSource, to: WheelSource,
                progress: Callable[[str], None], files: dict[str, bytes],
                inputs: dict[str, tuple[str, bytes]], cache: Any) -> list[PatchRow]:
-    from patchkit.diffs import rebase as rebasing, release_blobs, stacks
+    from patchkit.diffs import rebase as rebasing, release_blobs, stacks, unidiff
 
     items = []
     for patch in diffs:
         path = registry.source_file(patch.ID)
         data = path.read_bytes()
-        diff = rebasing.load(data, path.name)
+        diff = unidiff.load(data, path.name)
         items.append((diff, data))
         inputs[diff.id] = (path.name, data)
     # The base of each diff, on its files not made on top of another one of them; V0 is older than V.
@@ -327,35 +327,56 @@ def _waiting(lower: str) -> str:
 
 def _diff_row(patch: type[Patch], old: upstream.Verdict, made: Rebased | str, data: bytes,
               files: dict[str, bytes]) -> PatchRow:
-    from patchkit.diffs import diffpatch, rebase_tree
+    from patchkit.diffs import diffpatch
 
-    name = registry.source_file(patch.ID).name
     common = PatchRow(id=patch.ID, kind="diff", on_from=old.state, on_to=upstream.APPLIES, action=CARRIES,
                       upstream=tuple(patch.UPSTREAM))
     if isinstance(made, str):  # every file already has the change on V
         return replace(common, on_to=upstream.UPSTREAM_FIXED, action=DROP, evidence=(made,))
+    row = _remade(common, made, registry.source_file(patch.ID).name, data, files)
+    moved = sum(n for what, n in row.counts.items() if what != diffpatch.UPSTREAM)
+    if row.action == REBASED and ((not moved and not made.already) or _applies_as_is(made)):
+        return replace(row, on_to=upstream.APPLIES, action=CARRIES, counts={})  # the diff applies on V as it is
+    return row
+
+
+def _remade(row: PatchRow, made: Rebased, name: str, data: bytes, files: dict[str, bytes],
+            release: Callable[[str], bytes | None] | None = None) -> PatchRow:
+    """`row` with what its diff (`data`, file `name`) re-made for V comes to: its files gone there,
+    a conflict (NAME.tree/ put in `files`; `release`: V's files, where the diff was made on other
+    bytes, as `rebase_tree.tree_files` takes them), or the diff written into `files` (rebased)."""
+    from patchkit.diffs import rebase_tree
+
     counts = {k: v for k, v in made.resolution.counts().items() if v}
     gone = _gone(made)
     if gone:
-        return replace(common, on_to=upstream.NOT_APPLICABLE, action=GONE,
+        return replace(row, on_to=upstream.NOT_APPLICABLE, action=GONE, conflicts=(), waits_on=(),
                        detail=f"its files are gone on {made.to}: {', '.join(gone)}")
     if made.conflicts:
-        tree = f"{Path(name).stem}.tree"
-        for rel, content in rebase_tree.tree_files(made, data).items():
-            files[f"{tree}/{rel}"] = content
-        on = {rel: lower for lower, rels in made.depends_on.items() for rel in rels}
-        conflicts = tuple(Conflict(u.file, u.unit, u.detail + (
-            f" (made on {on[u.file]}'s file, its blocks taken as its own side: `bump --continue` puts this resolution on top of "
-            f"{on[u.file]}'s)" if u.file in on else "")) for u in made.conflicts)
+        tree = _put_tree(name, rebase_tree.tree_files(made, data, release), files)
         # Finished after the diffs it depends on (`waits_on`), its resolution merged onto theirs.
-        return replace(common, on_to=upstream.BROKEN, action=CONFLICTS, counts=counts, conflicts=conflicts, tree=tree,
-                       notes=made.notes, waits_on=tuple(made.depends_on))
+        return replace(row, on_to=upstream.BROKEN, action=CONFLICTS, counts=counts, conflicts=_conflicts(made),
+                       tree=tree, waits_on=tuple(made.depends_on), notes=made.notes)
     files[name] = made.data
-    moved = sum(n for what, n in counts.items() if what != diffpatch.UPSTREAM)
-    clean = not moved and not made.already  # nothing to move: the diff applies on V as it is
-    action = CARRIES if clean or _applies_as_is(made) else REBASED
-    return replace(common, on_to=upstream.APPLIES if action == CARRIES else upstream.BROKEN, action=action,
-                    counts={} if action == CARRIES else counts, written=name, notes=made.notes)
+    return replace(row, on_to=upstream.BROKEN, action=REBASED, counts=counts, conflicts=(), waits_on=(), written=name,
+                   notes=made.notes)
+
+
+def _put_tree(name: str, tree_files: dict[str, bytes], files: dict[str, bytes], tree: str | None = None) -> str:
+    """A diff's tree ({path in it: bytes}) put in `files` under `tree`, by default NAME.tree/ for
+    the diff file `name`; the tree's folder name."""
+    tree = tree or f"{Path(name).stem}.tree"
+    for rel, content in tree_files.items():
+        files[f"{tree}/{rel}"] = content
+    return tree
+
+
+def _conflicts(made: Rebased) -> tuple[Conflict, ...]:
+    """The conflicts of a re-made diff; one in a file made on a lower diff's unfinished file says so."""
+    on = {rel: lower for lower, rels in made.depends_on.items() for rel in rels}
+    return tuple(Conflict(u.file, u.unit, u.detail + (
+        f" (made on {on[u.file]}'s file, its blocks taken as its own side: `bump --continue` puts this resolution on top of "
+        f"{on[u.file]}'s)" if u.file in on else "")) for u in made.conflicts)
 
 
 def _works_on_v(rows: list[PatchRow], to: WheelSource, folder: Path, python: str | None,
@@ -436,12 +457,9 @@ def _tree_of(name: str, data: bytes, applied: dict[str, bytes], prior: dict[str,
     `--continue`; `prior`: the files the diffs before it changed, its base there."""
     from patchkit.diffs import rebase_tree, unidiff
 
-    tree = f"{Path(name).stem}.tree"
     made = rebase_tree.applied_tree(unidiff.parse(data, name), data, to.version,
                                     lambda rel: applied[rel] if rel in applied else to.read(rel), prior)
-    for rel, content in made.items():
-        files[f"{tree}/{rel}"] = content
-    return tree
+    return _put_tree(name, made, files)
 
 
 def _gone(made: Rebased) -> list[str]:
@@ -920,11 +938,11 @@ def _onto(row: PatchRow, done: Any, stale: list[str], bump: Bump, read_on: Calla
     the same round): the resolution's own change, from the tree's base to the resolved files,
     re-made onto the files as those diffs leave them (as git rebase does), never the stale tree
     diffed against the newer file. Where it conflicts there, its tree is written again."""
-    from patchkit.diffs import rebase as rebasing, rebase_tree
+    from patchkit.diffs import rebase as rebasing, rebase_tree, unidiff
 
     assert row.tree is not None
     base = {c.rel: c.before for c in done.changes}
-    diff = rebasing.load(done.data, done.name)
+    diff = unidiff.load(done.data, done.name)
     try:
         made = rebasing.rebase(diff, done.data, to.version, read_on, lambda file: base.get(file.path),
                                f"{row.tree} as resolved", to.python_files, to.package_files)
@@ -937,12 +955,11 @@ def _onto(row: PatchRow, done: Any, stale: list[str], bump: Bump, read_on: Calla
     if made.conflicts:
         left = {rel: data for rel in base if rel not in {c.rel for c in made.changes}
                 for data in [read_on(rel)] if data is not None}
-        for rel, content in rebase_tree.tree_files(made, done.data, to.read, left).items():
-            files[f"{row.tree}/{rel}"] = content
+        _put_tree(done.name, rebase_tree.tree_files(made, done.data, to.read, left), files, row.tree)
         return replace(row, action=CONFLICTS, on_to=upstream.BROKEN, written=None, notes=(*row.notes, *note),
                        counts={what: n for what, n in made.resolution.counts().items() if n},
                        detail=f"its resolution conflicts with the diffs before it: resolve {row.tree} again",
-                       conflicts=tuple(Conflict(u.file, u.unit, u.detail) for u in made.conflicts))
+                       conflicts=_conflicts(made))
     files[done.name] = made.data
     return replace(row, notes=(*row.notes, *made.notes, *note))
 
@@ -950,11 +967,11 @@ def _onto(row: PatchRow, done: Any, stale: list[str], bump: Bump, read_on: Calla
 def _remake(row: PatchRow, bump: Bump, read_on: Callable[[str], bytes | None], to: WheelSource,
             files: dict[str, bytes]) -> PatchRow:
     """A diff that waited on the diffs under it, re-made from its input onto their finished files."""
-    from patchkit.diffs import rebase as rebasing, rebase_tree
+    from patchkit.diffs import rebase as rebasing, unidiff
 
     name, data = bump.inputs[row.id]
-    diff = rebasing.load(data, name)
-    lowers = [rebasing.load(bump.inputs[lower][1], bump.inputs[lower][0]) for lower in row.waits_on]
+    diff = unidiff.load(data, name)
+    lowers = [unidiff.load(bump.inputs[lower][1], bump.inputs[lower][0]) for lower in row.waits_on]
     try:
         made = rebasing.rebase(diff, data, to.version, read_on, rebasing.stacked_base(lowers), None,
                                to.python_files, to.package_files)
@@ -962,19 +979,7 @@ def _remake(row: PatchRow, bump: Bump, read_on: Callable[[str], bytes | None], t
         return replace(row, action=DROP, on_to=upstream.UPSTREAM_FIXED, conflicts=(), waits_on=(), evidence=(str(exc),))
     except PlanError as exc:  # the diff or a file it reads cannot be re-made: a failure, never a drop
         return replace(row, action=FAILED, conflicts=(), waits_on=(), detail=str(exc))
-    counts = {k: v for k, v in made.resolution.counts().items() if v}
-    gone = _gone(made)
-    if gone:
-        return replace(row, on_to=upstream.NOT_APPLICABLE, action=GONE, conflicts=(), waits_on=(),
-                       detail=f"its files are gone on {made.to}: {', '.join(gone)}")
-    if made.conflicts:
-        tree = f"{Path(name).stem}.tree"
-        for rel, content in rebase_tree.tree_files(made, data, to.read).items():  # its base: the diffs under it
-            files[f"{tree}/{rel}"] = content
-        return replace(row, counts=counts, tree=tree, waits_on=(), notes=made.notes,
-                       conflicts=tuple(Conflict(u.file, u.unit, u.detail) for u in made.conflicts))
-    files[name] = made.data
-    return replace(row, action=REBASED, counts=counts, conflicts=(), waits_on=(), written=name, notes=made.notes)
+    return _remade(row, made, name, data, files, to.read)  # its base: the diffs under it
 
 
 def _apply(diff: DiffPatchFile, state: dict[str, bytes], read: Callable[[str], bytes | None]) -> dict[str, bytes] | None:

@@ -75,12 +75,12 @@ def diffs_base(ids: list[str], to: str, progress: Callable[[str], None]) -> Base
     files they share, and matches no release fully); where no cached release matches any of them,
     the index's releases up to V are fetched as needed (`release_blobs.find_base`, never past V:
     V0 is older)."""
-    from patchkit.diffs import rebase as rebasing, release_blobs, unidiff
+    from patchkit.diffs import release_blobs, unidiff
 
     diffs = []
     for pid in ids:
         path = registry.source_file(pid)
-        diffs.append(rebasing.load(unidiff.read_file(path), path.name))
+        diffs.append(unidiff.load(unidiff.read_file(path), path.name))
     found = _base(diffs, release_blobs.made_for)
     if found is None:  # fetched as rebase does, each diff on its own files (not those stacked on another)
         release_blobs.find_bases(diffs, to, progress, last=to)

@@ -4,7 +4,7 @@ the rebased diff on the target; the header and the prefix are kept."""
 
 from __future__ import annotations
 
-from patchkit.diffs import rebase
+from patchkit.diffs import rebase, unidiff
 from testing.diffs import git_apply, git_diff
 
 REL = "sglang/mod.py"
@@ -16,7 +16,7 @@ HEADER = "Patchkit-Id: my-fix\nPatchkit-Upstream: sgl-project/sglang#1\n\n"
 
 def test_a_conflicting_unit_is_written_with_markers():
     data = git_diff({REL: BASE}, {REL: PATCHED}, prefix="python/", header=HEADER)
-    diff = rebase.load(data, "my-fix.diff")
+    diff = unidiff.load(data, "my-fix.diff")
     made = rebase.rebase(diff, data, "9.9", {REL: TARGET}.get, base=lambda file: BASE)
     assert [(u.unit, u.outcome) for u in made.conflicts] == [("f", "conflict")]
     assert made.resolution.counts()["transplanted"] == 1  # keep(): left as it was here

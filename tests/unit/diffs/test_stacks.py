@@ -65,7 +65,7 @@ def _three_deep(patchkit_home):
     top = mid.replace(b"return 3\n", b"return 30\n")
     texts = {"base.patch": git_diff({F: UNITS}, {F: low}), "middle.patch": git_diff({F: low}, {F: mid}),
              "top.patch": git_diff({F: mid}, {F: top})}
-    items = [(rebase.load(data, name), data) for name, data in texts.items()]
+    items = [(unidiff.load(data, name), data) for name, data in texts.items()]
     on_v = UNITS.replace(b"return 1\n", b"return 100\n").replace(b"return 4\n", b"return 40\n")
     return items, rebase.rebase_stack(items, "0.5.99", {F: on_v}.get)
 
