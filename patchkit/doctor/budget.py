@@ -255,16 +255,19 @@ def mamba_ratio(release: ReleaseCode, launch: Launch, strategy: str, disable_ove
     return base + additional
 
 
-def speculative(launch: Launch) -> tuple[str | None, int | None, int | None]:
+def speculative(launch: Launch, draft: ModelFacts | None = None) -> tuple[str | None, int | None, int | None]:
     """(algorithm, topk, draft tokens) after `_auto_choose_speculative_params` (speculative hook):
-    steps/topk/draft tokens default to (3, 1, 4); DFLASH defaults to 16 draft tokens."""
+    steps/topk/draft tokens default to (3, 1, 4); DFLASH takes its draft's block size (dflash.block_size), DSPARK
+    16 draft tokens."""
     algo = launch.get("speculative_algorithm")
     if not algo:
         return None, None, None
     algo = str(algo).upper()
     topk = _int(launch.get("speculative_eagle_topk"))
     tokens = _int(launch.get("speculative_num_draft_tokens"))
-    if algo in ("DFLASH", "DSPARK"):
+    if algo == "DFLASH":
+        return algo, topk, tokens or dflash.block_size(launch, draft)
+    if algo == "DSPARK":
         return algo, topk, tokens or 16
     if launch.get("speculative_num_steps") is None:
         topk, tokens = topk or 1, tokens or 4
@@ -332,7 +335,7 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     replicas, dp = data_parallel(release, launch)
     attn_tp = max(1, tp // dp)
     b.tp_size, b.attn_dp_size, b.dp_replicas, b.gpus_needed = tp, dp, replicas, replicas * tp * pp
-    algo, topk, draft_tokens = speculative(launch)
+    algo, topk, draft_tokens = speculative(launch, draft)
     b.speculative_algorithm, b.draft_tokens = algo, draft_tokens
 
     # Free memory at weight-load start: `ModelRunner.init_torch_distributed` returns it as

@@ -25,6 +25,26 @@ from patchkit.doctor.model import ModelFacts
 FAMILY = ("DFLASH", "DSPARK")
 
 
+DEFAULT_BLOCK_SIZE = 16
+
+
+def block_size(launch: Launch, draft: ModelFacts | None) -> int:
+    """DFLASH's draft tokens per verify (`_handle_dflash`, every release 0.5.11-0.5.23): --speculative-dflash-block-size
+    where set, else the draft config's block size (`parse_dflash_draft_config(...).resolve_block_size`:
+    `dflash_config.block_size`, else a top-level `block_size`), else 16. An explicit --speculative-num-draft-tokens
+    comes first (the caller's)."""
+    flag = launch.get("speculative_dflash_block_size")
+    if isinstance(flag, (int, str)) and str(flag).isdigit() and int(flag) > 0:
+        return int(flag)
+    if draft is not None:
+        nested = draft.config.get("dflash_config")
+        raw = nested.get("block_size") if isinstance(nested, dict) else None
+        raw = draft.config.get("block_size") if raw is None else raw
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0:
+            return raw
+    return DEFAULT_BLOCK_SIZE
+
+
 @dataclass(frozen=True)
 class DraftKv:
     layers: int

@@ -42,3 +42,22 @@ def test_draft_cell_from_the_draft_geometry():
     assert layers is not None and layers.cell_bytes is None and layers.fused_cell_bytes == 43008
     assert dflash.draft_kv("tp_size", _launch(), _draft(num_hidden_layers=None), 2, 1000, 16, 1, 1) is None
 
+
+
+def test_draft_tokens_are_the_drafts_block_size():
+    """Every release with DFLASH (0.5.11-0.5.23, `_handle_dflash`) takes --speculative-num-draft-tokens, else
+    --speculative-dflash-block-size, else the draft config's block size (`parse_dflash_draft_config`:
+    dflash_config.block_size, else a top-level block_size), else 16; the budget's intermediate state and verify rows
+    follow it."""
+    from patchkit.doctor.budget import speculative
+
+    algo = dict(speculative_algorithm="DFLASH")
+    nested, top = _draft(dflash_config={"block_size": 8}), _draft(block_size=10)
+    assert speculative(_launch(**algo), nested) == ("DFLASH", None, 8)
+    assert speculative(_launch(**algo), top) == ("DFLASH", None, 10)
+    assert speculative(_launch(**algo), _draft()) == ("DFLASH", None, 16)
+    assert speculative(_launch(**algo), None) == ("DFLASH", None, 16)
+    assert speculative(_launch(**algo, speculative_dflash_block_size=12), nested)[2] == 12
+    assert speculative(_launch(**algo, speculative_num_draft_tokens=6), nested)[2] == 6
+    # DSPARK is not read from the draft config here.
+    assert speculative(_launch(speculative_algorithm="DSPARK"), nested)[2] == 16
