@@ -173,9 +173,10 @@ def _damaged(record: dict) -> str | None:
 def finish(folder: Path, read: Callable[[str], bytes | None], again: str | None = None) -> Finished:
     """The finished diff from a resolved tree (`read`: release V's pristine files). A file still
     holding a conflict marker line is refused, naming the file and line and `again`, the command
-    to run once it is mended (default `patchkit rebase --continue DIR`; bump names its own). A file V does not have
-    whose resolution is empty (only whitespace: its blocks deleted) is not created; a symlink or
-    anything but a plain file or folder in the tree is refused (UsageError), never followed.
+    to run once it is mended (default `patchkit rebase --continue DIR`; bump names its own). A
+    file V does not have whose resolution is empty (only whitespace: its blocks deleted) is not
+    created; a symlink or anything but a plain file or folder in the tree is refused (UsageError),
+    never followed.
 
     A resolution may move the change to another file: a file of V's package the diff did not
     change, put in the tree at its path (`sglang/...`) and edited there, is taken into the finished
