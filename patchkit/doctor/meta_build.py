@@ -12,7 +12,8 @@ server args, `init_distributed_environment`, `initialize_model_parallel` and `in
 launch's TP/PP/EP/attention-DP sizes, `ModelConfig.from_server_args` (the draft's with `is_draft_model=True`), the
 loader's `_get_quantization_config` and `_initialize_model` under the model dtype, on `meta`. Then the parameters
 and buffers of the built module are summed: what the rank allocates when the weights load (before
-`process_weights_after_loading`, which this does not run).
+`process_weights_after_loading`, which this runs only where the launch quantizes online, a checkpoint without a
+quantization of its own: there the loaded weights are quantized by that step, and it runs on the meta tensors).
 
 No GPU is touched (the parent hides them): single-process stand-ins take the place of what would talk to other
 ranks or to a device, and nothing else.
@@ -310,6 +311,35 @@ def _build(torch, loader, set_default_torch_dtype, LoadConfig, model_config):
     return model, quant_config
 
 
+def _online(model_config):
+    """Whether the launch quantizes a checkpoint that carries no quantization of its own (`--quantization fp8` of a
+    bf16 checkpoint): the method's create_weights then makes the checkpoint's dtype, and its
+    process_weights_after_loading quantizes them after loading."""
+    if not getattr(model_config, "quantization", None):
+        return False
+    parse = getattr(model_config, "_parse_quant_hf_config", None)
+    own = parse() if callable(parse) else getattr(model_config.hf_config, "quantization_config", None)
+    return not own
+
+
+def _after_loading(model):
+    """Each quantized module's process_weights_after_loading, as the loader runs it once the weights are in, on
+    the meta tensors (a quantization of the weights changes their dtype and shape only). Returns the modules whose
+    step could not run here (they keep what create_weights made): {method and error: [module names]}."""
+    failed: dict[str, list[str]] = {}
+    for name, module in model.named_modules():
+        method = getattr(module, "quant_method", None)
+        if method is None or not hasattr(method, "process_weights_after_loading"):
+            continue
+        if type(method).__name__.endswith("KVCacheMethod"):
+            continue  # the KV cache's scales, not weights (it reads them with .item(), which meta has no value for)
+        try:
+            method.process_weights_after_loading(module)
+        except Exception as exc:
+            failed.setdefault(f"{type(method).__name__}: {type(exc).__name__}: {str(exc)[:120]}", []).append(name)
+    return failed
+
+
 def _vocab_own(model):
     """Bytes of the draft's own embedding and lm_head (what `set_embed_and_head` replaces with the target's)."""
     found = 0
@@ -350,6 +380,10 @@ def build_launch(argv, env, card, sm=None):
             _parallel(ps, rc, dp_attention, args, model_config, pp_rank)
             result["stage"] = f"target model (PP rank {pp_rank})"
             model, quant = _build(torch, loader, set_default_torch_dtype, LoadConfig, model_config)
+            if _online(model_config):
+                # Online quantization: what the rank holds is what process_weights_after_loading leaves.
+                failed = _after_loading(model)
+                result["after_loading"] = {"failed": {k: len(v) for k, v in failed.items()}}
             stages.append({"pp_rank": pp_rank, "params": _bytes(model.parameters()), "buffers": _buffer_bytes(model),
                            "parts": _parts(model)})
             result["target_class"], result["quantization"] = type(model).__name__, type(quant).__name__ if quant else None
@@ -364,6 +398,8 @@ def build_launch(argv, env, card, sm=None):
                 draft_config = ModelConfig.from_server_args(args, model_path=path, is_draft_model=True)
                 _parallel(ps, rc, dp_attention, args, model_config, pp - 1)  # the draft runs on the last stage
                 draft, _ = _build(torch, loader, set_default_torch_dtype, LoadConfig, draft_config)
+                if _online(draft_config):
+                    _after_loading(draft)
                 result["draft"] = {"class": type(draft).__name__, "params": _bytes(draft.parameters()),
                                    "buffers": _buffer_bytes(draft), "own_vocab": _vocab_own(draft),
                                    "parts": _parts(draft)}

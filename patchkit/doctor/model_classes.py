@@ -131,9 +131,14 @@ def _result(raw: dict) -> ClassWeights | Unavailable:
                            f"{raw.get('error')})", tried=True)
     draft = raw.get("draft")
     largest = max(raw["target"], key=lambda stage: stage["params"] + stage["buffers"])
+    quantization = raw.get("quantization")
+    if quantization and "after_loading" in raw:
+        failed = raw["after_loading"].get("failed") or {}
+        quantization += (", quantized online: after process_weights_after_loading" +
+                         (f" (not run here for {', '.join(f'{n} {k}' for k, n in failed.items())})" if failed else ""))
     return ClassWeights(
         target_bytes=largest["params"] + largest["buffers"], target_class=raw["target_class"],
-        quantization=raw.get("quantization"),
+        quantization=quantization,
         draft_bytes=None if draft is None else draft["params"] + draft["buffers"],
         draft_own_vocab_bytes=0 if draft is None else draft["own_vocab"],
         draft_class=None if draft is None else draft["class"], server_args=raw.get("server_args", ""),

@@ -26,8 +26,11 @@ def _linear(out: int, inp: int, w4a16: bool | str) -> int:
     weight (False); compressed-tensors' pack-quantized int4 (True: eight to an int32 along the input, a bf16 scale
     per group of 128 and the int64 weight_shape); "awq" (awq_marlin: qweight [in, out/8] and qzeros [in/128, out/8]
     int32, scales [in/128, out]); "gptq" (gptq_marlin: qweight [in/8, out] int32, g_idx [in] int32, qzeros
-    [in/128, out/8] int32, scales [in/128, out])."""
+    [in/128, out/8] int32, scales [in/128, out]); "fp8-online" (a bf16 checkpoint with --quantization fp8, after
+    Fp8LinearMethod.process_weights_after_loading: the weight in fp8 and one fp32 scale)."""
     groups = inp // GROUP
+    if w4a16 == "fp8-online":
+        return out * inp + 4
     if w4a16 == "awq":
         return inp * out // 8 * 4 + groups * out // 8 * 4 + groups * out * D
     if w4a16 == "gptq":
@@ -316,3 +319,21 @@ def test_the_doctor_sizes_a_bfloat16_awq_checkpoint_from_the_classes(tmp_path):
     assert budget["weights_from"] == "model classes", budget["notes"]
     assert any("(AWQMarlinConfig)" in note for note in budget["notes"]), budget["notes"]
     assert packed < budget["weights_bytes"] < 20 << 30
+
+
+def test_online_fp8_is_sized_after_the_release_quantizes_the_loaded_weights(tmp_path):
+    """--quantization fp8 of a bf16 checkpoint: Fp8LinearMethod.create_weights makes bf16 weights, and its
+    process_weights_after_loading replaces them with their fp8 quantization once loaded; the build sized the bf16
+    (53,970,075,520 B on one GPU: 2x), it now runs that step on meta where the launch quantizes online. Here (no CUDA
+    version in this torch) the release's cutlass_fp8_supported() is False, so it takes the per-tensor scale; on the
+    card it takes one scale per output row (4 B each: 15.6 MB more over the 27B model)."""
+    dense = tmp_path / "dense"
+    dense.mkdir()
+    (dense / "config.json").write_text(json.dumps(qwen35_config("dense")))
+    [result] = model_classes.build(str(behaviour.python()), str(releases.pristine("0.5.23")),
+                                   [["--model-path", str(dense), "--quantization", "fp8"]], (9, 0), 80, 1)
+    assert isinstance(result, ClassWeights), result
+    assert result.quantization == "Fp8Config, quantized online: after process_weights_after_loading", result
+    text = qwen35_config()["text_config"]
+    expected = language_model(text, 1, 1, False, "fp8-online")
+    assert abs(result.target_parts["model"][0] - expected) <= 1024, (result.target_parts["model"][0], expected)
