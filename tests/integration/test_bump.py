@@ -499,3 +499,48 @@ def test_rerun_into_an_earlier_bumps_folder_keeps_none_of_its_outputs(home, tmp_
     assert again.exit_code == 0, again.stderr
     assert sorted(p.name for p in out.iterdir()) == [".patchkit-bump.json", "REPORT.md", "notes.txt"]
     assert "my-load-fix" not in (out / "REPORT.md").read_text()
+
+
+TOP_FILES = ("sglang/srt/constrained/xgrammar_backend.py", "sglang/srt/configs/load_config.py")
+
+
+def _top_diff():
+    """A third diff, three deep: made on the stacked diff's post-image of xgrammar_backend.py and on
+    the field diff's of load_config.py (a local function added at the end of each)."""
+    from testing.diffs import git_diff
+    from testing.field_diffs import FieldDiff, field_diff, stacked_diff
+
+    field, extra = field_diff("0.5.15.post1"), stacked_diff("0.5.15.post1")
+    before = {TOP_FILES[0]: extra.after[TOP_FILES[0]], TOP_FILES[1]: field.after[TOP_FILES[1]]}
+    after = {rel: data + b"\n\ndef _local_probe():\n    return None\n" for rel, data in before.items()}
+    return FieldDiff("v0.5.15.post1-sglang-top.patch", "0.5.15.post1", before, after,
+                     git_diff(before, after, prefix="python/"))
+
+
+@pytest.mark.slow
+def test_a_three_deep_stack_drops_a_finished_lower_ones_stack_entry(tmp_path, monkeypatch):
+    """issue 40 item 7 (a stale "stacked on X, which conflicts here" after X was finished) on a stack
+    three deep (issue 44 item 5): the third diff depends on the field diff (load_config.py) and on
+    the stacked one (xgrammar_backend.py, which the stacked one has not finished: it is stacked on
+    the field diff there), a `<stack>` entry each in round one. Once the field diff is finished and
+    the stacked one is not (its change meets the field diff's resolution), the third waits on the
+    stacked one only, and says only that (before: the field diff's entry stayed). Resolved, the next
+    round finishes all three, the third re-made on top with its change."""
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.23"))))
+    _field_set(tmp_path / "set")
+    _top_diff().write(tmp_path / "set")
+    out = tmp_path / "bump"
+    made = run("--patches", tmp_path / "set", "bump", "--to", "0.5.23", "--from", "0.5.15.post1", "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    top = {row["id"]: row for row in made.json()["patches"]}[FIELD_ID + "-top"]
+    assert top["waits_on"] == [FIELD_ID, FIELD_ID + "-extra"] and top["tree"] is None
+    assert {(c["file"], c["unit"]) for c in top["conflicts"]} == {(TOP_FILES[1], "<stack>"), (TOP_FILES[0], "<stack>")}
+    done = _round(out)
+    rows = {row["id"]: row for row in done.json()["patches"]}
+    assert (rows[FIELD_ID]["action"], rows[FIELD_ID + "-extra"]["action"]) == ("rebased", "conflicts"), done.stderr
+    top = rows[FIELD_ID + "-top"]
+    assert top["action"] == "conflicts"
+    assert [c["detail"].split(",")[0] for c in top["conflicts"]] == [f"stacked on {FIELD_ID}-extra"], top["conflicts"]
+    last = _round(out)
+    assert last.exit_code == 0 and last.json()["complete"], last.stderr
+    assert (out / "v0.5.15.post1-sglang-top.patch").read_bytes().count(b"+def _local_probe():") == 2
