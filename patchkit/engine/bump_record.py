@@ -4,7 +4,10 @@ files remain is not a patch set to ship: the registry refuses it where `--patche
 read (`unfinished`), unless `--allow-incomplete` takes the rest of it; an image's build context
 leaves out what the bump wrote for people (`not_patches`: REPORT.md, the conflict trees).
 
-Reads only the record; never imports the bump itself (the registry, which bump imports, asks it).
+The record's rows (`PatchRow`, `Conflict`, `LaunchChange`) and its one reader (`load`: read
+inside DIR without following a symlink, every part checked) are here, so that `bump --continue`
+and the registry read it alike. Reads only the record; never imports the bump itself (the
+registry, which bump imports, asks it).
 """
 
 from __future__ import annotations
