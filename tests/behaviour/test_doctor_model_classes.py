@@ -295,7 +295,8 @@ def test_each_quantization_builds_what_the_release_creates_on_the_card(tmp_path)
     python = str(behaviour.python())
     on_ada = model_classes.build(python, tree, [["--model-path", folder] for folder in (awq_bf16, awq_fp16, gptq)],
                                  (8, 9), 32, 1)
-    on_turing = model_classes.build(python, tree, [["--model-path", awq_fp16], ["--model-path", awq_bf16]], (7, 5), 24, 1)
+    on_turing = model_classes.build(python, tree, [["--model-path", awq_fp16], ["--model-path", awq_bf16]],
+                                    (7, 5), 24, 1)
     text = qwen35_config()["text_config"]
     for result, method, scheme in zip(on_ada, ("AWQMarlinConfig", "AWQMarlinConfig", "GPTQMarlinConfig"),
                                       ("awq", "awq", "gptq")):
