@@ -197,10 +197,70 @@ def releases_after(post: str) -> list[str]:
 
 
 def take_the_patch_side(text: bytes) -> bytes:
-    """A user's resolution of every block (docs/diffs.md's tree route): a unit's merge conflict takes
-    the patch's side; a block for a change that found no place (its release side names where it was
-    looked for) goes."""
+    """A user's resolution of every block (docs/diffs.md's tree route): git's block (a unit both sides
+    changed in the same few lines) takes the patch's side; a block carrying the diff's hunk is made
+    on the code right below it where that is the hunk's (whitespace aside: `blocks` sets it there),
+    else it goes, that change dropped."""
     import re
 
-    text = re.sub(rb"<<<<<<< release: [^\n]*\n=======\n.*?>>>>>>> patch[^\n]*\n", b"", text, flags=re.S)
+    from testing.blocks import blocks, made_below, without
+
+    for found in reversed([b for b in blocks(text) if b.where]):
+        text = made_below(text, found) or without(text, found)
     return re.sub(rb"<<<<<<< release\n.*?=======\n(.*?)>>>>>>> patch\n", rb"\1", text, flags=re.S)
+
+
+# Issue 40 item 6's three shapes of a conflict block, each a diff on a real release's file whose
+# unit the next release moved, rewrote or merged (`blocks`): (the diff, the release to bump it to).
+SERVER_ARGS = "sglang/srt/server_args.py"
+_WORKERS = b'    tokenizer_worker_num: A[\n        int, "The worker num of the tokenizer manager.", NS("serving")\n    ] = 1\n'
+FP4 = "sglang/srt/layers/quantization/modelopt_quant.py"
+_PADDED = b"        x_fp4 = pad_nvfp4_activation_for_cutlass(x_fp4, weights_padding_cols)\n"
+FP4_LOG = b'        logger.debug("fp4 gemm: %d x %d, padding %d", x_m, output_size, weights_padding_cols)\n'
+HTTP_SERVER = "sglang/srt/entrypoints/http_server.py"
+_HEALTH_RID = b'    rid = f"{HEALTH_CHECK_RID_PREFIX}_{time.time()}"\n'
+
+
+@functools.cache
+def moved_field_diff() -> tuple[FieldDiff, str]:
+    """A one-line change to a `ServerArgs` field on 0.5.17 (`tokenizer_worker_num`'s default 1 -> 2),
+    in a class header of about 3,000 lines; 0.5.23 keeps the field in arg_groups/fields/serving.py."""
+    before = (pristine("0.5.17") / SERVER_ARGS).read_bytes()
+    assert before.count(_WORKERS) == 1
+    after = {SERVER_ARGS: before.replace(_WORKERS, _WORKERS.replace(b"] = 1", b"] = 2"))}
+    return FieldDiff("server-args-workers.patch", "0.5.17", {SERVER_ARGS: before}, after,
+                     git_diff({SERVER_ARGS: before}, after, prefix="python/")), "0.5.23"
+
+
+@functools.cache
+def log_line_diff() -> tuple[FieldDiff, str]:
+    """A log line added to 0.5.17's 67-line `ModelOptFp4LinearMethod.apply`, which 0.5.23 nests one
+    level deeper (under `if self.quant_mode == "w4a4":`)."""
+    before = (pristine("0.5.17") / FP4).read_bytes()
+    assert before.count(_PADDED) == 1
+    after = {FP4: before.replace(_PADDED, _PADDED + FP4_LOG)}
+    return FieldDiff("fp4-gemm-log.patch", "0.5.17", {FP4: before}, after,
+                     git_diff({FP4: before}, after, prefix="python/")), "0.5.23"
+
+
+@functools.cache
+def import_section_diff() -> tuple[FieldDiff, str]:
+    """Upstream's 0.5.16 -> 0.5.17 change to http_server.py's imports (`import orjson`, `from
+    fastapi.routing import APIRoute`; the import of a module 0.5.14 lacks left out) back-ported onto
+    0.5.13's second import section (`<imports>#2`, 140 lines), and a change to `health_generate`'s
+    rid in lines 0.5.14 changed too (so the whole-file merge conflicts). 0.5.14 joined the two import
+    sections into one (its `<imports>#2` is a 2-line section further down)."""
+    from patchkit.diffs import units
+
+    def section(version: str) -> bytes:
+        return units.texts((pristine(version) / HTTP_SERVER).read_bytes())["<imports>"]
+
+    before = (pristine("0.5.13") / HTTP_SERVER).read_bytes()
+    mine = units.texts(before)["<imports>#2"]
+    merged = merge_file(section("0.5.16"), mine, section("0.5.17"))
+    assert merged is not None and merged != mine
+    merged = b"".join(line for line in units.split_lines(merged) if b"embedding_model_spec" not in line)
+    assert before.count(_HEALTH_RID) == 1
+    after = {HTTP_SERVER: before.replace(mine, merged, 1).replace(_HEALTH_RID, _HEALTH_RID.replace(b"time()", b"time_ns()"))}
+    return FieldDiff("http-server-imports.patch", "0.5.13", {HTTP_SERVER: before}, after,
+                     git_diff({HTTP_SERVER: before}, after, prefix="python/")), "0.5.14"

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from patchkit.diffs import unit_change
+from patchkit.diffs import blocks, code_place, unit_change
 from patchkit.diffs import units as units_mod
+from patchkit.diffs.blocks import CLOSE, OPEN, SPLIT, block, change_lines  # noqa: F401 (the block format, named here too)
 from patchkit.base.errors import PlanError
 from patchkit.authoring.kind import CREATED, DELETED
 from patchkit.authoring.patch import Patch
@@ -164,19 +165,6 @@ def _plain_merge(base: bytes, ours: bytes, theirs: bytes) -> tuple[bytes, bool]:
     return _merge(base, ours, theirs, False)
 
 
-OPEN, SPLIT, CLOSE = b"<<<<<<< release", b"=======", b">>>>>>> patch"
-
-
-def block(where: str, change: list[bytes], todo: str) -> bytes:
-    """A conflict block for a change patchkit found no place for (a unit the release does not
-    have, a hunk whose lines are not there): the release's side says where it was looked for and
-    is empty, the patch's side carries the change as hunk lines (` `, `-`, `+`); the user makes the
-    change where the code is now and deletes the block (the rebased diff does not load until then)."""
-    body = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in change)
-    return b"".join([OPEN + b": " + _one_line(where) + b"\n", SPLIT + b"\n", body,
-                     CLOSE + b": " + _one_line(todo) + b"\n"])
-
-
 def without_blocks(data: bytes, side: str = "patch") -> bytes:
     """`data` with each conflict block resolved to one side: a merge's block to its `side`
     ("patch": the diff's lines, "release": the release's), a block for a change that found no
@@ -206,19 +194,6 @@ def parses(rel: str, data: bytes) -> bool:
     except (SyntaxError, ValueError):
         return False
     return True
-
-
-def _one_line(text: str) -> bytes:
-    return " ".join(text.split()).encode("utf-8", "surrogateescape")
-
-
-def change_lines(before: bytes, after: bytes) -> list[bytes]:
-    """A unit's change as the lines of a hunk (3 lines of context, `@@` lines counted from the unit's first line)."""
-    import difflib
-
-    lines = list(difflib.diff_bytes(difflib.unified_diff, units_mod.split_lines(before),
-                                    units_mod.split_lines(after), n=3))
-    return lines[2:]  # without the ---/+++ lines
 
 
 def _units(data: bytes, rel: str, what: str) -> list[units_mod.Unit]:
@@ -285,12 +260,14 @@ def finder(files: Callable[[], list[str]], read: Callable[[str], bytes | None], 
 
 
 def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes | None], markers: bool = False,
-                 count: bool = True, elsewhere: Elsewhere | None = None, follow: bool = False) -> FileResolution:
+                 count: bool = True, elsewhere: Elsewhere | None = None, follow: bool = False,
+                 package: code_place.Package | None = None) -> FileResolution:
     """One file of a diff on `target` (see the module docstring); `base()` gives the diff's
     pre-image of the file when known (else only the git-apply way works), asked only when the
     hunks do not apply as they are. `count`: name the units an exact apply changes (for reports;
     the engine does not need them). `elsewhere`: where a unit absent from the file is in the
-    package now (`finder`); `follow`: patch it there (rebase), else it is a conflict naming it."""
+    package now (`finder`); `follow`: patch it there (rebase), else it is a conflict naming it.
+    `package`: where a block's code is looked for when it is not in the file (`blocks`)."""
     rel = file.path
     if file.old_path is None or file.new_path is None:
         return _whole_file(file, target, markers)
@@ -318,7 +295,7 @@ def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes 
     patched = apply_hunks(pre_image, file.hunks)
     if patched is None:
         raise PlanError(f"{rel}: the diff does not apply to its own pre-image (index {file.old_blob}): a damaged diff")
-    found = _per_unit(rel, pre_image, patched, target, markers, elsewhere, follow)
+    found = _per_unit(rel, pre_image, patched, target, markers, elsewhere, follow, package)
     return _file_merge(found, pre_image, patched, target) if found.conflicts else found
 
 
@@ -516,13 +493,18 @@ def _hunk_head(hunk: Hunk) -> bytes:
 
 
 def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: bool,
-              elsewhere: Elsewhere | None = None, follow: bool = False) -> FileResolution:
+              elsewhere: Elsewhere | None = None, follow: bool = False,
+              package: code_place.Package | None = None) -> FileResolution:
     old, new = _texts(base, rel, "the pre-image"), _texts(patched, rel, "the patched pre-image")
+    # With markers, each block carries the diff's own hunk, numbered as in the pre-image (`blocks`).
+    old_at = {u.name: u.start for u in _units(base, rel, "the pre-image")} if markers else {}
+    new_at = {u.name: u.start for u in _units(patched, rel, "the patched pre-image")} if markers else {}
+    marked: dict[str, list[bytes | blocks.Pending]] = {}  # unit of the target -> its lines with blocks
     ours_units = _units(target, rel, "the installed file")
     lines = units_mod.split_lines(target)
     ours = {u.name: b"".join(lines[u.start:u.end]) for u in ours_units}
     replace: dict[str, bytes] = {}  # unit of the target -> its new bytes (b"" removes it)
-    insert: dict[str | None, list[bytes]] = {}  # after which unit of the target (None: first) -> added units
+    insert: dict[str | None, list[bytes | blocks.Pending]] = {}  # after which unit (None: first) -> added units, blocks
     outcomes: list[UnitOutcome] = []
     notes: list[str] = []
     followed: list[tuple[str, str, bytes]] = []
@@ -549,12 +531,12 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
                     looked = "not in the file (removed or renamed)" + (
                         "; looked for by name in the package's other Python files too" if elsewhere is not None else "")
                     outcomes.append(UnitOutcome(rel, name, CONFLICT, looked))
-                    if markers:  # its own block, where it was in the pre-image
+                    if markers:  # its own block, where it was in the pre-image (or on the code, `blocks`)
                         anchor = next((n for n in reversed(order[:order.index(name)]) if n in ours), None) \
                             if name in order else None
-                        insert.setdefault(anchor, []).append(block(
-                            f"{rel}:{name} {looked}", change_lines(before, after),
-                            f"the diff's change to {name}; make it where that code is now, or delete the block"))
+                        insert.setdefault(anchor, []).append(blocks.Pending(
+                            name, looked, change_lines(before, after, old_at.get(name, 0), new_at.get(name, 0)),
+                            len(outcomes) - 1))
                     continue
                 other, form, outcome = found
                 notes.append(f"moved: {rel}:{name} -> {other}:{name}")
@@ -582,21 +564,56 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
         elif unit_change.holds(before or b"", current, target_form, _plain_merge):
             outcomes.append(UnitOutcome(rel, where, UPSTREAM, "the change is already in it, with others"))
         else:
-            merged, clean = _merge(before or b"", current, target_form, markers)
+            merged, clean = _merge(before or b"", current, target_form, False)
             why = "changed here and by the diff in the same lines"
             if clean and not markers and not unit_change.holds(before or b"", merged, target_form, _plain_merge):
                 # Written, it would not read back as applied (status, a second apply): refused.
                 clean, why = False, "changed here and by the diff in lines next to each other (a merge would not read back as applied)"
-            if clean or markers:
+            if clean:
                 replace[where] = merged
+            elif markers:  # blocks the size of the change: git's where small, else the diff's hunk (`blocks`)
+                marked[where] = blocks.marked_merge(before or b"", current, target_form,
+                                                    _pending(name, why, len(outcomes), where),
+                                                    old_at.get(name, 0), new_at.get(name, 0))
             outcomes.append(UnitOutcome(rel, where, (MOVED if moved else MERGED) if clean else CONFLICT,
                                         "" if clean else why))
-    out: list[bytes] = [*insert.get(None, [])]
-    for unit in ours_units:
-        out.append(replace.get(unit.name, ours[unit.name]))
-        out.extend(_joined(insert.get(unit.name, []), out))
-    return FileResolution(rel, PER_UNIT, target, b"".join(out), tuple(outcomes), tuple(notes), tuple(followed),
+    if marked or any(isinstance(x, blocks.Pending) for added in insert.values() for x in added):
+        after_bytes = _with_blocks(rel, target, ours_units, ours, replace, marked, insert, outcomes, package)
+    else:
+        out: list[bytes] = [*(x for x in insert.get(None, []) if isinstance(x, bytes))]
+        for unit in ours_units:
+            out.append(replace.get(unit.name, ours[unit.name]))
+            out.extend(_joined([x for x in insert.get(unit.name, []) if isinstance(x, bytes)], out))
+        after_bytes = b"".join(out)
+    return FileResolution(rel, PER_UNIT, target, after_bytes, tuple(outcomes), tuple(notes), tuple(followed),
                           tuple(moved_units))
+
+
+def _pending(unit: str, why: str, outcome: int, home: str) -> Callable[[list[bytes]], blocks.Pending]:
+    def make(lines: list[bytes]) -> blocks.Pending:
+        return blocks.Pending(unit, why, lines, outcome, home)
+
+    return make
+
+
+def _with_blocks(rel: str, target: bytes, ours_units: list[units_mod.Unit], ours: dict[str, bytes],
+                 replace: dict[str, bytes], marked: dict[str, list[bytes | blocks.Pending]],
+                 insert: dict[str | None, list[bytes | blocks.Pending]], outcomes: list[UnitOutcome],
+                 package: code_place.Package | None) -> bytes:
+    """The file with its blocks set where this release has their code (`blocks.assemble`); each
+    conflict's detail says where that is and what the release did."""
+    def lines(added: list[bytes | blocks.Pending]) -> list[tuple[str | None, list[bytes | blocks.Pending]]]:
+        return [(None, [x] if isinstance(x, blocks.Pending) else list(units_mod.split_lines(x))) for x in added]
+
+    pieces: list[tuple[str | None, list[bytes | blocks.Pending]]] = lines(insert.get(None, []))
+    for unit in ours_units:
+        own = marked.get(unit.name)
+        pieces.append((unit.name, own if own is not None else list(units_mod.split_lines(replace.get(unit.name, ours[unit.name])))))
+        pieces += lines(insert.get(unit.name, []))
+    data, places = blocks.assemble(rel, target, ours_units, pieces, package)
+    for at, place in places.items():
+        outcomes[at] = dataclasses.replace(outcomes[at], detail=f"{outcomes[at].detail}; {blocks.describe(place)}")
+    return data
 
 
 def _in_other_file(rel: str, name: str, before: bytes, after: bytes, elsewhere: Elsewhere | None,
@@ -663,8 +680,10 @@ def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: b
     find_base = pre_image or release_blobs.pre_image
     diff_files = {file.path for file in diff.files}
     elsewhere = None
+    package = None
     if python_files is not None:
         elsewhere = finder(python_files, read, frozenset(diff_files), defined)
+        package = code_place.Package(python_files, read) if markers else None
     moves: dict[str, str] = {}  # a file of the diff -> where this release has it (its folder moved)
     if package_files is not None:
         for file in diff.files:
@@ -687,7 +706,8 @@ def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: b
                     continue
                 file = dataclasses.replace(file, new_path=moved_to)
         target = read(file.path)
-        found = resolve_file(file, target, _base(own, target, find_base), markers, elsewhere=elsewhere, follow=True)
+        found = resolve_file(file, target, _base(own, target, find_base), markers, elsewhere=elsewhere, follow=True,
+                             package=package)
         if file.path != own.path:
             found = dataclasses.replace(found, notes=(*found.notes, _moved_folder(file.path, own.path)))
         files.append(found)

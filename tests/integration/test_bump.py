@@ -160,15 +160,18 @@ def test_two_real_diffs_to_0_5_23_conflicts_resolved_in_dir_and_continue(tmp_pat
     pynccl.write_bytes(good)
     _drop_what_breaks(out, broken.json(), "0.5.23")
     second = run("bump", "--continue", out, "--json")
-    assert second.exit_code == 1, second.stderr  # the stacked diff, re-made on top, has blocks of its own
     rows = {row["id"]: row for row in second.json()["patches"]}
-    assert rows[FIELD_ID]["action"] == "rebased" and rows[FIELD_ID + "-extra"]["tree"]
+    assert rows[FIELD_ID]["action"] == "rebased"
+    # The stacked diff, re-made on top, has blocks of its own where the lower one's resolution took
+    # away lines it changes (a round more); with blocks the size of the change (issue 40 item 6) the
+    # patch side no longer brings the old units back, and it may finish in this round.
+    assert second.exit_code == 0 or rows[FIELD_ID + "-extra"]["tree"], second.stderr
     # 0.5.23 has no encode_grpc_server.py; its blocks taken out, the file is not created, and said so.
     grpc = "sglang/srt/disaggregation/encode_grpc_server.py"
     assert any(note.startswith(f"not created: {grpc} ") for note in rows[FIELD_ID]["notes"]), rows[FIELD_ID]["notes"]
     assert not any(note.endswith(f"bytes: {grpc}") for note in rows[FIELD_ID]["notes"])
     resolve()
-    done = run("bump", "--continue", out, "--json")
+    done = run("bump", "--continue", out, "--json") if second.exit_code else second
     while done.exit_code == 1 and _drop_what_breaks(out, done.json(), "0.5.23"):  # the stacked one's own
         done = run("bump", "--continue", out, "--json")
     assert done.exit_code == 0, done.stderr
@@ -282,15 +285,15 @@ def test_round_one_names_the_stacked_diffs_own_conflicts(tmp_path, monkeypatch):
     for tree in (extra["tree"], sibling["tree"]):
         assert b">>>>>>> patch" in b"".join(p.read_bytes() for p in (out / tree).rglob("*.py"))
     done = _round(out)  # every block resolved once
-    assert done.exit_code == 1, done.stderr
     rows = {row["id"]: row for row in done.json()["patches"]}
     assert rows[FIELD_ID]["action"] == "rebased"
     assert not any(c["detail"].startswith(f"stacked on {FIELD_ID},") for c in done.json()["conflicts"])
-    again = {c["name"] for c in rows[FIELD_ID + "-extra"]["conflicts"]}
-    assert again and {name.rpartition(":")[0] for name in again} == {SIBLINGS_SHARE}, again
-    assert rows[FIELD_ID + "-sibling"]["action"] == "conflicts"  # after the extra one in that file: next round
-    last = _round(out)
-    assert last.exit_code == 0 and last.json()["complete"], last.stderr
+    if done.exit_code == 1:  # blocks asked again only where the lower one's drop took away what it changes
+        again = {c["name"] for c in rows[FIELD_ID + "-extra"]["conflicts"]}
+        assert again and {name.rpartition(":")[0] for name in again} == {SIBLINGS_SHARE}, again
+        assert rows[FIELD_ID + "-sibling"]["action"] == "conflicts"  # after the extra one in that file: next round
+        done = _round(out)
+    assert done.exit_code == 0 and done.json()["complete"], done.stderr
 
 
 def _round(out: Path, given_up: set[bytes] | None = None):
@@ -321,21 +324,23 @@ def _round(out: Path, given_up: set[bytes] | None = None):
 
 @pytest.mark.slow
 def test_a_siblings_resolution_that_clashes_with_the_earlier_one_is_a_conflict_again(tmp_path, monkeypatch):
-    """The later sibling's resolution also changes the line after which the earlier one adds one
-    (`server_args.enable_dsa_prefill_context_parallel = True`, followed by the stacked diff's
-    `enable_prefill_context_parallel = False`): made onto the earlier one as finished, that is a
-    conflict, its tree written again with the block (exit 1), never one side taken in silence; the
-    later sibling waits while the earlier one is not finished in their file; resolved, the set is
-    complete and holds the later side."""
+    """The later sibling's resolution changes a line the earlier one's resolution changes too (0.5.23's
+    `if cfg.cp_strategy == "zigzag" and not is_npu():`, each its own way; the patch side of a block
+    that set the whole old unit against 0.5.23's lines did it before blocks were the size of the
+    change): made onto the earlier one as finished, that is a conflict, its tree written again with
+    the block (exit 1), never one side taken in silence; the later sibling waits while the earlier
+    one is not finished in their file; resolved, the set is complete and holds the later side."""
     from testing.field_diffs import take_the_patch_side
 
     out, _, _ = _sibling_bump(tmp_path, monkeypatch)
     for path in out.glob("*.tree/sglang/**/*.py"):
         path.write_bytes(take_the_patch_side(path.read_bytes()))
     mine = out / "v0.5.15.post1-sglang-sibling.tree" / SIBLINGS_SHARE
-    old = b"    server_args.enable_dsa_prefill_context_parallel = True\n"
-    assert mine.read_bytes().count(old) == 1
-    mine.write_bytes(mine.read_bytes().replace(old, old.replace(b"= True", b"= bool(True)")))
+    theirs = out / "v0.5.15.post1-sglang-extra.tree" / SIBLINGS_SHARE
+    old = b'    if cfg.cp_strategy == "zigzag" and not is_npu():\n'
+    assert mine.read_bytes().count(old) == 1 and theirs.read_bytes().count(old) == 1
+    theirs.write_bytes(theirs.read_bytes().replace(old, old.replace(b'== "zigzag"', b'in ("zigzag",)')))
+    mine.write_bytes(mine.read_bytes().replace(old, old.replace(b"not is_npu()", b"not (is_npu())")))
     for _ in range(3):
         clash = _round(out)
         rows = {row["id"]: row for row in clash.json()["patches"]}
@@ -347,7 +352,7 @@ def test_a_siblings_resolution_that_clashes_with_the_earlier_one_is_a_conflict_a
     assert {c["file"] for c in later["conflicts"]} == {SIBLINGS_SHARE} and b">>>>>>> patch" in mine.read_bytes()
     done = _round(out)
     assert done.exit_code == 0 and done.json()["complete"], done.stderr
-    assert b"+    server_args.enable_dsa_prefill_context_parallel = bool(True)" in \
+    assert b'+    if cfg.cp_strategy == "zigzag" and not (is_npu()):' in \
         (out / "v0.5.15.post1-sglang-sibling.patch").read_bytes()
 
 

@@ -1,0 +1,162 @@
+"""Conflict blocks a person can resolve (issue 40 item 6): a block carries the diff's own hunk, says
+where the release has the code (FILE:LINE) and what it did to the unit, and sits on that code where
+it is in the same file, never a whole old unit set against the release's. Three real shapes
+(testing.field_diffs): a one-line change to a `ServerArgs` field, whose class header 0.5.23 emptied
+into arg_groups/fields/ (a block from line 241 to 3198 before: the 0.5.17 class body against an empty
+release side); a log line added to a 67-line method 0.5.23 nests a level deeper (a 58-line block of
+the old method's tail before); an import change on 0.5.14, which joined the file's two import
+sections (the 140-line section against 2 lines before)."""
+
+from __future__ import annotations
+
+import pytest
+
+from testing.blocks import blocks, conflict_lines, insert_after, take_patch_side, without
+from testing.checkout import wheel_home
+from testing.cli import run
+from testing.field_diffs import (FP4, HTTP_SERVER, SERVER_ARGS, import_section_diff, log_line_diff,
+                                 moved_field_diff)
+
+pytestmark = pytest.mark.integration
+
+SERVING = "sglang/srt/arg_groups/fields/serving.py"
+CASES = {"moved-field": moved_field_diff, "log-line": log_line_diff, "import-section": import_section_diff}
+# Per case: the file with the blocks, the unit whose hunk is a block, where the release's code is
+# (its file, and a line there that the named line or the few after it hold), the lines of conflict
+# before (main at 74c3b92) and the most allowed now (the hunk, its context, the markers).
+EXPECTED = {
+    "moved-field": (SERVER_ARGS, "ServerArgs", SERVING, b"tokenizer_worker_num: A[", 2958, 14),
+    "log-line": (FP4, "ModelOptFp4LinearMethod.apply", FP4, b"# Pad activations to match weight K-dimension padding",
+                 58, 14),
+    "import-section": (HTTP_SERVER, "<imports>#2", HTTP_SERVER, b"import numpy as np", 144 + 7, 22 + 7),
+}
+
+
+def _rebased(case: str):
+    from patchkit.diffs import rebase, unidiff
+    from patchkit.releases.pristine import WheelSource
+    from testing.releases import HOME
+
+    field, to = CASES[case]()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATCHKIT_HOME", str(HOME))
+        source = WheelSource(to)
+        made = rebase.rebase(unidiff.load(field.text, field.name), field.text, to, source.read,
+                             python_files=source.python_files, package_files=source.package_files)
+    return made, source
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_block_is_the_diffs_hunk_on_the_code_it_names(case):
+    rel, unit, home, code, before, most = EXPECTED[case]
+    made, source = _rebased(case)
+    (change,) = made.changes
+    assert change.rel == rel and change.after is not None
+    found = blocks(change.after)
+    assert conflict_lines(change.after) <= most < before, [(b.start, b.lines) for b in found]
+    (hunk,) = [b for b in found if f"{rel}:{unit} " in b.where]
+    assert not hunk.release and hunk.patch.startswith(b"@@ -")  # the diff's hunk, numbered as in its pre-image
+    assert hunk.added and all(line in (CASES[case]()[0].after[rel]) for line in hunk.added)
+    place = hunk.place
+    assert place is not None and place[0] == home, hunk.where
+    lines = (source.read(home) or b"").splitlines()
+    assert any(code in line for line in lines[place[1] - 1:place[1] + 2]), (place, lines[place[1] - 1])
+    detail = next(u.detail for u in made.conflicts if u.unit == unit)
+    assert f"this release has that code at {home}:{place[1]} (" in detail  # REPORT.md and --json say it too
+    if home == rel:  # in the same file the block sits right above that code
+        after = change.after.splitlines()[hunk.start - 1 + hunk.lines:]
+        assert any(code in line for line in after[:3]), after[:3]
+
+
+def _resolve(case: str, tree, to: str) -> None:
+    """What a maintainer does with the blocks: the change made where the block says the code is,
+    the block deleted; git's block (a small conflict) taken on the diff's side."""
+    from testing.releases import pristine
+
+    rel, unit, home, _, _, _ = EXPECTED[case]
+    path = tree / rel
+    data = path.read_bytes()
+    (hunk,) = [b for b in blocks(data) if f"{rel}:{unit} " in b.where]
+    assert hunk.place is not None
+    file, line = hunk.place
+    data = without(data, hunk)
+    if file != rel:  # moved to another file of V: put it in the tree and change it there
+        target = (pristine(to) / file).read_bytes().splitlines(keepends=True)
+        at = next(i for i in range(line - 1, len(target)) if target[i].strip() == b"] = 1")
+        target[at] = target[at].replace(b"] = 1", b"] = 2")
+        (tree / file).parent.mkdir(parents=True, exist_ok=True)
+        (tree / file).write_bytes(b"".join(target))
+    else:
+        lines = hunk.patch.splitlines(keepends=True)[1:]
+        for at, entry in enumerate(lines):
+            if entry.startswith(b"+") and not lines[at - 1].startswith(b"+"):
+                run_of = [x[1:] for x in lines[at:]]
+                run_of = run_of[:next((i for i, x in enumerate(lines[at:]) if not x.startswith(b"+")), len(run_of))]
+                data = insert_after(data, line, lines[at - 1][1:], run_of)
+    for other in blocks(data):
+        data = take_patch_side(data, other)
+        break
+    assert not blocks(data)
+    path.write_bytes(data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_a_block_resolved_where_it_says_and_continue_finishes(case, tmp_path, monkeypatch, release):
+    """bump writes the tree with the block; made where the block names and the block deleted,
+    `bump --continue` finishes (exit 0) with a diff that `git apply`s on V and carries the change."""
+    from testing.checkout import checkout, git
+
+    field, to = CASES[case]()
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", (field.base, to))))
+    (tmp_path / "set").mkdir()
+    field.write(tmp_path / "set")
+    out = tmp_path / "bump"
+    made = run("--patches", tmp_path / "set", "bump", "--to", to, "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    (row,) = [r for r in made.json()["patches"] if r["kind"] == "diff"]
+    rel, unit, home, _, _, _ = EXPECTED[case]
+    assert row["action"] == "conflicts" and row["tree"]
+    named = next(c for c in row["conflicts"] if c["unit"] == unit)
+    assert f"this release has that code at {home}:" in named["detail"]
+    assert f"this release has that code at {home}:" in (out / "REPORT.md").read_text()
+    _resolve(case, out / row["tree"], to)
+    done = run("bump", "--continue", out, "--json")
+    assert done.exit_code == 0, done.stderr
+    written = out / field.name
+    text = written.read_bytes()
+    added = [line[1:] for line in field.text.splitlines(keepends=True) if line.startswith(b"+") and
+             not line.startswith(b"+++") and b"HEALTH_CHECK" not in line]
+    assert added and all(any(line[1:].strip() == want.strip() for line in text.splitlines(keepends=True)
+                             if line.startswith(b"+")) for want in added), text.decode()
+    repo = checkout(release(to, extra=(rel, home)), tmp_path / "repo")
+    applied = git(repo, "apply", written, check=False)
+    assert applied.returncode == 0, applied.stderr
+
+
+def test_blocks_are_never_nested_and_each_resolved_file_compiles():
+    """The field's 30-file diff on 0.5.23 (many units both sides changed): a hunk's block set on its
+    code in a unit that also has git's blocks goes above them, never inside one (it was put inside
+    one in prefill.py's event_loop_overlap_disagg_prefill, and the resolved file kept a marker)."""
+    import re
+
+    from patchkit.diffs import rebase, unidiff
+    from patchkit.releases.pristine import WheelSource
+    from testing.field_diffs import field_diff, take_the_patch_side
+    from testing.releases import HOME
+
+    field = field_diff("0.5.15.post1")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATCHKIT_HOME", str(HOME))
+        source = WheelSource("0.5.23")
+        made = rebase.rebase(unidiff.load(field.text, field.name), field.text, "0.5.23", source.read,
+                             python_files=source.python_files, package_files=source.package_files)
+    hunks = 0
+    for change in made.changes:
+        if change.after is None or not change.rel.endswith(".py"):
+            continue
+        markers = [m.group(1) for m in re.finditer(rb"^(<<<<<<<|=======$|>>>>>>>)", change.after, re.M)]
+        assert markers == [b"<<<<<<<", b"=======", b">>>>>>>"] * (len(markers) // 3), change.rel
+        hunks += sum(1 for found in blocks(change.after) if found.where)
+        compile(take_the_patch_side(change.after), change.rel, "exec")
+    assert hunks

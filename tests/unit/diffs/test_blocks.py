@@ -1,0 +1,65 @@
+"""patchkit.diffs.blocks and code_place on synthetic files (the real-release shapes are in
+tests/integration/test_conflict_blocks.py): a conflict block is the size of the change, git's block
+where both sides changed the same few lines, else the diff's hunk on the code it names."""
+
+from __future__ import annotations
+
+from patchkit.diffs import code_place, diffpatch, unidiff
+from testing.blocks import blocks
+from testing.diffs import git_diff
+
+REL = "sglang/srt/m.py"
+BODY = [f"    value_{i} = compute_something({i})\n".encode() for i in range(40)]
+BASE = b"import os\n\n\ndef long_function():\n" + b"".join(BODY) + b"    return value_0\n"
+# the diff: one log line after value_20
+PATCHED = BASE.replace(BODY[20], BODY[20] + b'    logger.info("twenty done")\n')
+
+
+def marked(target: bytes, package: dict[str, bytes] | None = None) -> diffpatch.FileResolution:
+    diff = unidiff.parse(git_diff({REL: BASE}, {REL: PATCHED}), "d.patch")
+    files = {REL: target, **(package or {})}
+    return diffpatch.resolve(diff, files.get, markers=True, pre_image=lambda f: BASE,
+                             python_files=lambda: sorted(files)).files[0]
+
+
+def test_a_small_conflict_stays_gits_block():
+    target = BASE.replace(BODY[20], b"    value_20 = compute_other(20)\n")
+    found = marked(target)
+    assert [u.unit for u in found.conflicts] == ["long_function"]
+    (block,) = blocks(found.after or b"")
+    assert block.where == "" and block.release == b"    value_20 = compute_other(20)\n"
+    assert block.patch == BODY[20] + b'    logger.info("twenty done")\n'
+
+
+def test_a_rewritten_unit_gets_the_diffs_hunk_right_above_its_code():
+    # the release nests the whole body one level deeper: merge3 would set all 40 old lines against it
+    target = b"import os\n\n\ndef long_function():\n    if True:\n" + b"".join(b"    " + line for line in BODY) + \
+        b"        return value_0\n"
+    found = marked(target)
+    (block,) = blocks(found.after or b"")
+    assert block.lines <= 12 and block.release == b""
+    assert block.patch.splitlines()[0] == b"@@ -23,6 +23,7 @@"  # as git diff numbers it
+    assert b'+    logger.info("twenty done")\n' in block.patch
+    assert block.place == (REL, 24)  # value_18: the hunk's first context line, in this release's file
+    lines = (found.after or b"").splitlines()
+    assert lines[block.start - 1 + block.lines] == b"        value_18 = compute_something(18)"
+    assert "long_function is there, changed in those lines" in block.where
+    assert found.conflicts[0].detail.endswith(f"this release has that code at {REL}:24 (long_function is there, "
+                                              "changed in those lines)")
+
+
+def test_code_moved_to_another_file_is_named_there():
+    other = "sglang/srt/other.py"
+    target = b"import os\n\n\ndef long_function():\n    return None\n"
+    moved = b"import os\n\n\ndef helper():\n" + b"".join(BODY) + b"    return value_0\n"
+    found = marked(target, {other: moved, "sglang/srt/third.py": b"x = 1\n"})
+    (block,) = blocks(found.after or b"")
+    assert block.place == (other, 23)  # value_18 there
+    assert "(moved to that file, into helper)" in block.where
+
+
+def test_a_place_needs_enough_of_the_hunks_telling_lines():
+    old = [b"    else:\n", b"        value = compute(a, b)\n", b"        other = compute(b, a)\n", b"    )\n"]
+    assert [key for _, key in code_place.telling(old)] == [b"value=compute(a,b)", b"other=compute(b,a)"]
+    assert code_place.in_lines(old, [b"x\n", b"  value = compute(a, b)\n", b"  other = compute(b, a)\n"]) == (1, 2)
+    assert code_place.in_lines(old, [b"value = compute(a, b)\n"] + [b"x\n"] * 40 + [b"other = compute(b, a)\n"]) is None
