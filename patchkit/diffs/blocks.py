@@ -202,9 +202,11 @@ def assemble(rel: str, target: bytes, ours_units: list[units_mod.Unit], pieces: 
         if other is not None and package is not None:
             placed[id(item)] = Located(f"{other.file}:{other.line + 1}", _elsewhere(other, package))
         elif item.home:
-            placed[id(item)] = Located("", f"{item.home} is there, but none of the code the diff changes is")
+            placed[id(item)] = Located("", f"{item.home} is there, but not the code the diff changes as it "
+                                       "was: rewritten")
         else:
-            placed[id(item)] = Located("", "removed: the code the diff changes is nowhere in this release")
+            placed[id(item)] = Located("", "not found: no file of this release has the code the diff changes as it "
+                                       "was (removed, or rewritten)")
     for index, item in enumerate(items):
         if isinstance(item, Pending) and id(item) in placed:
             found.setdefault(item.outcome, placed[id(item)])
