@@ -46,7 +46,7 @@ DEFAULTS = ("0.5.15.post1", "0.5.23")  # the releases EXPECTED is for
 # Each patch's action on the defaults (measured 2026-12-07): a built-in patch added or changed says so here.
 EXPECTED = {**{pid: CARRIES for pid in (
     "autoround-packed-mapping", "draft-lmhead-placeholder", "fp4-kv-sm100", "fp8-kv-triton-sm89", "gdn-conv-state-dtype",
-    "gdn-cutedsl-decode-sm90", "mamba-slot-graceful", "mtp-draft-kv-budget", "spec-mamba-lazy-buffer",
+    "gdn-cutedsl-decode-sm90", "mamba-slot-graceful", "moe-w2-presharded", "mtp-draft-kv-budget", "spec-mamba-lazy-buffer",
     "symm-mem-kill-switch")},
             **{pid: DROP for pid in ("cpu-offload-tied-params", "eagle3-capture-hook", "mtp-layer-detection")},
             **{f"v0-5-15-post1-part{part}": CONFLICTS for part in range(1, 5)}}  # upstream changed their files again

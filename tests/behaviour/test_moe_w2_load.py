@@ -1,6 +1,6 @@
-"""SGLang's real `FusedMoE._load_w2` on CPU tensors at rank 1 of TP 2: the facts behind the
-decision in docs/patches.md ("Known field defects with no patch", the MoE w2 half-load) that
-issue 42.2's shape guard (`moe-w2-presharded`) is not built.
+"""SGLang's real `FusedMoE._load_w2` on CPU tensors at rank 1 of TP 2: the facts behind
+`moe-w2-presharded` keying on the parameter's `load_full_w2` rather than on the shapes
+(issue 42.2's guard; docs/patches.md, its section).
 
 To 0.5.16 a w2 whose shard dimension is the buffer's fails loudly in narrow(). From 0.5.17 the
 narrow is sized from the checkpoint, so the same call loads the rank's half of it into the

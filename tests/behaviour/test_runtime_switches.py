@@ -28,6 +28,7 @@ PROBES = {
     "fp8-kv-triton-sm89": ("probe_triton_fp8.py", ("8.6:float8_e4m3fn", "9.0:float8_e4m3fn", "8.6:bfloat16")),
     "gdn-cutedsl-decode-sm90": ("probe_gdn_decode.py", ("8.6", "9.0")),
     "mamba-slot-graceful": ("probe_mamba_donation.py", ()),
+    "moe-w2-presharded": ("probe_moe_w2_scales.py", ("act_order", "full_unmarked", "per_rank")),
     "mtp-draft-kv-budget": ("probe_mtp_budget.py", (str(FIXTURES / "qwen3.8-27b"),)),
     "mtp-layer-detection": ("probe_mtp_layers.py", (str(FIXTURES / "qwen3.8-27b"),)),
 }

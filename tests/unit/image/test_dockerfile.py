@@ -41,7 +41,8 @@ def test_instructions_and_labels():
     listed = dict(item.split("@sha256:") for item in labels["io.patchkit.patches"].split(","))
     assert sorted(listed) == ["autoround-packed-mapping", "cpu-offload-tied-params", "draft-lmhead-placeholder",
                               "eagle3-capture-hook", "fp4-kv-sm100", "fp8-kv-triton-sm89", "gdn-cutedsl-decode-sm90",
-                              "mamba-slot-graceful", "mtp-draft-kv-budget", "mtp-layer-detection", "symm-mem-kill-switch"]
+                              "mamba-slot-graceful", "moe-w2-presharded", "mtp-draft-kv-budget", "mtp-layer-detection",
+                              "symm-mem-kill-switch"]
     assert all(re.fullmatch("[0-9a-f]{64}", digest) for digest in listed.values())
     assert {pid: labels[f"io.patchkit.patch.{pid}"] for pid in listed} == {p: f"sha256:{d}" for p, d in listed.items()}
     on_0_5_19 = DockerfileParser(fileobj=__import__("io").BytesIO(

@@ -48,7 +48,7 @@ def test_recorded_server_passes_against_its_image_labels(tmp_path):
     assert result.exit_code == 0, (result.stdout, result.stderr)
     report = result.json()
     assert report["ok"] and report["url"] == f"{url}/server_info"
-    assert [(r["dp_rank"], r["ok"], len(r["active"])) for r in report["ranks"]] == [(0, True, 10), (1, True, 10)]
+    assert [(r["dp_rank"], r["ok"], len(r["active"])) for r in report["ranks"]] == [(0, True, 11), (1, True, 11)]
     with serving(RECORDED) as url:
         text = run("verify", "--url", url + "/server_info", "--expect-from", labels)
     assert text.exit_code == 0 and "server verified: 2 rank(s)" in text.stdout, text.stdout
