@@ -72,21 +72,21 @@ def merge_file(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
         return done.stdout if done.returncode == 0 else None
 
 
-def _read(version: str, rel: str) -> bytes | None:
+def _read(version: str, rel: str, limit: int | None = SIZE_LIMIT) -> bytes | None:
     path = pristine(version) / rel
-    return path.read_bytes() if path.is_file() and path.stat().st_size < SIZE_LIMIT else None
+    return path.read_bytes() if path.is_file() and (limit is None or path.stat().st_size < limit) else None
 
 
 def _back_ported(onto: dict[str, bytes], version: str, first: str, second: str, rels: list[str],
-                 count: int) -> dict[str, bytes]:
+                 count: int, limit: int | None = SIZE_LIMIT) -> dict[str, bytes]:
     """{file: `onto`'s bytes with upstream's first -> second change merged in} for the first
     `count` files of `rels` where that merges cleanly and changes something."""
     found: dict[str, bytes] = {}
     for rel in rels:
         if len(found) == count:
             break
-        ours = onto.get(rel) or _read(version, rel)
-        old, new = _read(first, rel), _read(second, rel)
+        ours = onto.get(rel) or _read(version, rel, limit)
+        old, new = _read(first, rel, limit), _read(second, rel, limit)
         if ours is None or old is None or new is None or old == new:
             continue
         merged = merge_file(old, ours, new)
@@ -101,13 +101,15 @@ def _python_files(version: str, under: str = "sglang/srt") -> list[str]:
 
 
 @functools.cache
-def field_diff(post: str = "0.5.15.post1", count: int = 30, own: int = 6) -> FieldDiff:
+def field_diff(post: str = "0.5.15.post1", count: int = 30, own: int = 6, limit: int | None = SIZE_LIMIT) -> FieldDiff:
+    """`limit`: None takes files of any size (the 300 kB server_args.py, http_server.py), as a field
+    diff of the whole package does."""
     final, first, second, _ = NEXT[post]
-    changed_by_post = [rel for rel in _python_files(post) if _read(final, rel) not in (None, _read(post, rel))]
-    after = _back_ported({}, post, final, first, changed_by_post, own)
+    changed_by_post = [rel for rel in _python_files(post) if _read(final, rel, limit) not in (None, _read(post, rel, limit))]
+    after = _back_ported({}, post, final, first, changed_by_post, own, limit)
     rest = [rel for rel in _python_files(post) if rel not in after]
-    after.update(_back_ported({}, post, first, second, rest, count - len(after)))
-    before = {rel: _read(post, rel) or b"" for rel in after}
+    after.update(_back_ported({}, post, first, second, rest, count - len(after), limit))
+    before = {rel: _read(post, rel, limit) or b"" for rel in after}
     text = git_diff(before, after, prefix="python/")
     return FieldDiff(f"v{post}-sglang.patch", post, before, after, text)
 

@@ -261,13 +261,14 @@ def finder(files: Callable[[], list[str]], read: Callable[[str], bytes | None], 
 
 def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes | None], markers: bool = False,
                  count: bool = True, elsewhere: Elsewhere | None = None, follow: bool = False,
-                 package: code_place.Package | None = None) -> FileResolution:
+                 package: code_place.Package | None = None, merge_file: MergeFile | None = None) -> FileResolution:
     """One file of a diff on `target` (see the module docstring); `base()` gives the diff's
     pre-image of the file when known (else only the git-apply way works), asked only when the
     hunks do not apply as they are. `count`: name the units an exact apply changes (for reports;
     the engine does not need them). `elsewhere`: where a unit absent from the file is in the
     package now (`finder`); `follow`: patch it there (rebase), else it is a conflict naming it.
-    `package`: where a block's code is looked for when it is not in the file (`blocks`)."""
+    `package`: where a block's code is looked for when it is not in the file (`blocks`).
+    `merge_file`: a second whole-file merge, tried where merge3's conflicts (`_file_merge`)."""
     rel = file.path
     if file.old_path is None or file.new_path is None:
         return _whole_file(file, target, markers)
@@ -296,10 +297,15 @@ def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes 
     if patched is None:
         raise PlanError(f"{rel}: the diff does not apply to its own pre-image (index {file.old_blob}): a damaged diff")
     found = _per_unit(rel, pre_image, patched, target, markers, elsewhere, follow, package)
-    return _file_merge(found, pre_image, patched, target) if found.conflicts else found
+    return _file_merge(found, pre_image, patched, target, merge_file) if found.conflicts else found
 
 
-def _file_merge(found: FileResolution, base: bytes, patched: bytes, target: bytes) -> FileResolution:
+# (base, ours, theirs) -> ours with base -> theirs merged in, None where it conflicts (git_merge.merge_file).
+MergeFile = Callable[[bytes, bytes, bytes], "bytes | None"]
+
+
+def _file_merge(found: FileResolution, base: bytes, patched: bytes, target: bytes,
+                merge_file: MergeFile | None = None) -> FileResolution:
     """Never worse than `git apply --3way`: where units conflict, a 3-way merge of the whole file
     (the diff's pre-image, the target, the patched pre-image), as git merges a file whose pre-image
     blob it has. Taken when it is clean, every unit of the diff reads back as holding its change
@@ -309,22 +315,55 @@ def _file_merge(found: FileResolution, base: bytes, patched: bytes, target: byte
     places, written twice: git's protocol.py files, GIT_DUPLICATES in the tests); the conflicting
     units are then merged. A unit's code upstream moved to a helper beside it
     (0.5.16's `DSATokenToKVPool.__init__` -> `_create_index_buffers`) merges there, where the
-    unit-level merge saw both sides change the unit."""
+    unit-level merge saw both sides change the unit.
+
+    Where merge3's merge of the file (or of a unit, reading it back) conflicts, `merge_file` (given
+    by `rebase`: git's own, `git_merge`) may align the lines otherwise and be clean; its result is
+    held to the same rules, read back with it.
+    Either merge is refused where a line the diff writes is not in it. A merge that leaves the
+    target as it is (the diff's change is there already: 0.5.15's http_server.py, whose imports
+    merge3 misaligns) reads as upstream."""
     if found.elsewhere or found.moved:
         return found
-    merged, clean = _merge(base, target, patched, False)
-    if not clean:
+    by_git: list[bool] = []  # whether git's merge made (or read back) the result
+
+    def merge(old: bytes, ours: bytes, theirs: bytes) -> tuple[bytes, bool]:
+        done, clean = _merge(old, ours, theirs, False)
+        if clean or merge_file is None:
+            return done, clean
+        again = merge_file(old, ours, theirs)
+        if again is None:
+            return ours, False
+        by_git.append(True)
+        return again, True
+
+    merged, clean = merge(base, target, patched)
+    if not clean or _drops_a_written_line(base, patched, merged):
         return found
+    if merged == target and all(u.outcome in (CONFLICT, UPSTREAM) for u in found.units):
+        how = "git merge-file" if by_git else "git's 3-way way"
+        return FileResolution(found.rel, PER_UNIT, target, target, tuple(
+            u if u.outcome == UPSTREAM else UnitOutcome(u.file, u.unit, UPSTREAM, "already in this release: the "
+                                                        f"whole file's 3-way merge ({how}) leaves the file as it is")
+            for u in found.units), found.notes)
     try:
         old, new, now, ours = (units_mod.texts(data) for data in (base, patched, merged, target))
     except (SyntaxError, ValueError):
         return found
     if set(now) - set(ours) - set(new):  # a unit neither side has: a definition written twice ("NAME#2")
         return found
+    split = merge_file is not None and any(len(_sections(units)) > 1 for units in (old, new, now, ours))
+    if split:  # rebase: the import sections as one, however statements split them
+        old, new, now, ours = (_imports_as_one(units) for units in (old, new, now, ours))
     homes: dict[str, str] = {}  # a unit of the diff -> the unit of the target its change went to
+    by_lines: set[str] = set()  # units read back by the diff's lines (`_written_in`), not by a merge
     for name in dict.fromkeys([*old, *new]):
         before, after = old.get(name, b""), new.get(name, b"")
-        if before != after and not unit_change.holds(before, now.get(name, b""), after, _plain_merge):
+        if before == after or unit_change.holds(before, now.get(name, b""), after, merge):
+            continue
+        if merge_file is not None and _written_in(before, now.get(name, b""), after, ours.get(name, b"")):
+            by_lines.add(name)
+        else:
             home = _new_home(name, before, after, ours, now)
             if home is None:
                 return found
@@ -333,18 +372,60 @@ def _file_merge(found: FileResolution, base: bytes, patched: bytes, target: byte
         changed = {name for name in dict.fromkeys([*old, *new]) if old.get(name) != new.get(name)}
         if any(now.get(name) != ours.get(name) for name in {*now, *ours} - changed - set(homes.values())):
             return found
+    how = "git merge-file" if by_git else "git's 3-way way"
     units: list[UnitOutcome] = []
     for u in found.units:
         if u.outcome != CONFLICT:
             units.append(u)
         elif u.unit in homes:
-            units.append(UnitOutcome(u.file, homes[u.unit], MERGED, "merged with the whole file (git's 3-way way): "
+            units.append(UnitOutcome(u.file, homes[u.unit], MERGED, f"merged with the whole file ({how}): "
                                      f"moved from {u.unit}, which no longer holds the code the diff changes"))
         else:
-            units.append(UnitOutcome(u.file, u.unit, MERGED, "merged with the whole file (git's 3-way way)"))
+            units.append(UnitOutcome(u.file, u.unit, MERGED, f"merged with the whole file ({how})" + (
+                ": the release's unit with the diff's lines written in" if u.unit in by_lines else
+                ": the import sections read as one" if split and u.unit in _sections({u.unit: b""}) else "")))
     notes = [f"moved: {found.rel}:{name} -> {found.rel}:{home} (the code the diff changes is there in this release; "
              "merged with the whole file)" for name, home in homes.items()]
     return FileResolution(found.rel, PER_UNIT, target, merged, tuple(units), (*found.notes, *notes))
+
+
+def _sections(units: dict[str, bytes]) -> list[str]:
+    return [name for name in units if name == "<imports>" or name.startswith("<imports>#")]
+
+
+def _imports_as_one(units: dict[str, bytes]) -> dict[str, bytes]:
+    """`units` with every import section (`<imports>`, `<imports>#2`, ...) joined, in order, as
+    `<imports>`: a statement between imports (0.5.13's `setattr(threading, ...)` in http_server.py)
+    splits them into two units where the diff's pre-image has one, and by name the first reads as
+    losing most of its lines."""
+    sections = _sections(units)
+    if len(sections) < 2:
+        return units
+    joined = {name: data for name, data in units.items() if name not in sections}
+    joined["<imports>"] = b"".join(units[name] for name in sections)
+    return joined
+
+
+def _written_in(before: bytes, now: bytes, after: bytes, ours: bytes) -> bool:
+    """Whether a unit of the whole-file merge (`now`; the target's: `ours`) is the target's unit
+    with exactly the diff's runs of lines written in: put back as the pre-image has them
+    (`unit_change.undo`), they give the target's unit. For rebase (it writes a new diff rather
+    than reading the file back), where a merge of the unit alone conflicts though the file's is
+    clean (the file's lines align where the unit's do not: the sibling diff's
+    deepseek_v4_hook.py on 0.5.12-0.5.14)."""
+    return now != ours and unit_change.undo(before, now, after) == ours
+
+
+def _drops_a_written_line(base: bytes, patched: bytes, merged: bytes) -> bool:
+    """Whether a line the diff writes (in the patched pre-image, not from its pre-image; blank
+    lines aside) is not in the merged file."""
+    from difflib import SequenceMatcher
+
+    old, new = units_mod.split_lines(base), units_mod.split_lines(patched)
+    have = set(units_mod.split_lines(merged))
+    return any(line.strip() and line not in have
+               for tag, _, _, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+               if tag != "equal" for line in new[j1:j2])
 
 
 def _new_home(name: str, before: bytes, after: bytes, ours: dict[str, bytes], now: dict[str, bytes]) -> str | None:
@@ -666,7 +747,7 @@ def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: b
             pre_image: Callable[[FileDiff], bytes | None] | None = None,
             python_files: Callable[[], list[str]] | None = None,
             package_files: Callable[[], list[str]] | None = None,
-            defined: dict[bytes, set[str]] | None = None) -> Resolution:
+            defined: dict[bytes, set[str]] | None = None, merge_file: MergeFile | None = None) -> Resolution:
     """The diff on the files `read` gives (rel -> bytes, None when absent): per file the new
     bytes (with conflict markers for conflicting units when `markers`) and per unit its outcome.
     `pre_image` gives a file's pre-image (default: the cached release with its blob hash).
@@ -674,7 +755,8 @@ def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: b
     (not a file of the diff) is patched there, a file of its own in the resolution.
     `package_files` lists all its files: a file of the diff the release does not have whose folder
     moved (`relocated`: the same name, near-identical bytes) is resolved where it is now.
-    `defined`: the finder's index of the package's names, shared by the diffs of a stack."""
+    `defined`: the finder's index of the package's names, shared by the diffs of a stack.
+    `merge_file`: git's whole-file merge where merge3's conflicts (`_file_merge`; rebase only)."""
     from patchkit.diffs import release_blobs
 
     find_base = pre_image or release_blobs.pre_image
@@ -707,7 +789,7 @@ def resolve(diff: DiffPatchFile, read: Callable[[str], bytes | None], markers: b
                 file = dataclasses.replace(file, new_path=moved_to)
         target = read(file.path)
         found = resolve_file(file, target, _base(own, target, find_base), markers, elsewhere=elsewhere, follow=True,
-                             package=package)
+                             package=package, merge_file=merge_file)
         if file.path != own.path:
             found = dataclasses.replace(found, notes=(*found.notes, _moved_folder(file.path, own.path)))
         files.append(found)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from patchkit.diffs import diffpatch, format_patch, release_blobs, stacks, unidiff
+from patchkit.diffs import diffpatch, format_patch, git_merge, release_blobs, stacks, unidiff
 from patchkit.base.errors import PlanError
 from patchkit.diffs.unidiff import DiffPatchFile, FileDiff
 from patchkit.diffs.units import split_lines
@@ -76,7 +76,7 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
     name = diff.name
     found_base = (base_label,) if base_label else tuple(str(m) for m in release_blobs.made_for(diff))
     resolution = diffpatch.resolve(diff, read, markers=True, pre_image=base, python_files=python_files,
-                                   package_files=package_files, defined=defined)
+                                   package_files=package_files, defined=defined, merge_file=git_merge.merge_file)
     notes = list(diff.notes)
     changes: list[format_patch.FileChange] = []
     already: list[str] = []

@@ -130,6 +130,94 @@ def test_never_worse_than_git_apply_3way(post):
             assert data.count(GIT_DUPLICATES[key][rel]) == 2, (key, rel)
 
 
+# Where bench/git_clean_sweep.py found files `git apply --3way` merges cleanly and patchkit's rebase
+# conflicted (10 of 4,231 release x file cases): the 0.5.12.post1 field diff with files of any size
+# (field_diff(limit=None): http_server.py, server_args.py), the sibling diff (testing.field_diffs.
+# sibling_diff, on its lower diff's post-image), the second disjoint diff, and upstream's own changes
+# of http_server.py (--upstream). `rebase` takes them with git's own merge (diffs/git_merge.py), reads
+# the diff's lines back in the unit, or the import sections as one; `status` and `apply` (merge3
+# alone, no subprocess) still call them conflicts. {(diff, release): {file: those units' outcome}}.
+HTTP_SERVER = "sglang/srt/entrypoints/http_server.py"
+BEYOND_MERGE3 = {("0.5.12.post1", version): {HTTP_SERVER: "upstream"}
+                 for version in ("0.5.15", "0.5.15.post1")} | {
+    ("sibling", version): {"sglang/srt/arg_groups/deepseek_v4_hook.py": "merged"}
+    for version in ("0.5.12", "0.5.12.post1", "0.5.13", "0.5.14")} | {
+    ("part2", "0.5.10"): {"sglang/srt/entrypoints/openai/utils.py": "merged"},
+    ("upstream-http-0.5.14", "0.5.15"): {HTTP_SERVER: "upstream"},
+    ("upstream-http-0.5.14", "0.5.15.post1"): {HTTP_SERVER: "upstream"},
+    ("upstream-http-0.5.15", "0.5.13"): {HTTP_SERVER: "merged"}}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("post", ["0.5.12.post1", "sibling", "part2", "upstream-http-0.5.14", "upstream-http-0.5.15"])
+def test_rebase_is_never_worse_than_git_apply_3way_on_files_of_any_size(post):
+    """Issue 40 item 3: per file, on every release 0.5.10-0.5.23 and the post releases, every file
+    `git apply --3way` applies cleanly is clean for `rebase`, with git's bytes. Red before: the
+    0.5.12.post1 diff's http_server.py (0.5.13 -> 0.5.14's change: `import uuid` added, the
+    `threading._register_atexit` line removed) on 0.5.15 and 0.5.15.post1, which have the change:
+    merge3's whole-file merge aligns the release's `Annotated[..., Body()]` arguments against the
+    diff's and conflicts, git's leaves the file as it is (now upstream; upstream's own 0.5.13 ->
+    0.5.14 change of the file the same), and upstream's 0.5.14 -> 0.5.15 change of it on 0.5.13,
+    where a statement splits the imports in two units (both merges clean; the imports read back
+    as one section now); the sibling diff's
+    `apply_deepseek_v4_defaults` (0.5.16's DSPARK assert) on 0.5.12-0.5.14, where the unit alone
+    merges with a conflict (merge3's and git's) and the file merges cleanly (0.5.14: git's only);
+    the second of the disjoint diffs (testing.field_diffs.disjoint_diffs) on 0.5.10, whose
+    entrypoints/openai/utils.py imports merge3 conflicts on and git merges. The 0.5.15.post1 field
+    diff of any size has no such file (the sweep: 442 examined, 252 git-clean, 0)."""
+    from patchkit.diffs import diffpatch, git_merge, rebase, unidiff
+    from patchkit.releases.pristine import WheelSource
+    from testing.diffs import git_3way_files, git_diff
+    from testing.field_diffs import FieldDiff, disjoint_diffs, releases_after, sibling_diff
+    from testing.releases import HOME, pristine
+
+    if post.startswith("upstream-http-"):  # upstream's own change of http_server.py (the sweep's --upstream)
+        new = post.rsplit("-", 1)[1]
+        old = {"0.5.14": "0.5.13", "0.5.15": "0.5.14"}[new]
+        before, after = ({HTTP_SERVER: (pristine(version) / HTTP_SERVER).read_bytes()} for version in (old, new))
+        field = FieldDiff("http-server.patch", old, before, after, git_diff(before, after, prefix="python/"))
+    else:
+        field = sibling_diff("0.5.15.post1") if post == "sibling" else disjoint_diffs("0.5.15.post1")[1] \
+            if post == "part2" else field_diff(post, limit=None)
+    diff = unidiff.parse(field.text, field.name)
+    worse, beyond = {}, {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATCHKIT_HOME", str(HOME))
+        # The sibling's pre-image: its lower diff's post-image (read from the cached release now).
+        base = rebase.stacked_base([unidiff.parse(field_diff("0.5.15.post1").text, "lower.patch")]) \
+            if post == "sibling" else None
+        for version in releases_after(field.base):
+            source = WheelSource(version)
+            theirs = git_3way_files(field.before, {rel: source.read(rel) for rel in field.after}, field.text, "python/")
+            try:
+                resolution = rebase.rebase(diff, field.text, version, source.read, base, python_files=source.python_files,
+                                           package_files=source.package_files).resolution
+            except rebase.AlreadyUpstream:  # nothing to write: what it resolved, every file upstream
+                resolution = diffpatch.resolve(diff, source.read, markers=True, pre_image=base,
+                                               python_files=source.python_files, package_files=source.package_files,
+                                               merge_file=git_merge.merge_file)
+                assert all(f.upstream for f in resolution.files), version
+            mine = {f.rel: f for f in resolution.files}
+            for rel, data in theirs.items():
+                found = mine.get(rel)
+                if found is None or found.how == diffpatch.ABSENT or found.conflicts:
+                    worse.setdefault(version, []).append(rel)
+                    continue
+                assert found.after == data, (version, rel)  # git's bytes
+                outcomes = {u.outcome for u in found.units if "(git merge-file)" in u.detail
+                            or "the diff's lines written in" in u.detail or "the import sections read as one" in u.detail}
+                if outcomes:
+                    beyond.setdefault((post, version), {})[rel] = outcomes
+            for rel in BEYOND_MERGE3.get((post, version), {}):
+                # status and apply judge with merge3 alone: still a conflict there.
+                alone = diffpatch.resolve(diff, source.read, pre_image=base, python_files=source.python_files,
+                                          package_files=source.package_files)
+                assert next(f for f in alone.files if f.rel == rel).conflicts, (version, rel)
+    assert not worse, worse
+    assert beyond == {key: {rel: {outcome} for rel, outcome in files.items()}
+                      for key, files in BEYOND_MERGE3.items() if key[0] == post}
+
+
 @pytest.mark.slow
 def test_conflicts_are_resolved_in_a_tree_and_continue_writes_the_diff(tmp_path, monkeypatch, release):
     """issue 29: the blocks in a .patch span the release's lines as `+` lines and cannot be resolved
