@@ -106,9 +106,13 @@ def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], ov
         run = Run(target=target, release=release, overrides=overrides, probe=probe,
                   seen=gpu_mod.query() if probe else {}, environ=environ, states=states, status_note=status_note,
                   naming=naming, python=builder, tree=tree)
-        report = check(run, args)
-        return advice.verified(report, run, args, lambda again, fixed_states: check(
-            replace(run, states=fixed_states), again, advise=False))
+        def verified(line: list[str], fixed_states: dict[str, str], ranges: bool = True) -> Report:
+            now = replace(run, states=fixed_states)
+            return advice.verified(check(now, line, ranges=ranges), now, line, lambda again, states_again: check(
+                replace(run, states=states_again), again, advise=False))
+
+        return advice.one_set(verified(args, run.states), run, args,
+                              lambda line, fixed_states: verified(line, fixed_states, ranges=False))
 
 
 def _classes(run: Run, args: list[str], gpu: gpu_mod.GpuFacts) -> model_classes.ClassWeights | model_classes.Unavailable:
@@ -118,9 +122,10 @@ def _classes(run: Run, args: list[str], gpu: gpu_mod.GpuFacts) -> model_classes.
     return model_classes.build(run.python, run.tree, [args], gpu.sm, gpu.total_gib, gpu.count, run.release.flags)[0]
 
 
-def check(run: Run, args: list[str], advise: bool = True) -> Report:
-    """One launch's report. `advise`: also find the recommended --mem-fraction-static and the ranges (off
-    when the doctor checks a fix it is about to print: only the findings' levels are read then)."""
+def check(run: Run, args: list[str], advise: bool = True, ranges: bool = True) -> Report:
+    """One launch's report. `advise`: also find the recommended --mem-fraction-static and (`ranges`) the KV tokens
+    over the free memory's range (off when the doctor checks a fix it is about to print: only the findings' levels
+    are read then; the ranges off when it checks the fixes as one set: their fixes are read, not their words)."""
     release, environ, states = run.release, run.environ, run.states
     launch = parse(args, release.flags)
     model_path = launch.get("model_path")
@@ -141,12 +146,11 @@ def check(run: Run, args: list[str], advise: bool = True) -> Report:
         return found
 
     budget = evaluate(gpu, launch)
-    if advise and gpu.free_low_gib is not None and gpu.free_high_gib is not None:
-        # The estimate's range carried through the budget: the KV tokens at its low and high ends.
-        ends = [budget_mod.compute(release, launch, model, draft, replace(gpu, free_gib=free), environ, states,
-                                   classes).kv_tokens
-                for free in (gpu.free_low_gib, gpu.free_high_gib)]
-        budget.kv_tokens_low, budget.kv_tokens_high = ends
+    if advise and ranges and gpu.free_low_gib is not None and gpu.free_high_gib is not None:
+        # The estimate's range carried through the budget: the fewest and most KV tokens the launch starts with.
+        budget.kv_tokens_low, budget.kv_tokens_high = advice.kv_range(
+            lambda free: budget_mod.compute(release, launch, model, draft, replace(gpu, free_gib=free), environ,
+                                            states, classes), gpu.free_low_gib, gpu.free_high_gib, budget)
     if advise:
         budget.recommended_mem_fraction_static = advice.recommend_fraction(
             lambda fraction: evaluate(gpu, advice.with_fraction(launch, fraction)),
@@ -175,7 +179,8 @@ def check(run: Run, args: list[str], advise: bool = True) -> Report:
     if gpu.free_low_gib is not None and gpu.free_high_gib is not None and gpu.free_gib is not None:
         taken = ", ".join(f"{t.name} {t.low_gib:.2f}" + (f"-{t.high_gib:.2f}" if t.high_gib != t.low_gib else "")
                           for t in gpu.free_terms)
-        kv = (f"; KV tokens {budget.kv_tokens_low:,}-{budget.kv_tokens_high:,}"
+        kv = (f"; KV tokens {budget.kv_tokens_low:,}-{budget.kv_tokens_high:,} over that range"
+              + (" (0: startup fails)" if budget.kv_tokens_low == 0 else "")
               if budget.kv_tokens_low is not None and budget.kv_tokens_high is not None else "")
         findings.append(Finding("gpu-free-estimated", "info",
                                 f"free memory at weight load is estimated ({gpu.free_source}): {gpu.free_gib:.2f} GiB, "

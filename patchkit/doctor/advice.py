@@ -10,6 +10,14 @@ line (`launch.changed`: the flags set, every other spelling of them and the flag
 `patchkit apply` puts its patches in place) and the launch is checked again. The first fix that clears its
 finding without bringing an error the launch did not have is the one printed; where none does, the finding
 says what it would take, with no machine-applicable fix.
+
+The printed fixes are one set (`one_set`): applied together, patches and flags, the launch is checked again and
+must have no error and no warning it did not have. Fixes interact (two flags that each shrink the KV pool, a
+`--context-length` sized before a patch changes the pool), so the doctor searches for that set: it applies the
+findings' fixes together, and where the launch then has an error, a new warning or a warning whose fix is now
+known, it adds those findings' own fixes with their figures as they are on that launch, and checks again (a few
+rounds); where that does not settle it tries fewer fixes (without the infos', then the errors' alone, then an
+error's alternatives). Each finding then prints its part of that set with the set's figures.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
-from patchkit.doctor.launch import Launch, changed
+from patchkit.doctor.launch import Launch, changed, written
 from patchkit.doctor.report import Finding, Fix, Report
 from patchkit.base.errors import UsageError
 
@@ -43,6 +51,20 @@ def starts(b: Budget) -> bool:
     if b.weights_bytes is None:
         return True  # not known: only the non-static side can be judged
     return not set(STATIC_ERRORS) & set(b.errors) and bool(b.kv_tokens) and (b.effective_max_running_requests or 0) > 0
+
+
+def kv_range(evaluate: Callable[[float], Budget], low: float, high: float,
+             middle: Budget) -> tuple[int | None, int | None]:
+    """The fewest and most KV tokens the launch starts with where the free memory at load is anywhere from `low` to
+    `high` GiB (sampled every 0.01 GiB, both ends and the estimate's middle included), 0 where it does not start.
+    Not the tokens at the two ends: the state pool's slots come in steps, so the middle may hold fewer than both
+    ends, and an end whose state pool has no slot for a request does not start at all."""
+    if middle.kv_tokens is None or middle.weights_bytes is None:
+        return None, None  # no budget to carry the range through
+    steps = max(1, round((high - low) / 0.01))
+    found = [evaluate(low + (high - low) * i / steps) for i in range(steps + 1)] + [middle]
+    tokens = [(b.kv_tokens or 0) if starts(b) else 0 for b in found]
+    return min(tokens), max(tokens)
 
 
 def fits_outside(b: Budget) -> bool:
@@ -123,3 +145,141 @@ def verified(report: Report, run: Run, args: list[str], rerun: Rerun) -> Report:
         good = [fix for fix in (works(finding, p, report, run, args, rerun) for p in proposals) if fix is not None]
         checked.append(finding.with_fixes(tuple(dict.fromkeys(good))))
     return replace(report, findings=checked)
+
+
+SET_ROUNDS = 5  # rounds of checking the set again and adding what that launch's findings need
+
+
+def _key(piece) -> str:
+    return piece.flag.dest if piece.flag is not None else str(piece.name or piece.tokens[0])
+
+
+def as_one(fixes: list[Fix], run: Run) -> Fix:
+    """Fixes as one: each flag set by the last fix that sets it, every flag dropped that no later fix sets, and one
+    `patchkit apply --only ...` for all their patches (the tree and --patches the run names)."""
+    table = run.release.flags
+    setting: dict[str, tuple[str, ...]] = {}
+    remove: dict[str, None] = {}
+    for fix in fixes:
+        for piece in written(fix.remove, table):
+            setting.pop(_key(piece), None)
+            remove.update(dict.fromkeys(piece.tokens))
+        for piece in written(fix.args, table):
+            setting.pop(_key(piece), None)  # the latest setting goes last, as on a line
+            setting[_key(piece)] = piece.tokens
+    set_keys = set(setting)
+    kept_remove = tuple(r for r in remove if not any(_key(p) in set_keys for p in written((r,), table)
+                                                     if p.name is not None))
+    patches = tuple(dict.fromkeys(p for fix in fixes for p in fix.patches))
+    every = {pid for pid, state in run.states.items() if state in ("pending", "drifted")}
+    only = () if every and every <= set(patches) else tuple(a for p in patches for a in ("--only", p))
+    command = tuple(run.naming.argv("apply", *only)) if patches else ()
+    return Fix(args=tuple(t for tokens in setting.values() for t in tokens), remove=kept_remove, command=command,
+               patches=patches)
+
+
+def _agreeing(fix: Fix, whole: Fix, run: Run) -> Fix:
+    """`fix` with each flag it sets at the value the whole set gives it."""
+    table = run.release.flags
+    final = {_key(p): p.tokens for p in written(whole.args, table)}
+    args = tuple(t for p in written(fix.args, table) for t in final.get(_key(p), p.tokens))
+    return replace(fix, args=args)
+
+
+def _settle(seed: list[tuple[str, Fix]], report: Report, run: Run, args: list[str],
+            check_again: Rerun) -> tuple[list[tuple[str, Fix]], Report] | None:
+    """`seed` ((rule, fix) pairs) grown round by round with the fixes the launch, with the set applied, still asks
+    for (each checked there, as `verified` checks them), until it has no error and no warning the launch did not
+    have; None where no round gets there."""
+    before = Counter((f.rule, f.level) for f in report.findings)
+    members = list(seed)
+    settled = None
+    for _ in range(SET_ROUNDS):
+        whole = as_one([fix for _rule, fix in members], run)
+        try:
+            again = check_again(changed(args, run.release.flags, whole.args, whole.remove),
+                                _fixed_states(run.states, whole))
+        except UsageError:
+            return settled
+        after = Counter((f.rule, f.level) for f in again.findings)
+        clean = not again.has_errors and not any(
+            n > before[key] for key, n in after.items() if key[1] == "warning")
+        if clean:
+            settled = (list(members), again)
+        known = {fix for _rule, fix in members}
+        wanted = [(f.rule, fix) for f in again.findings if f.level in ("error", "warning") and f.applicable
+                  for fix in (Fix(f.args, f.remove, f.command, _patches(f, run), f.note),)
+                  if fix not in known and _one_fraction(fix, report, run)]
+        if not wanted:
+            return settled
+        members += wanted
+    return settled
+
+
+def one_set(report: Report, run: Run, args: list[str], check_again: Rerun) -> Report:
+    """The report whose printed fixes are one set that, applied together, leaves the launch no error and no new
+    warning (`Report.fix_set`), each finding's fix at the set's figures; the report as it was where no set of its
+    fixes does that (`fix_set` None). `check_again`: the doctor's report, fixes verified, of a launch line with
+    those patch states."""
+    fixed = [(f, Fix(f.args, f.remove, f.command, _patches(f, run))) for f in report.findings if f.applicable]
+    if not fixed:
+        return report
+    seeds = [[(f.rule, x) for f, x in fixed if f.level in levels] for levels in
+             (("error", "warning", "info"), ("error", "warning"), ("error",))]
+    for finding in report.findings:
+        for alternative in (finding.alternatives if finding.level == "error" else ()):
+            seeds.append([(f.rule, alternative if f is finding else x) for f, x in fixed if f.level != "info"])
+    tried = []
+    for seed in seeds:
+        if not seed or seed in tried:
+            continue
+        tried.append(seed)
+        found = _settle(seed, report, run, args, check_again)
+        if found is not None:
+            members, _again = found
+            whole = as_one([fix for _rule, fix in members], run)
+            return replace(report, findings=_with_set(report.findings, members, whole, run), fix_set=whole)
+    return report
+
+
+def _patches(finding: Finding, run: Run) -> tuple[str, ...]:
+    """The patches a finding's `patchkit apply` puts in place: those it names with --only, else every patch not in
+    place."""
+    command = finding.command
+    only = tuple(command[i + 1] for i, token in enumerate(command[:-1]) if token == "--only")
+    if only or not command:
+        return only
+    return tuple(pid for pid, state in run.states.items() if state in ("pending", "drifted"))
+
+
+def _with_set(findings: list[Finding], members: list[tuple[str, Fix]], whole: Fix, run: Run) -> list[Finding]:
+    """Each finding's fix as the set has it: at the set's figures, or, for a finding that had none, the fix the set
+    added for its rule."""
+    out = []
+    for f in findings:
+        if f.applicable:
+            own = Fix(f.args, f.remove, f.command, note=f.note)
+            fix = _agreeing(own, whole, run)
+            out.append(f if fix == own else f.fixed_by(replace(fix, note=_set_note(fix.note))))
+            continue
+        added = next((fix for rule, fix in members if rule == f.rule and fix.args), None)
+        if added is not None and f.level != "info":
+            fix = _agreeing(added, whole, run)
+            out.append(f.fixed_by(replace(fix, note=_set_note(fix.note), patches=())))
+            continue
+        out.append(f)
+    return out
+
+
+def _set_note(note: str) -> str:
+    """A note for a fix whose figure is the one it has with the other fixes in place."""
+    return f"{note}; with the other fixes in place" if note else "with the other fixes in place"
+
+
+def _one_fraction(fix: Fix, report: Report, run: Run) -> bool:
+    """Whether `fix` sets no --mem-fraction-static other than the report's recommended one: a report advises one
+    fraction, so the set takes no other (one found on the launch with the set applied is left out)."""
+    rec = report.budget.recommended_mem_fraction_static
+    return all(p.flag is None or p.flag.dest != "mem_fraction_static" or
+               (rec is not None and p.values[:1] == (f"{rec:.2f}",))
+               for p in written(fix.args, run.release.flags))

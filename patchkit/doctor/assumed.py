@@ -8,6 +8,12 @@ from patchkit.doctor.gpu import GIB, GpuFacts
 from patchkit.doctor.non_static import ALLOCATOR_FACTOR, ALLOCATOR_FACTOR_RANGE
 
 
+def _bytes(gib: float) -> int:
+    """A figure in GiB as bytes that read back as the same GiB to 0.01 as the report prints it elsewhere (22.925 GiB
+    is 24,615,531,315.2 B: truncated or rounded to the byte it reads 22.92 beside the budget's 22.93)."""
+    return round(round(gib, 2) * GIB)
+
+
 def terms(b: Budget, gpu: GpuFacts) -> list[dict]:
     """The budget's assumed terms and their ranges: the free memory at load where it is estimated (given with
     --gpu-free it is a measurement, used as the free memory at load only: the release's card-size defaults come
@@ -16,8 +22,8 @@ def terms(b: Budget, gpu: GpuFacts) -> list[dict]:
     found = []
     if gpu.free_gib is not None and gpu.free_source != "flag" and gpu.free_low_gib is not None \
             and gpu.free_high_gib is not None:
-        found.append({"term": "free at load", "value": int(gpu.free_gib * GIB), "low": int(gpu.free_low_gib * GIB),
-                      "high": int(gpu.free_high_gib * GIB),
+        found.append({"term": "free at load", "value": _bytes(gpu.free_gib), "low": _bytes(gpu.free_low_gib),
+                      "high": _bytes(gpu.free_high_gib),
                       "why": f"estimated from {'the card' if gpu.free_source == 'estimate' else gpu.free_source} "
                              f"less typical driver, context and NCCL terms (pass --gpu-free)"})
     if b.weights_bytes is not None and b.weights_low_bytes is not None and b.weights_high_bytes is not None \

@@ -52,6 +52,7 @@ class Finding:
     options: tuple[Fix, ...] = field(default=(), compare=False, repr=False)
     otherwise: str = field(default="", compare=False, repr=False)
     alternatives: tuple[Fix, ...] = ()  # other fixes that were checked and work too
+    note: str = field(default="", compare=False, repr=False)  # the fix's note (what its text ends with, bracketed)
 
     @classmethod
     def proposing(cls, rule: str, level: str, message: str, options: tuple[Fix | None, ...] | Fix | None,
@@ -61,7 +62,7 @@ class Finding:
         if not found:
             return cls(rule, level, message, otherwise)
         return cls(rule, level, message, found[0].text, found[0].args, found[0].remove, found[0].command,
-                   options=found, otherwise=otherwise)
+                   options=found, otherwise=otherwise, note=found[0].note)
 
     def with_fixes(self, fixes: tuple[Fix, ...]) -> "Finding":
         """This finding with `fixes` (checked ones): the first is its fix, the others its alternatives. None: the
@@ -71,7 +72,12 @@ class Finding:
                            self.otherwise or "no change to the launch line found that clears it")
         first = fixes[0]
         return Finding(self.rule, self.level, self.message, first.text, first.args, first.remove, first.command,
-                       alternatives=fixes[1:])
+                       alternatives=fixes[1:], note=first.note)
+
+    def fixed_by(self, fix: Fix) -> "Finding":
+        """This finding with `fix` as its fix (its alternatives kept)."""
+        return Finding(self.rule, self.level, self.message, fix.text, fix.args, fix.remove, fix.command,
+                       alternatives=self.alternatives, note=fix.note)
 
     @property
     def applicable(self) -> bool:
@@ -91,6 +97,9 @@ class Report:
     budget: Budget
     findings: list[Finding] = field(default_factory=list)
     model: dict = field(default_factory=dict)
+    # The findings' fixes as one set, checked together (patchkit/doctor/advice.py: no error, no new warning);
+    # None where the report has no fix or no set of its fixes does that.
+    fix_set: Fix | None = None
 
     @property
     def has_errors(self) -> bool:
@@ -103,6 +112,9 @@ class Report:
             "model": self.model,
             "budget": self.budget.to_dict(),
             "findings": [f.to_dict() for f in self.findings],
+            "fix_set": None if self.fix_set is None else {
+                "fix": self.fix_set.text, "fix_args": list(self.fix_set.args),
+                "fix_remove": list(self.fix_set.remove), "fix_command": list(self.fix_set.command)},
         }
 
 
@@ -173,6 +185,8 @@ def lines(report: Report) -> list[str]:
             if f.fix:
                 out.append(f"  {'':<7} fix: {f.fix}")
             out += [f"  {'':<7}  or: {a.text}" for a in f.alternatives]
+        if report.fix_set is not None:
+            out.append(f"All fixes at once (checked together: no error, no new warning): {report.fix_set.text}")
     else:
         out.append("No findings.")
     return out

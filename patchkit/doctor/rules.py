@@ -29,12 +29,19 @@ def spec_max_running_default(ctx: Context) -> Iterator[Finding]:
     if ctx.hybrid and b.effective_max_running_requests is not None and (b.state_slots or 0) > 0:
         gets = (f"; with {b.state_slots} state slots at {b.slots_per_request} per request this launch really "
                 f"gets {b.effective_max_running_requests}")
-    wanted = b.effective_max_running_requests or default
+    runs = b.effective_max_running_requests
+    if runs is not None and runs <= 0:
+        # The launch does not start as it is (the static budget's errors): there is no figure it "really runs"
+        # to advise; the fix set (advice.one_set) names it once those errors' fixes are in place.
+        yield Finding("spec-max-running-default", "warning",
+                      f"speculative decoding ({ctx.algo}) without --max-running-requests sets it to {default}")
+        return
     yield Finding.proposing(
         "spec-max-running-default", "warning",
         f"speculative decoding ({ctx.algo}) without --max-running-requests sets it to {default}{gets}",
-        ctx.set("max_running_requests", "--max-running-requests", wanted * b.attn_dp_size,
-                note="what this launch really runs; set the concurrency you want"))
+        ctx.set("max_running_requests", "--max-running-requests", (runs or default) * b.attn_dp_size,
+                note="what this launch really runs; set the concurrency you want" if runs else
+                "the release's default; set the concurrency you want"))
 
 
 def mamba_slots_cap(ctx: Context) -> Iterator[Finding]:
@@ -66,6 +73,16 @@ def mamba_slots_cap(ctx: Context) -> Iterator[Finding]:
                  note="what the state pool holds")))
 
 
+def _startup_fails(ctx: Context) -> str:
+    """"startup fails", said as far as the budget knows it: where the free memory at load is estimated and the launch
+    starts somewhere in the estimate's range (budget.kv_tokens_high), at the estimate, not for certain."""
+    b, g = ctx.budget, ctx.gpu
+    if not b.kv_tokens_high or g.free_high_gib is None or b.free_at_load_gib is None:
+        return "startup fails"
+    return (f"startup fails at the estimated {b.free_at_load_gib:.2f} GiB free at load, though it may start with up to "
+            f"{b.kv_tokens_high:,} KV tokens nearer {g.free_high_gib:.2f} GiB, the estimate's high end (pass --gpu-free)")
+
+
 def mamba_slots_zero(ctx: Context) -> Iterator[Finding]:
     b = ctx.budget
     if not ctx.hybrid or "mamba-slots-zero" not in b.errors:
@@ -77,7 +94,7 @@ def mamba_slots_zero(ctx: Context) -> Iterator[Finding]:
     yield Finding.proposing(
         "mamba-slots-zero", "error",
         f"the state pool gets {max(b.state_slots or 0, 0)} slots ({mib(b.state_slot_bytes)} each, "
-        f"{b.slots_per_request} per request): startup fails (\"Not enough GPU memory for hybrid state "
+        f"{b.slots_per_request} per request): {_startup_fails(ctx)} (\"Not enough GPU memory for hybrid state "
         f"cache\" or \"state cache is too small to serve any requests\")",
         (*_pending_patch_fixes(ctx), ctx.fraction_fix(),
          ctx.set("mamba_ssm_dtype", "--mamba-ssm-dtype", "bfloat16", note="half the state per slot") if fp32 else None,
@@ -576,7 +593,7 @@ def budget_negative(ctx: Context) -> Iterator[Finding]:
     yield Finding.proposing(
         "budget-negative", "error",
         f"weights ({gib(b.weights_bytes)} + draft {gib(b.draft_weights_bytes)}) and the state pool leave "
-        f"no memory for the KV cache under mem-fraction-static {b.mem_fraction_static:.3f}: startup fails",
+        f"no memory for the KV cache under mem-fraction-static {b.mem_fraction_static:.3f}: {_startup_fails(ctx)}",
         (*_pending_patch_fixes(ctx), ctx.fraction_fix(), more_tp),
         otherwise="no --mem-fraction-static leaves both the weights and what runs outside the static pools room on "
                   "this card: more TP ranks or a smaller checkpoint")

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from patchkit.doctor.report import Report
+from patchkit.doctor.report import Finding, Report
 from testing.doctor import GIB, model_folder, run
 
 CARDS = {
@@ -101,6 +101,9 @@ def test_every_fix_applied_gives_a_launch_with_no_error(version, q4):
                 for fix in (finding, *finding.alternatives):
                     if not (fix.args or fix.remove or fix.command):
                         continue
+                    if "with the other fixes in place" in (fix.fix if isinstance(fix, Finding) else fix.text):
+                        continue  # its figure is the one it has in the report's fix set, checked below as one
+
                     again = run(version, applied(argv, fix.args, fix.remove),
                                 states=states_after(states, fix.command), **card)
                     before = Counter((f.rule, f.level) for f in report.findings)
@@ -110,6 +113,15 @@ def test_every_fix_applied_gives_a_launch_with_no_error(version, q4):
                     new = [rule for rule, n in errors(again).items() if n > errors(report)[rule]]
                     assert not new, (where, finding.rule, new)
                     checked += 1
+            # The report's fix set (issue 46 item 3), applied by this file's hand: no error, no new warning.
+            if report.fix_set is not None:
+                whole = report.fix_set
+                again = run(version, applied(argv, whole.args, whole.remove),
+                            states=states_after(states, whole.command), **card)
+                assert not again.has_errors, (where, whole.text)
+                before = Counter((f.rule, f.level) for f in report.findings)
+                after = Counter((f.rule, f.level) for f in again.findings)
+                assert not [k for k, n in after.items() if k[1] == "warning" and n > before[k]], (where, whole.text)
             # All the error findings' fixes together: no error left.
             if report.has_errors and all(f.args or f.remove or f.command for f in report.findings if f.level == "error"):
                 fixed, fixed_states = list(argv), dict(states)

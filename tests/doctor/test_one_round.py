@@ -4,11 +4,13 @@ Qwen3.5-27B-like checkpoint with its MTP head on a 24 GB SM 8.9 card, NEXTN, --m
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from patchkit.doctor.report import Finding, Report
 from testing.doctor import GIB, model_folder, run
-from tests.doctor.test_fixes import states_after
+from tests.doctor.test_fixes import applied, states_after
 
 CARD = dict(gpus=1, gpu_memory=24.0, gpu_free=None, sm="8.9")  # the issue's --gpu-memory 24 --sm 8.9
 
@@ -58,3 +60,108 @@ def report_states(report: Report) -> dict[str, str]:
 
     return patch_states(find_in(pristine(str(report.sglang["version"]))))
 
+
+ROUND_TWO = {"draft-lmhead-placeholder": "applied"}  # the issue's second round: the patch applied
+SHAPES = {
+    "the issue's launch": ("0.5.23", (), CARD, None),
+    "the issue's launch, --gpu-free 23": ("0.5.23", (), {**CARD, "gpu_free": 23.0}, None),
+    "round two: patched": ("0.5.23", (), CARD, ROUND_TWO),
+    "round two: patched, one request, ReplaySSM": ("0.5.23", ("--max-running-requests", "1",
+                                                              "--enable-linear-replayssm-spec"), CARD, ROUND_TWO),
+    "round two's flags unpatched": ("0.5.23", ("--max-running-requests", "1", "--enable-linear-replayssm-spec"),
+                                    CARD, None),
+    "0.5.19": ("0.5.19", (), CARD, None),
+    "0.5.12": ("0.5.12", (), CARD, None),
+    "32 GB SM 12.0 at 0.96": ("0.5.23", ("--mem-fraction-static", "0.96"),
+                              dict(gpus=1, gpu_memory=31.36, gpu_free=30.4, sm="12.0"), None),
+}
+
+
+def _shape(name: str, model: str) -> tuple[str, list[str], dict, dict[str, str], Report]:
+    version, more, card, applied_now = SHAPES[name]
+    from patchkit.doctor import patch_states
+    from patchkit.store.target import find_in
+    from testing.releases import pristine
+
+    states = {**patch_states(find_in(pristine(version))), **(applied_now or {})}
+    argv = field_launch(model, *more)
+    return version, argv, card, states, run(version, argv, states=states, **card)
+
+
+def _after_the_set(version: str, argv: list[str], card: dict, states: dict[str, str], report: Report) -> Report:
+    """The launch with the report's whole fix set applied by hand, checked again."""
+    fix = report.fix_set
+    assert fix is not None
+    return run(version, applied(argv, fix.args, fix.remove), states=states_after(states, fix.command), **card)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_one_round_of_the_printed_fixes_is_enough(shape, q4):
+    """Item 3: the printed fixes are one set: applied together (patches and flags) the launch has no error and no new
+    warning. Round two of the issue printed --max-running-requests 1, --enable-linear-replayssm-spec and
+    --context-length 41187 each alone; together they raised kv-below-context."""
+    version, argv, card, states, report = _shape(shape, q4)
+    assert report.fix_set is not None, [(f.rule, f.fix) for f in report.findings]
+    again = _after_the_set(version, argv, card, states, report)
+    assert not again.has_errors, (shape, report.fix_set.text, [(f.rule, f.message) for f in again.findings])
+    before = Counter((f.rule, f.level) for f in report.findings)
+    new = [(f.rule, f.message) for f in again.findings
+           if f.level == "warning" and Counter((g.rule, g.level) for g in again.findings)[(f.rule, f.level)]
+           > before[(f.rule, f.level)]]
+    assert not new, (shape, report.fix_set.text, new)
+    # Each finding's printed fix is part of that set, at its figures.
+    for f in report.findings:
+        for i, token in enumerate(f.args):
+            if token.startswith("--") and token in report.fix_set.args:
+                j = report.fix_set.args.index(token)
+                assert f.args[i:i + 2] == report.fix_set.args[j:j + 2] or not f.args[i + 1:i + 2] or \
+                    f.args[i + 1].startswith("--"), (shape, f.rule, f.args, report.fix_set.args)
+
+
+def _value_after(args: tuple[str, ...], flag: str) -> int | None:
+    return int(args[args.index(flag) + 1]) if flag in args else None
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_no_printed_value_contradicts_a_figure_of_the_report(shape, q4):
+    """Item 2: "--max-running-requests 48 (what this launch really runs)" beside an effective 0; "startup fails"
+    beside a free-memory note giving 0-5,914 KV tokens; the free memory at load printed 22.93 in the budget and 22.92
+    in its assumption; KV tokens 43,941-48,279 over the range beside 41,412 at its middle."""
+    from patchkit.doctor.report import lines
+
+    version, argv, card, states, report = _shape(shape, q4)
+    b, text = report.budget, "\n".join(lines(report))
+    # The free memory at load, printed once per place, is one figure.
+    if b.free_at_load_gib is not None:
+        free = f"{b.free_at_load_gib:.2f} GiB"
+        assert f"free at weight load ({report.gpu.free_source})" in text and free in text
+        for line in text.splitlines():
+            if line.strip().startswith("assumed: free at load"):
+                assert f"free at load {free}" in line, (line, free)
+    # The KV tokens over the free memory's range hold the budget's own figure (0 where the launch does not start).
+    starts = not {"budget-negative", "mamba-slots-zero"} & set(b.errors) and (b.effective_max_running_requests or 0) > 0
+    if b.kv_tokens_low is not None and b.kv_tokens_high is not None:
+        assert b.kv_tokens_low <= (b.kv_tokens if starts else 0) <= b.kv_tokens_high, (b.kv_tokens_low, b.kv_tokens,
+                                                                                         b.kv_tokens_high)
+    # "startup fails" is said outright only where no free memory in the estimate's range lets the launch start.
+    for f in report.findings:
+        if f.level == "error" and "startup fails" in f.message and b.kv_tokens_high:
+            assert "at the estimated" in f.message, f.message
+    # A fix naming "what this launch really runs" / "what the state pool holds" / "what the KV pool holds" names the
+    # figure the launch has with the printed fixes applied.
+    if report.fix_set is not None:
+        after = _after_the_set(version, argv, card, states, report).budget
+        for f in report.findings:
+            running = _value_after(f.args, "--max-running-requests")
+            if running is not None and ("really runs" in f.fix or "state pool holds" in f.fix):
+                assert running == after.effective_max_running_requests * after.attn_dp_size, (f.rule, f.fix, after)
+            context = _value_after(f.args, "--context-length")
+            if context is not None and "KV pool holds" in f.fix:
+                assert context <= after.kv_tokens, (f.rule, f.fix, after.kv_tokens)
+    # Without the set, a fix's figure is the report's own.
+    for f in report.findings:
+        running = _value_after(f.args, "--max-running-requests")
+        if running is not None and "really runs" in f.fix and "with the other fixes" not in f.fix:
+            assert running == b.effective_max_running_requests * b.attn_dp_size, (f.rule, f.fix)
