@@ -207,7 +207,7 @@ def assemble(rel: str, target: bytes, ours_units: list[units_mod.Unit], pieces: 
         else:
             placed[id(item)] = Located("", "not found: no file of this release has the code the diff changes as it "
                                        "was (removed, or rewritten)")
-    for index, item in enumerate(items):
+    for item in items:
         if isinstance(item, Pending) and id(item) in placed:
             found.setdefault(item.outcome, placed[id(item)])
     out: list[bytes] = []

@@ -42,9 +42,9 @@ def needed(count: int) -> int:
     return 1 if count == 1 else max(2, (count + 1) // 2)
 
 
-def in_lines(old: list[bytes], lines: list[bytes], near: int = 0) -> tuple[int, int] | None:
+def in_lines(old: list[bytes], lines: list[bytes]) -> tuple[int, int] | None:
     """(the first line of `lines` holding the hunk's code, how many telling lines are there), the
-    best place (ties: the one nearest `near`), None where no place holds enough of them."""
+    best place (ties: the earliest), None where no place holds enough of them."""
     wanted = telling(old)
     if not wanted:
         return None
@@ -54,19 +54,19 @@ def in_lines(old: list[bytes], lines: list[bytes], near: int = 0) -> tuple[int, 
         key = _key(line)
         if key in keys:
             seen.setdefault(key, []).append(n)
-    best: tuple[int, int, int] | None = None  # (matched, -distance, first line)
+    best: tuple[int, int] | None = None  # (matched, -first line)
     for i, key in wanted:
         for at in seen.get(key, ()):
             start = at - i
             low, high = start - SLACK, start + len(old) + SLACK
             found = [min((n for n in seen.get(k, ()) if low <= n < high), default=None) for _, k in wanted]
             hits = [n for n in found if n is not None]
-            candidate = (len(hits), -abs(min(hits) - near), min(hits))
-            if best is None or candidate[:2] > best[:2]:
+            candidate = (len(hits), -min(hits))
+            if best is None or candidate > best:
                 best = candidate
     if best is None or best[0] < needed(len(wanted)):
         return None
-    return best[2], best[0]
+    return -best[1], best[0]
 
 
 class Package:
