@@ -97,8 +97,9 @@ class MoeW2Presharded(Patch):
     TITLE = "MoE w2 group scales kept whole on every rank (load_full_w2) are copied whole, not narrowed"
     RATIONALE = (
         "compressed-tensors WNA16 with act-order marks its w2 scales load_full_w2 (every rank keeps every group), "
-        "but FusedMoE._weight_loader_impl passes only the tensor to _load_w2, which narrows it to the rank's share: "
-        "from 0.5.17 silently (the rank's groups first, the rest unset), so the server answers garbage at TP >= 2. "
+        "but FusedMoE._weight_loader_impl passes only the tensor to _load_w2, which narrows it to the rank's share, "
+        "silently from 0.5.17: at TP 2, rank 1 loads half of its act-order scales (its own groups first, the rest "
+        "unset) and the server starts (what the kernel then computes was not checked on a GPU). "
         "Such a scale is now copied whole where the checkpoint tensor has the buffer's shape."
     )
     UPSTREAM = (

@@ -121,3 +121,11 @@ class TestMoeW2Presharded(PatchTest):
     def test_file_without_the_layer_is_skipped(self):
         with pytest.raises(SkipPatch):
             MoeW2Presharded().transform(self.PATH, self.parse("class FusedMoeWeightScaleSupported:\n    pass\n"))
+
+
+def test_the_rationale_says_only_what_was_seen():
+    # Issue 42.2: the behaviour test saw rank 1 of TP 2 load half of its act-order scales, silently; what the
+    # kernel computes from them was not checked on a GPU, so the rationale claims no answer of the server.
+    text = " ".join(MoeW2Presharded.RATIONALE.split())
+    assert "rank 1 loads half of its act-order scales" in text and "silently" in text
+    assert "garbage" not in text and "not checked on a GPU" in text
