@@ -9,7 +9,7 @@ the first N files under sglang/srt/ that changed, as bench/diffs.py makes it), m
 `--base` (`--paths A,B,...`: those files); `--offloader` uses upstream's own change to sglang/srt/utils/offloader.py from 0.5.20 to
 0.5.21 instead. For each target release:
   - patchkit: per file how it went (exact = as git apply, already applied, per unit, absent) and
-    per unit transplanted / merged / moved / upstream / conflict (diffpatch.resolve, the pre-image
+    per unit transplanted / merged / moved / upstream / conflict (unit_merge.resolve, the pre-image
     found by its blob hash among the test cache's wheels); whether the result compiles;
   - git apply --check on a repository holding the release's files: files refused;
   - git apply --3way on a repository made from the base release's files (so git has the
@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.diffs import changed_files  # noqa: E402
-from patchkit.diffs import diffpatch, release_blobs, unidiff  # noqa: E402
+from patchkit.diffs import release_blobs, unidiff, unit_merge  # noqa: E402
 from patchkit.engine import upstream  # noqa: E402
 from testing.diffs import git, git_3way_files, git_diff, repo_of, write_files  # noqa: E402
 from testing.releases import HOME, pristine  # noqa: E402
@@ -97,7 +97,7 @@ def main() -> None:
                     {rel: (pristine(head) / rel).read_bytes() for rel in files})
     diff = unidiff.parse(text, "outcomes.patch")
     base_files = {rel: (pristine(base) / rel).read_bytes() for rel in files}
-    units_changed = sum(len(diffpatch._changed_units(f.path, base_files[f.path], diffpatch.apply_hunks(base_files[f.path], f.hunks)
+    units_changed = sum(len(unit_merge._changed_units(f.path, base_files[f.path], unit_merge.apply_hunks(base_files[f.path], f.hunks)
                                                      or b"", "x")) for f in diff.files)
     print(f"diff: {len(files)} file(s) of {base} -> {head} made against {base}, {text.count(b'@@ -')} hunks, "
           f"{units_changed} units changed; made for {', '.join(str(m) for m in release_blobs.made_for(diff))}")
@@ -109,7 +109,7 @@ def main() -> None:
     for version in upstream.versions_between(args.first, args.last):
         root = pristine(version)
         target = {rel: (root / rel).read_bytes() if (root / rel).is_file() else None for rel in files}
-        resolution = diffpatch.resolve(diff, lambda rel: target.get(rel))
+        resolution = unit_merge.resolve(diff, lambda rel: target.get(rel))
         hows = [f.how for f in resolution.files]
         counts = resolution.counts()
         ok = 0
@@ -120,13 +120,13 @@ def main() -> None:
                     ok += 1
                 except SyntaxError:
                     pass
-        absent = hows.count(diffpatch.ABSENT)
+        absent = hows.count(unit_merge.ABSENT)
         verdict = ("upstream-fixed" if all(f.upstream for f in resolution.files) else
                    "failed" if resolution.conflicts or absent or ok < len(files) else "pending")
         refused = git_check(target, text)
         clean, conflicted, refused3 = git_3way(base_files, target, text)
-        print(f"{version:<8} {verdict:<15} {hows.count(diffpatch.EXACT):>5} {hows.count(diffpatch.REVERSED):>5} "
-              f"{hows.count(diffpatch.PER_UNIT):>5} {absent:>4} | {counts['transplanted']:>6} {counts['merged']:>6} "
+        print(f"{version:<8} {verdict:<15} {hows.count(unit_merge.EXACT):>5} {hows.count(unit_merge.REVERSED):>5} "
+              f"{hows.count(unit_merge.PER_UNIT):>5} {absent:>4} | {counts['transplanted']:>6} {counts['merged']:>6} "
               f"{counts['moved']:>5} {counts['upstream']:>5} {counts['conflict']:>5} {ok:>4}/{len(files):<3} | "
               f"{refused:>8}/{len(files):<6} | {clean:>12}/{conflicted}/{refused3}", flush=True)
 
@@ -147,8 +147,8 @@ def field_table(args: argparse.Namespace) -> None:
     for version in releases_after(args.field or "0.5.15.post1"):
         source = WheelSource(version)
         target = {rel: source.read(rel) for rel in files}
-        resolution = diffpatch.resolve(diff, source.read, python_files=source.python_files)
-        mine = {f.rel: f.after for f in resolution.files if f.rel in target and f.how != diffpatch.ABSENT
+        resolution = unit_merge.resolve(diff, source.read, python_files=source.python_files)
+        mine = {f.rel: f.after for f in resolution.files if f.rel in target and f.how != unit_merge.ABSENT
                 and not f.conflicts}
         theirs = git_3way_files(field.before, target, field.text, "python/")
         same = sum(1 for rel, data in theirs.items() if rel in mine and mine[rel] == data)

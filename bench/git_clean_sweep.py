@@ -6,7 +6,7 @@ Usage: PATCHKIT_TEST_CACHE=... python bench/git_clean_sweep.py [--only LABEL,...
 
 Per diff and release: git per file on a repository of the diff's pre-images with the release's
 files committed on top (testing.diffs.git_3way_files, as the never-worse test does); patchkit's
-`diffpatch.resolve` with the release's package (files followed where they moved), a stacked diff's
+`unit_merge.resolve` with the release's package (files followed where they moved), a stacked diff's
 pre-image its lower diff's post-image (as `rebase` of the stack takes it), as `rebase` resolves it
 (conflict markers, git's whole-file merge where merge3's conflicts; `--merge3-only`: without it, as
 `status` and `apply` judge). Printed: per diff the
@@ -33,7 +33,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit.diffs import diffpatch, git_merge, rebase, unidiff  # noqa: E402
+from patchkit.diffs import git_merge, rebase, unidiff, unit_merge  # noqa: E402
 from patchkit.diffs.unidiff import FileDiff  # noqa: E402
 from testing.diffs import git_3way_files, git_diff  # noqa: E402
 from testing.releases import HOME, pristine  # noqa: E402
@@ -91,7 +91,7 @@ def beyond_merge3(detail: str) -> bool:
                                            "the import sections read as one"))
 
 
-def sweep(cases: list[Case], versions: list[str], merge_file: diffpatch.MergeFile | None = git_merge.merge_file
+def sweep(cases: list[Case], versions: list[str], merge_file: unit_merge.MergeFile | None = git_merge.merge_file
           ) -> list[tuple[str, str, str, list[str]]]:
     from patchkit.releases.pristine import WheelSource
 
@@ -108,18 +108,18 @@ def sweep(cases: list[Case], versions: list[str], merge_file: diffpatch.MergeFil
         for version in versions:
             source = WheelSource(version)
             target = {rel: source.read(rel) for rel in after}
-            resolution = diffpatch.resolve(diff, source.read, markers=True, pre_image=pre_image,
+            resolution = unit_merge.resolve(diff, source.read, markers=True, pre_image=pre_image,
                                            python_files=source.python_files, package_files=source.package_files,
                                            merge_file=merge_file)
             mine = {f.rel: f for f in resolution.files}
             theirs = git_3way_files(before, target, text, "python/")
             examined += sum(1 for data in target.values() if data is not None)
             git_clean += len(theirs)
-            pk_clean += sum(1 for f in resolution.files if f.rel in after and f.how != diffpatch.ABSENT
+            pk_clean += sum(1 for f in resolution.files if f.rel in after and f.how != unit_merge.ABSENT
                             and not f.conflicts)
             for rel in sorted(theirs):
                 f = mine.get(rel)
-                if f is None or f.how == diffpatch.ABSENT or f.conflicts:
+                if f is None or f.how == unit_merge.ABSENT or f.conflicts:
                     units = [u.unit for u in f.conflicts] if f is not None else ["<absent>"]
                     worse.append((version, rel, units))
                 elif f.after != theirs[rel]:

@@ -1,5 +1,5 @@
 """Where a release's code for one hunk of a diff is, found by the hunk's own lines: a conflict
-block (`diffpatch`) names it (`FILE:LINE`) and sits on it, instead of carrying a whole old unit.
+block (`unit_merge`) names it (`FILE:LINE`) and sits on it, instead of carrying a whole old unit.
 
 The hunk's old lines (its context and the lines it removes) are compared with a file's lines
 whitespace aside (a block re-indented under a new `if` is the same code); only lines that say

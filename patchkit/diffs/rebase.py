@@ -1,4 +1,4 @@
-"""`rebase`: a diff patch re-made against another release, per unit of code (diffpatch.resolve),
+"""`rebase`: a diff patch re-made against another release, per unit of code (unit_merge.resolve),
 so that `git apply` on that release works again: the same header (trailers kept), the same path
 prefix, index lines with the new release's blob hashes. A unit that conflicts is written with
 standard conflict markers (<<<<<<< release / ======= / >>>>>>> patch) and listed.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from patchkit.diffs import diffpatch, format_patch, git_merge, release_blobs, stacks, unidiff
+from patchkit.diffs import format_patch, git_merge, release_blobs, stacks, unidiff, unit_merge
 from patchkit.base.errors import PlanError
 from patchkit.diffs.unidiff import DiffPatchFile, FileDiff
 from patchkit.diffs.units import split_lines
@@ -30,7 +30,7 @@ class Rebased:
     to: str
     base: tuple[str, ...]  # the release(s) the input was made for (--from, else by its blob hashes)
     data: bytes  # the rebased diff file
-    resolution: diffpatch.Resolution
+    resolution: unit_merge.Resolution
     notes: tuple[str, ...] = ()
     already: tuple[str, ...] = field(default_factory=tuple)  # files that already have the change on `to`
     changes: tuple[format_patch.FileChange, ...] = ()  # each section's file on `to` and its new bytes
@@ -41,7 +41,7 @@ class Rebased:
     depends_on: dict[str, list[str]] = field(default_factory=dict)
 
     @property
-    def conflicts(self) -> tuple[diffpatch.UnitOutcome, ...]:
+    def conflicts(self) -> tuple[unit_merge.UnitOutcome, ...]:
         return self.resolution.conflicts
 
 
@@ -75,7 +75,7 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
     lists the release's Python files, where a unit that moved to another file is followed."""
     name = diff.name
     found_base = (base_label,) if base_label else tuple(str(m) for m in release_blobs.made_for(diff))
-    resolution = diffpatch.resolve(diff, read, markers=True, pre_image=base, python_files=python_files,
+    resolution = unit_merge.resolve(diff, read, markers=True, pre_image=base, python_files=python_files,
                                    package_files=package_files, defined=defined, merge_file=git_merge.merge_file)
     notes = list(diff.notes)
     changes: list[format_patch.FileChange] = []
@@ -86,11 +86,11 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
         if file.upstream:  # proved: the hunks apply in reverse, or every unit is in its patched form
             already.append(file.rel)
             continue
-        if file.how == diffpatch.ABSENT:
+        if file.how == unit_merge.ABSENT:
             if file.conflicts or not file.units:
                 # Not in this release, and not every change found a place elsewhere: the section
                 # creates it holding a block per change, so that nothing is dropped.
-                after = file.after or diffpatch.absent_blocks(own[file.rel], f"{file.rel} is not in SGLang {to}")
+                after = file.after or unit_merge.absent_blocks(own[file.rel], f"{file.rel} is not in SGLang {to}")
                 changes.append(format_patch.FileChange(file.rel, None, after))
             continue  # else what it changed is in other files of the release now (its notes say which)
         if file.after == file.before:
@@ -98,13 +98,13 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
                 raise PlanError(f"{file.rel}: a conflict with nothing written for it (a bug in patchkit's rebase)")
             continue  # its units are upstream or went to other files (written there)
         changes.append(format_patch.FileChange(file.rel, file.before, file.after))
-    absent = [f.rel for f in resolution.files if f.how == diffpatch.ABSENT and not f.units]
+    absent = [f.rel for f in resolution.files if f.how == unit_merge.ABSENT and not f.units]
     if absent:
         # A file of the diff this release does not have (and none of its units found elsewhere):
         # a conflict of the whole file.
-        resolution = diffpatch.Resolution(tuple(
-            f if f.how != diffpatch.ABSENT or f.units else diffpatch.FileResolution(
-                f.rel, f.how, None, None, (diffpatch.UnitOutcome(f.rel, "<file>", diffpatch.CONFLICT, f"not in SGLang {to}"),))
+        resolution = unit_merge.Resolution(tuple(
+            f if f.how != unit_merge.ABSENT or f.units else unit_merge.FileResolution(
+                f.rel, f.how, None, None, (unit_merge.UnitOutcome(f.rel, "<file>", unit_merge.CONFLICT, f"not in SGLang {to}"),))
             for f in resolution.files), resolution.notes)
     if not changes and not resolution.conflicts:
         raise AlreadyUpstream(f"{name}: SGLang {to} already has the change (every file: {', '.join(already)}); nothing "
@@ -139,7 +139,7 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
     it): one stacked on another is rebased onto the other's rebased files (its pre-image: the
     other's post-image), so the rebased diffs stack again (the upper's index lines are the lower's
     new post-image blobs). Where the lower one conflicts in a file, the upper is rebased on the
-    lower's file there with each block taken as the lower's side (`diffpatch.without_blocks`; the
+    lower's file there with each block taken as the lower's side (`unit_merge.without_blocks`; the
     release's, where that does not parse), so that its own conflicts are found now, and a
     resolution of them differs from that base by its own change only; it depends on the lower
     there (`Rebased.depends_on`, `stacks.Unfinished`) and says so."""
@@ -163,9 +163,9 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
                 after = change.after
                 if after is not None and change.rel in conflicted:  # each block taken as the lower's side
                     whole = after
-                    after = diffpatch.without_blocks(whole, "patch")
-                    if not diffpatch.parses(change.rel, after):  # its side does not parse there: V's
-                        after = diffpatch.without_blocks(whole, "release")
+                    after = unit_merge.without_blocks(whole, "patch")
+                    if not unit_merge.parses(change.rel, after):  # its side does not parse there: V's
+                        after = unit_merge.without_blocks(whole, "release")
                     if change.before is None and not after.strip():  # a file V lacks, only blocks
                         continue
                 if after is not None:
@@ -198,7 +198,7 @@ def stacked_base(lowers: list[DiffPatchFile]) -> Callable[[FileDiff], bytes | No
     for lower in lowers:
         for file in lower.files:
             pre = release_blobs.pre_image(file)
-            patched = None if pre is None else diffpatch.apply_hunks(pre, file.hunks)
+            patched = None if pre is None else unit_merge.apply_hunks(pre, file.hunks)
             if patched is not None:
                 post[file.path] = patched
 

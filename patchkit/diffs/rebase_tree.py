@@ -283,7 +283,7 @@ class StackTree:
     to: str
     tree: str
     files: tuple[str, ...] = ()
-    conflicts: tuple = ()  # diffpatch.UnitOutcome
+    conflicts: tuple = ()  # unit_merge.UnitOutcome
     notes: tuple[str, ...] = ()
     waits_on: tuple[str, ...] = ()  # lower diffs it depends on (Rebased.depends_on)
     upstream: str = ""  # why no tree: V already has the whole change

@@ -8,7 +8,7 @@ aligns the two `logger.warning(` calls differently and reads as a conflict: byte
 wrote would not read back as applied. So the change is also undone (line by line: each of the
 diff's changed runs of lines found in the unit and put back as the pre-image had it; else by a
 3-way merge of the reverse change), and the unit holds the change when merging it into that
-undone form gives the unit back exactly. `diffpatch` counts a merge whose result does not hold
+undone form gives the unit back exactly. `unit_merge` counts a merge whose result does not hold
 the change by this test as a conflict: what patchkit writes always reads back as applied.
 """
 
@@ -19,7 +19,7 @@ from difflib import SequenceMatcher
 
 from patchkit.diffs.units import split_lines
 
-# (base, ours, theirs) -> (merged bytes, clean): the unit merge (diffpatch._merge without markers).
+# (base, ours, theirs) -> (merged bytes, clean): the unit merge (unit_merge._merge without markers).
 Merge = Callable[[bytes, bytes, bytes], tuple[bytes, bool]]
 
 

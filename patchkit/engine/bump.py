@@ -327,14 +327,14 @@ def _waiting(lower: str) -> str:
 
 def _diff_row(patch: type[Patch], old: upstream.Verdict, made: Rebased | str, data: bytes,
               files: dict[str, bytes]) -> PatchRow:
-    from patchkit.diffs import diffpatch
+    from patchkit.diffs import unit_merge
 
     common = PatchRow(id=patch.ID, kind="diff", on_from=old.state, on_to=upstream.APPLIES, action=CARRIES,
                       upstream=tuple(patch.UPSTREAM))
     if isinstance(made, str):  # every file already has the change on V
         return replace(common, on_to=upstream.UPSTREAM_FIXED, action=DROP, evidence=(made,))
     row = _remade(common, made, registry.source_file(patch.ID).name, data, files)
-    moved = sum(n for what, n in row.counts.items() if what != diffpatch.UPSTREAM)
+    moved = sum(n for what, n in row.counts.items() if what != unit_merge.UPSTREAM)
     if row.action == REBASED and ((not moved and not made.already) or _applies_as_is(made)):
         return replace(row, on_to=upstream.APPLIES, action=CARRIES, counts={})  # the diff applies on V as it is
     return row
@@ -466,22 +466,22 @@ def _gone(made: Rebased) -> list[str]:
     """The files of a diff that only changes files V has none of (at their paths, or where their
     folder moved), none of its units found elsewhere: its files are gone (no longer applicable);
     [] otherwise (a diff that creates a file, or whose code V still has somewhere, is rebased)."""
-    from patchkit.diffs import diffpatch
+    from patchkit.diffs import unit_merge
 
     changed = [f for f in made.diff.files if f.old_path is not None]
     if not changed or len(changed) != len(made.diff.files) or \
-            any(n for what, n in made.resolution.counts().items() if what != diffpatch.CONFLICT):
+            any(n for what, n in made.resolution.counts().items() if what != unit_merge.CONFLICT):
         return []
-    if any(f.how != diffpatch.ABSENT or f.elsewhere or f.moved for f in made.resolution.files):
+    if any(f.how != unit_merge.ABSENT or f.elsewhere or f.moved for f in made.resolution.files):
         return []
     return [f.path for f in changed]
 
 
 def _applies_as_is(made: Rebased) -> bool:
     """Whether the input's hunks apply unchanged to every file of V (then the diff only gets V's index lines)."""
-    from patchkit.diffs import diffpatch
+    from patchkit.diffs import unit_merge
 
-    return all(f.how == diffpatch.EXACT for f in made.resolution.files)
+    return all(f.how == unit_merge.EXACT for f in made.resolution.files)
 
 
 # --- DIR -----------------------------------------------------------------------------------------
@@ -886,11 +886,11 @@ def _broken(started: PatchRow, row: PatchRow, found: tuple[Conflict, ...], bump:
 
 def _resolved(counts: dict[str, int]) -> dict[str, int]:
     """A diff's units by outcome once its tree is finished: its conflicts are resolved ones."""
-    from patchkit.diffs import diffpatch
+    from patchkit.diffs import unit_merge
 
-    found = {what: n for what, n in counts.items() if what != diffpatch.CONFLICT}
-    if counts.get(diffpatch.CONFLICT):
-        found["resolved"] = counts[diffpatch.CONFLICT]
+    found = {what: n for what, n in counts.items() if what != unit_merge.CONFLICT}
+    if counts.get(unit_merge.CONFLICT):
+        found["resolved"] = counts[unit_merge.CONFLICT]
     return found
 
 
@@ -985,11 +985,11 @@ def _remake(row: PatchRow, bump: Bump, read_on: Callable[[str], bytes | None], t
 def _apply(diff: DiffPatchFile, state: dict[str, bytes], read: Callable[[str], bytes | None]) -> dict[str, bytes] | None:
     """`state` (changed) with `diff` applied on it, each file read from `read` where `state` does not
     have it; None when a hunk does not apply."""
-    from patchkit.diffs import diffpatch
+    from patchkit.diffs import unit_merge
 
     for file in diff.files:
         now = state[file.path] if file.path in state else read(file.path)
-        patched = diffpatch.apply_hunks(b"" if now is None else now, file.hunks)
+        patched = unit_merge.apply_hunks(b"" if now is None else now, file.hunks)
         if patched is None:
             return None
         state[file.path] = patched

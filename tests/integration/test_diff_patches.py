@@ -167,7 +167,7 @@ MULTI = ("sglang/srt/mem_cache/allocator/swa.py", "sglang/srt/layers/moe/moe_run
 
 
 def test_a_multi_file_diff_of_real_functions_goes_back_a_release_per_unit(tmp_path, release, cached_wheels):
-    from patchkit.diffs import diffpatch, unidiff
+    from patchkit.diffs import unidiff, unit_merge
 
     text = git_diff({rel: (pristine("0.5.16") / rel).read_bytes() for rel in MULTI},
                     {rel: (pristine("0.5.17") / rel).read_bytes() for rel in MULTI}, prefix="python/")
@@ -178,10 +178,10 @@ def test_a_multi_file_diff_of_real_functions_goes_back_a_release_per_unit(tmp_pa
     for rel in MULTI:
         code, _, _ = git_apply({rel: old[rel]}, text.replace(b"python/", b""), "--check", "--include", rel)
         assert code != 0, rel
-    resolution = diffpatch.resolve(unidiff.parse(text, "multi.patch"), lambda rel: old.get(rel))
+    resolution = unit_merge.resolve(unidiff.parse(text, "multi.patch"), lambda rel: old.get(rel))
     counts = resolution.counts()
     assert counts["conflict"] == 0 and counts["transplanted"] >= 5 and counts["merged"] >= 1, counts
-    assert {f.how for f in resolution.files} == {diffpatch.PER_UNIT}
+    assert {f.how for f in resolution.files} == {unit_merge.PER_UNIT}
     before = snapshot(site)
     assert states_with(patch, site)["multi"]["state"] == "pending"
     result = run("--patches", patch, "apply", "--site-packages", site, "--only", "multi")
@@ -195,15 +195,15 @@ def test_a_multi_file_diff_of_real_functions_goes_back_a_release_per_unit(tmp_pa
 
 
 def test_conflicting_units_are_named_and_written_with_markers_when_asked(release, cached_wheels):
-    from patchkit.diffs import diffpatch, unidiff
+    from patchkit.diffs import unidiff, unit_merge
 
     site = release("0.5.22", extra=(OFFLOADER,))
     current = (site / OFFLOADER).read_bytes()
-    resolution = diffpatch.resolve(unidiff.parse(offloader_diff(), "o.patch"), lambda rel: current, markers=True)
+    resolution = unit_merge.resolve(unidiff.parse(offloader_diff(), "o.patch"), lambda rel: current, markers=True)
     assert [u.unit for u in resolution.conflicts] == ["OffloaderV2.__init__"]
     marked = resolution.files[0].after
     assert marked is not None and marked.count(b"<<<<<<< release\n") == 1 and marked.count(b">>>>>>> patch\n") == 1
-    plain = diffpatch.resolve(unidiff.parse(offloader_diff(), "o.patch"), lambda rel: current)
+    plain = unit_merge.resolve(unidiff.parse(offloader_diff(), "o.patch"), lambda rel: current)
     assert b"<<<<<<<" not in (plain.files[0].after or b"")
 
 

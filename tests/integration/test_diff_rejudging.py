@@ -39,18 +39,18 @@ def cached_wheels(patchkit_home):
 
 @pytest.mark.parametrize("version", ["0.5.12", "0.5.15"])
 def test_every_file_that_resolves_reads_back_as_applied(tmp_path, release, cached_wheels, whole_diff, version):
-    from patchkit.diffs import diffpatch, unidiff
+    from patchkit.diffs import unidiff, unit_merge
 
     files, text = whole_diff
     site = release(version, whole=True)
     current = {rel: (site / rel).read_bytes() if (site / rel).is_file() else None for rel in files}
-    resolution = diffpatch.resolve(unidiff.parse(text, "all.patch"), current.get)
+    resolution = unit_merge.resolve(unidiff.parse(text, "all.patch"), current.get)
     resolved = [f for f in resolution.files if f.after is not None and not f.conflicts]
     assert len(resolved) >= 15, [f.rel for f in resolved]
     if version == MERGED_BESIDE[0]:  # 0.5.15: the 22 files that resolve apply as git would
-        assert sum(f.how == diffpatch.PER_UNIT for f in resolved) >= 3
+        assert sum(f.how == unit_merge.PER_UNIT for f in resolved) >= 3
         hook = next(f for f in resolved if f.rel == MERGED_BESIDE[1])
-        assert (MERGED_BESIDE[2], diffpatch.MERGED) in {(u.unit, u.outcome) for u in hook.units}
+        assert (MERGED_BESIDE[2], unit_merge.MERGED) in {(u.unit, u.outcome) for u in hook.units}
 
     # One diff of the files that resolve: applied whole.
     chosen = [f.rel for f in resolved]
@@ -65,13 +65,13 @@ def test_every_file_that_resolves_reads_back_as_applied(tmp_path, release, cache
     assert written == {f.rel: f.after for f in resolved}
 
     # Judged again on the bytes written, without the state file: every file has the change.
-    again = diffpatch.resolve(unidiff.parse(patch.read_bytes(), "again.patch"), written.get)
-    not_there = {f.rel: (f.how, [(u.unit, u.outcome, u.detail) for u in f.units if u.outcome != diffpatch.UPSTREAM])
+    again = unit_merge.resolve(unidiff.parse(patch.read_bytes(), "again.patch"), written.get)
+    not_there = {f.rel: (f.how, [(u.unit, u.outcome, u.detail) for u in f.units if u.outcome != unit_merge.UPSTREAM])
                  for f in again.files if not f.upstream}
     assert not not_there and len(again.files) == len(chosen), not_there
     shutil.move(site / ".patchkit", tmp_path / "state-aside")
     # Where every file applied as git would, undoing the diff gives the RECORD's bytes: "applied by hand".
-    by_hand = all(f.how == diffpatch.EXACT for f in resolved)
+    by_hand = all(f.how == unit_merge.EXACT for f in resolved)
     assert _state(patch, site)["state"] == ("applied" if by_hand else "upstream-fixed")
     shutil.move(tmp_path / "state-aside", site / ".patchkit")
 

@@ -84,7 +84,7 @@ def test_never_worse_than_git_apply_3way(post):
     moved_code_diff): the change to `DSATokenToKVPool.__init__` is merged where upstream moved the
     code it changes, the unit named (MOVED_CODE_HOMES; it was a conflict of `__init__` on the six
     releases where git merges it)."""
-    from patchkit.diffs import diffpatch, unidiff
+    from patchkit.diffs import unidiff, unit_merge
     from patchkit.releases.pristine import WheelSource
     from testing.diffs import git_3way_files
     from testing.field_diffs import MEMORY_POOL, moved_code_diff, releases_after
@@ -97,9 +97,9 @@ def test_never_worse_than_git_apply_3way(post):
         patch.setenv("PATCHKIT_HOME", str(HOME))
         for version in releases_after(field.base):
             source = WheelSource(version)
-            resolution = diffpatch.resolve(diff, source.read, python_files=source.python_files,
+            resolution = unit_merge.resolve(diff, source.read, python_files=source.python_files,
                                            package_files=source.package_files)
-            mine = {f.rel: f.after for f in resolution.files if f.how != diffpatch.ABSENT and not f.conflicts}
+            mine = {f.rel: f.after for f in resolution.files if f.how != unit_merge.ABSENT and not f.conflicts}
             theirs = git_3way_files(field.before, {rel: source.read(rel) for rel in field.after}, field.text, "python/")
             assert theirs or post == "moved-code", version
             if missing := sorted(rel for rel in theirs if rel not in mine):
@@ -116,8 +116,8 @@ def test_never_worse_than_git_apply_3way(post):
                 assert not doubled & set(mine) and not doubled & set(theirs)
                 assert not any(u.detail.startswith("merged with the whole file") for f in resolution.files for u in f.units)
             (found,) = resolution.files if post == "moved-code" else (None,)
-            if found is not None and MEMORY_POOL in {**theirs, **mine} and not found.conflicts and found.how == diffpatch.PER_UNIT:  # not 0.5.15's exact apply
-                homes[version] = [u.unit for u in found.units if u.outcome == diffpatch.MERGED]
+            if found is not None and MEMORY_POOL in {**theirs, **mine} and not found.conflicts and found.how == unit_merge.PER_UNIT:  # not 0.5.15's exact apply
+                homes[version] = [u.unit for u in found.units if u.outcome == unit_merge.MERGED]
                 assert f"moved: {MEMORY_POOL}:DSATokenToKVPool.__init__ -> {MEMORY_POOL}:{homes[version][0]}" in \
                     " ".join(found.notes)
     assert not worse, worse
@@ -165,7 +165,7 @@ def test_rebase_is_never_worse_than_git_apply_3way_on_files_of_any_size(post):
     the second of the disjoint diffs (testing.field_diffs.disjoint_diffs) on 0.5.10, whose
     entrypoints/openai/utils.py imports merge3 conflicts on and git merges. The 0.5.15.post1 field
     diff of any size has no such file (the sweep: 442 examined, 252 git-clean, 0)."""
-    from patchkit.diffs import diffpatch, git_merge, rebase, unidiff
+    from patchkit.diffs import git_merge, rebase, unidiff, unit_merge
     from patchkit.releases.pristine import WheelSource
     from testing.diffs import git_3way_files, git_diff
     from testing.field_diffs import FieldDiff, disjoint_diffs, releases_after, sibling_diff
@@ -193,14 +193,14 @@ def test_rebase_is_never_worse_than_git_apply_3way_on_files_of_any_size(post):
                 resolution = rebase.rebase(diff, field.text, version, source.read, base, python_files=source.python_files,
                                            package_files=source.package_files).resolution
             except rebase.AlreadyUpstream:  # nothing to write: what it resolved, every file upstream
-                resolution = diffpatch.resolve(diff, source.read, markers=True, pre_image=base,
+                resolution = unit_merge.resolve(diff, source.read, markers=True, pre_image=base,
                                                python_files=source.python_files, package_files=source.package_files,
                                                merge_file=git_merge.merge_file)
                 assert all(f.upstream for f in resolution.files), version
             mine = {f.rel: f for f in resolution.files}
             for rel, data in theirs.items():
                 found = mine.get(rel)
-                if found is None or found.how == diffpatch.ABSENT or found.conflicts:
+                if found is None or found.how == unit_merge.ABSENT or found.conflicts:
                     worse.setdefault(version, []).append(rel)
                     continue
                 assert found.after == data, (version, rel)  # git's bytes
@@ -210,7 +210,7 @@ def test_rebase_is_never_worse_than_git_apply_3way_on_files_of_any_size(post):
                     beyond.setdefault((post, version), {})[rel] = outcomes
             for rel in BEYOND_MERGE3.get((post, version), {}):
                 # status and apply judge with merge3 alone: still a conflict there.
-                alone = diffpatch.resolve(diff, source.read, pre_image=base, python_files=source.python_files,
+                alone = unit_merge.resolve(diff, source.read, pre_image=base, python_files=source.python_files,
                                           package_files=source.package_files)
                 assert next(f for f in alone.files if f.rel == rel).conflicts, (version, rel)
     assert not worse, worse

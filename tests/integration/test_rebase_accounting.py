@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.diffs import diffpatch, rebase, unidiff
+from patchkit.diffs import rebase, unidiff, unit_merge
 from patchkit.releases import pristine as releases
 from patchkit.base.errors import PlanError
 from testing.field_diffs import FieldDiff, cuh_diff, field_diff, moved_code_diff, releases_after, stacked_diff
@@ -65,7 +65,7 @@ def _check(field: FieldDiff, version: str) -> None:
                              package_files=source.package_files)
     except PlanError as exc:  # the release already has the whole change: proved per file
         assert "already has the change" in str(exc)
-        resolution = diffpatch.resolve(diff, source.read, python_files=source.python_files,
+        resolution = unit_merge.resolve(diff, source.read, python_files=source.python_files,
                                        package_files=source.package_files)
         assert all(f.upstream for f in resolution.files), [f.rel for f in resolution.files if not f.upstream]
         return

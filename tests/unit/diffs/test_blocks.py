@@ -4,7 +4,7 @@ where both sides changed the same few lines, else the diff's hunk on the code it
 
 from __future__ import annotations
 
-from patchkit.diffs import code_place, diffpatch, unidiff
+from patchkit.diffs import code_place, unidiff, unit_merge
 from testing.blocks import blocks
 from testing.diffs import git_diff
 
@@ -15,10 +15,10 @@ BASE = b"import os\n\n\ndef long_function():\n" + b"".join(BODY) + b"    return 
 PATCHED = BASE.replace(BODY[20], BODY[20] + b'    logger.info("twenty done")\n')
 
 
-def marked(target: bytes, package: dict[str, bytes] | None = None) -> diffpatch.FileResolution:
+def marked(target: bytes, package: dict[str, bytes] | None = None) -> unit_merge.FileResolution:
     diff = unidiff.parse(git_diff({REL: BASE}, {REL: PATCHED}), "d.patch")
     files = {REL: target, **(package or {})}
-    return diffpatch.resolve(diff, files.get, markers=True, pre_image=lambda f: BASE,
+    return unit_merge.resolve(diff, files.get, markers=True, pre_image=lambda f: BASE,
                              python_files=lambda: sorted(files)).files[0]
 
 

@@ -1,5 +1,5 @@
 """patchkit.diffs.unidiff on synthetic diffs: header fields, path prefixes, files outside the package,
-whitespace damage, CRLF, a BOM, no final newline, bad ids; and patchkit.diffs.diffpatch.apply_hunks
+whitespace damage, CRLF, a BOM, no final newline, bad ids; and patchkit.diffs.unit_merge.apply_hunks
 against real `git apply` on the same synthetic files."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from patchkit.diffs import unidiff
-from patchkit.diffs.diffpatch import apply_hunks
+from patchkit.diffs.unit_merge import apply_hunks
 from patchkit.base.errors import UsageError
 from testing.diffs import git_apply, git_diff
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textwrap import dedent
 
-from patchkit.diffs import diffpatch, unit_change
+from patchkit.diffs import unit_change, unit_merge
 
 BEFORE = dedent("""\
     def validate(args):
@@ -25,7 +25,7 @@ RELEASE = BEFORE.replace(b'    log(\n        "disabling a"\n    )\n    disable()
 
 
 def merge(base: bytes, ours: bytes, theirs: bytes) -> tuple[bytes, bool]:
-    return diffpatch._merge(base, ours, theirs, False)
+    return unit_merge._merge(base, ours, theirs, False)
 
 
 def test_a_merged_unit_with_the_release_s_change_beside_the_diff_s_holds_it():
@@ -52,7 +52,7 @@ def test_per_unit_the_merged_file_reads_back_as_upstream():
     file = b"import os\n\n\n" + BEFORE
     target = b"import os\n\n\n" + RELEASE
     patched = b"import os\n\n\n" + AFTER
-    first = diffpatch._per_unit("m.py", file, patched, target, False)
-    assert [(u.unit, u.outcome) for u in first.units] == [("validate", diffpatch.MERGED)]
-    again = diffpatch._per_unit("m.py", file, patched, first.after or b"", False)
+    first = unit_merge._per_unit("m.py", file, patched, target, False)
+    assert [(u.unit, u.outcome) for u in first.units] == [("validate", unit_merge.MERGED)]
+    again = unit_merge._per_unit("m.py", file, patched, first.after or b"", False)
     assert again.upstream, again.units

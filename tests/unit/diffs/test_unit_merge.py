@@ -1,10 +1,9 @@
-"""patchkit.diffs.diffpatch per unit on synthetic files (a unit test of the transform: the real-release
-cases are in tests/integration/test_diff_patches.py): transplanted, merged, moved, upstream,
-conflict, and the detail that names units already in their patched form."""
+"""patchkit.diffs.unit_merge on synthetic files (the real-release cases are in
+tests/integration/test_diff_patches.py): transplanted, merged, moved, upstream, conflict."""
 
 from __future__ import annotations
 
-from patchkit.diffs import diffpatch, unidiff
+from patchkit.diffs import unidiff, unit_merge
 from testing.diffs import git_diff
 
 REL = "sglang/srt/m.py"
@@ -28,12 +27,12 @@ PATCHED = (BASE.replace(b"return 1", b"return 10").replace(b"return 2", b"return
            .replace(b"return 3", b"return 30").replace(b"\n\nclass A", b"\n\ndef h():\n    return 4\n\n\nclass A"))
 
 
-def resolve(target: bytes, markers: bool = False) -> diffpatch.FileResolution:
+def resolve(target: bytes, markers: bool = False) -> unit_merge.FileResolution:
     diff = unidiff.parse(git_diff({REL: BASE}, {REL: PATCHED}), "d.patch")
-    return diffpatch.resolve(diff, lambda rel: target, markers=markers, pre_image=lambda f: BASE).files[0]
+    return unit_merge.resolve(diff, lambda rel: target, markers=markers, pre_image=lambda f: BASE).files[0]
 
 
-def outcomes(found: diffpatch.FileResolution) -> dict[str, str]:
+def outcomes(found: unit_merge.FileResolution) -> dict[str, str]:
     return {u.unit: u.outcome for u in found.units}
 
 
@@ -43,7 +42,7 @@ def test_each_unit_by_name_wherever_its_lines_are():
     target = (b"import os\nimport sys\n\n\n# a comment\ndef f():\n    return 1\n\n\ndef g():\n    return 20\n\n\n"
               b"class B:\n    def m(self):\n        return 3\n")
     found = resolve(target)
-    assert found.how == diffpatch.PER_UNIT
+    assert found.how == unit_merge.PER_UNIT
     assert outcomes(found) == {"f": "merged", "g": "upstream", "h": "transplanted", "B.m": "moved"}
     assert found.after == (b"import os\nimport sys\n\n\n# a comment\ndef f():\n    return 10\n\n\ndef g():\n"
                            b"    return 20\n\n\ndef h():\n    return 4\n\n\nclass B:\n    def m(self):\n        return 30\n")
@@ -58,26 +57,12 @@ def test_a_conflict_names_the_unit_and_markers_only_when_asked():
     assert b"<<<<<<< release\n    return 5\n=======\n    return 10\n>>>>>>> patch\n" in marked
 
 
-def test_the_status_detail_names_units_already_in_their_patched_form(tmp_path, patchkit_home):
-    from tests.unit.diffs.test_release_blobs import wheel
-
-    wheel(patchkit_home, "0.5.98", {REL: BASE})  # the diff's pre-image, found by its blob hash
-    path = tmp_path / "d.patch"
-    path.write_bytes(git_diff({REL: BASE}, {REL: PATCHED}))
-    patch = diffpatch.patch_class(path, "test")()
-    target = BASE.replace(b"return 2", b"return 20") + b"\n\nx = 1\n"  # g already changed upstream
-    assert not patch.is_fixed_upstream(REL, target)
-    assert patch.notes(REL, target) == [f"{REL}: 1 of 4 unit(s) already in their patched form (g)"]
-    assert patch.transform(REL, target) == PATCHED + b"\n\nx = 1\n"
-    assert patch.is_fixed_upstream(REL, PATCHED + b"\n\nx = 1\n")
-
-
 def test_a_file_that_is_not_python_has_no_units_a_misfit_is_a_conflict():
     doc = "sglang/README.md"
     diff = unidiff.parse(git_diff({doc: b"# A\n\nline\n"}, {doc: b"# A\n\nline 2\n"}), "d.patch")
-    found = diffpatch.resolve(diff, lambda rel: b"# B\n\nother\n", pre_image=lambda f: b"# A\n\nline\n").files[0]
+    found = unit_merge.resolve(diff, lambda rel: b"# B\n\nother\n", pre_image=lambda f: b"# A\n\nline\n").files[0]
     assert [(u.unit, u.outcome) for u in found.conflicts] == [("<file>", "conflict")]
-    assert diffpatch.resolve(diff, lambda rel: b"# A\n\nline\n").files[0].after == b"# A\n\nline 2\n"
+    assert unit_merge.resolve(diff, lambda rel: b"# A\n\nline\n").files[0].after == b"# A\n\nline 2\n"
 
 
 def test_a_unit_not_found_is_its_own_block_where_it_was_never_dropped():
@@ -103,20 +88,20 @@ def test_a_unit_gone_from_its_file_is_followed_only_to_exactly_one_other_file():
     files = {REL: without_f, other: moved_f, third: b"x = 1\n"}
     diff = unidiff.parse(git_diff({REL: BASE}, {REL: PATCHED}), "d.patch")
 
-    def run(files: dict[str, bytes], follow: bool) -> diffpatch.Resolution | diffpatch.FileResolution:
+    def run(files: dict[str, bytes], follow: bool) -> unit_merge.Resolution | unit_merge.FileResolution:
         if follow:
-            return diffpatch.resolve(diff, files.get, pre_image=lambda f: BASE, python_files=lambda: sorted(files))
-        return diffpatch.resolve_file(diff.files[0], files[REL], lambda: BASE, elsewhere=diffpatch.finder(lambda: sorted(files), files.get))
+            return unit_merge.resolve(diff, files.get, pre_image=lambda f: BASE, python_files=lambda: sorted(files))
+        return unit_merge.resolve_file(diff.files[0], files[REL], lambda: BASE, elsewhere=unit_merge.finder(lambda: sorted(files), files.get))
 
     judged = run(files, follow=False)
-    assert isinstance(judged, diffpatch.FileResolution)
+    assert isinstance(judged, unit_merge.FileResolution)
     assert [(u.unit, u.detail) for u in judged.conflicts] == [("f", f"moved to {other}:f; rebase with patchkit rebase")]
     assert f"moved: {REL}:f -> {other}:f" in judged.notes
     followed = run(files, follow=True)
-    assert isinstance(followed, diffpatch.Resolution) and not followed.conflicts
+    assert isinstance(followed, unit_merge.Resolution) and not followed.conflicts
     assert {f.rel: f.after for f in followed.files}[other] == b"def f():\n    return 10\n"
     # Two other files hold an f: which one is meant is not known, a conflict as before.
     two = run({**files, third: moved_f}, follow=False)
-    assert isinstance(two, diffpatch.FileResolution)
+    assert isinstance(two, unit_merge.FileResolution)
     assert [u.detail for u in two.conflicts] == ["not in the file (removed or renamed); looked for by name in the "
                                                  "package's other Python files too"]
