@@ -1,16 +1,23 @@
-"""What the engine asks of every kind of patch (issue 34): a module patch (`Patch`, which holds the
-no-op defaults) and a diff patch (`DiffPatch`) both implement `PatchKind`, and the engine calls it,
-never asking a patch what kind it is. A third kind implements these and nothing in the engine
-changes; mypy checks both kinds against it (`engine/registry.py`, `KINDS`).
+"""What the engine asks of every kind of patch (issues 34, 44): a module patch (`Patch`, which holds
+the no-op defaults) and a diff patch (`DiffPatch`) both implement `PatchKind`, and the engine calls
+it, never asking a patch what kind it is. A third kind kept in files of its own is one module that
+implements these plus its entry in `engine/registry.FILE_KINDS` (how its files are read and made
+into a class), and nothing in the engine changes (tests/unit/engine/test_third_kind.py adds one);
+mypy checks both kinds against it (`engine/registry.py`, `KINDS`).
 
 Facts of the class (asked of a loaded class too, by `list` and `track`) are classmethods; what
-depends on the tree being patched is asked of the instance a View holds."""
+depends on the tree being patched is asked of the instance a View holds. The probes and the
+transform get a file's `Code`: what `works_on_bytes` asks for, the only question of medium, asked by
+the render path alone (engine/view.py)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
 Read = Callable[[str], "bytes | None"]  # a file's bytes on a tree, None when absent
+# A file as a patch's probes and transform get it: the libcst tree of the part it parses (a module
+# patch), or the file's bytes (a patch that works on bytes; None for a file it creates).
+Code = Any
 CREATED, DELETED = "created", "deleted"  # what `file_change` says of a file written or removed whole
 
 
@@ -64,6 +71,28 @@ class PatchKind(Protocol):
     def upstream_remedy(self, version: str) -> str | None:
         """The command that re-makes the patch for SGLang `version` after an upstream change,
         where there is one (a diff: `rebase`), else None (`track` shows what changed)."""
+        ...
+
+    # --- the patch on one file -------------------------------------------------------------------
+    def is_applied(self, path: str, tree: Code) -> bool:
+        """Whether the file already has this patch's change (by shape, not by marker)."""
+        ...
+
+    def is_fixed_upstream(self, path: str, tree: Code) -> bool:
+        """Whether the file holds upstream's own fix."""
+        ...
+
+    def notes(self, path: str, tree: Code) -> list[str]:
+        """What a status detail says of this file beyond its verdict."""
+        ...
+
+    def transform(self, path: str, tree: Code) -> Code:
+        """The file patched: raises SkipPatch when it has nothing to fix, AnchorError / PlanError when
+        the patch cannot be made there; warnings go to `warn`."""
+        ...
+
+    def warn(self, message: str) -> None:
+        """A warning for the user, said by `apply` and in `--json`."""
         ...
 
     def precondition(self, read: Read) -> str | None:

@@ -27,11 +27,7 @@ def list_patches(as_json: bool) -> int:
         for p in patches
     ]
     for row, p in zip(rows, patches):
-        made_for = p.made_for()  # a diff patch: the release(s) its index hashes name
-        if made_for is not None:
-            row["made_for"] = [match.to_dict() for match in made_for]
-            row["notes"] = list(getattr(p, "NOTES", ()))
-            row["stacked_on"] = {pid: files for pid, files in getattr(p, "STACKED_ON", {}).items()}
+        row.update(registry.described(p))  # what its kind adds (a diff: made_for, notes, stacked_on)
     if as_json:
         output.as_json({"patches": rows})
         return EXIT_OK

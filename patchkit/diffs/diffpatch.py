@@ -258,6 +258,13 @@ class DiffPatch(Patch):
         return tree if found.after is None else found.after
 
 
+def described(cls: type[DiffPatch]) -> dict[str, Any]:
+    """What `list` shows of a diff patch: the cached releases it was made for (its index hashes),
+    its notes, and {id: files} of each loaded diff it is stacked on."""
+    return {"made_for": [match.to_dict() for match in cls.made_for()], "notes": list(cls.NOTES),
+            "stacked_on": {pid: files for pid, files in cls.STACKED_ON.items()}}
+
+
 def order_stacks(classes: list[type[DiffPatch]]) -> None:
     """A diff stacked on another loaded diff (its pre-image blobs are the other's post-image
     blobs, `stacks`) comes after it on their shared files, as `Patchkit-After:` would say."""

@@ -185,8 +185,10 @@ def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[
     from patchkit.engine import verdicts, works_on
 
     patches = registry.load_all()
-    diffs = [p for p in patches if p.works_on_bytes()]
-    modules = [p for p in patches if not p.works_on_bytes()]
+    # A patch that can be re-made for a release (a diff: `rebase`, its upstream_remedy) is re-made
+    # for V; the others are judged on both releases by their probes.
+    diffs = [p for p in patches if p().upstream_remedy(to.version) is not None]
+    modules = [p for p in patches if p not in diffs]
     module_ids = {p.ID for p in modules}
     before: dict[str, upstream.Verdict] = {}
     after: dict[str, upstream.Verdict] = {}

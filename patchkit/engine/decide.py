@@ -137,10 +137,7 @@ def evaluate(view: View, pid: str, contents: dict[str, bytes | None] | None = No
                 verdicts[rel] = UPSTREAM_FIXED
             else:
                 try:
-                    if patch.works_on_bytes():
-                        view.render(rel, read(rel), (pid,))  # type: ignore[arg-type]
-                    else:
-                        view.fold(rel, read(rel), (pid,))  # type: ignore[arg-type]
+                    view.render(rel, read(rel), (pid,))  # type: ignore[arg-type]  # as apply renders it
                     verdicts[rel] = PENDING
                 except SkipPatch as exc:
                     verdicts[rel] = NOT_APPLICABLE
@@ -206,12 +203,12 @@ def _with_cause(view: View, found: PatchStatus) -> PatchStatus:
 
 
 def on_its_stack(view: View, pid: str) -> PatchStatus | None:
-    """A diff patch made on top of the patches it names in `Patchkit-After` (not applied here
-    yet): judged on its files as those patches leave them, as `apply` renders the stack; None when
-    that does not make it pending."""
+    """A patch failing alone that stacks after patches not applied here yet (a diff made on top of
+    the ones it names in `Patchkit-After`; any patch's STACK_AFTER): judged on its files as those
+    patches leave them, as `apply` renders the stack; None when that does not make it pending."""
     patch = view.patches[pid]
     before = [p for p in patch.STACK_AFTER if p in view.patches and not (view.state and p in view.state.patches)]
-    if not patch.works_on_bytes() or not before:
+    if not before:
         return None
     classes = {p: type(view.patches[p]) for p in before}
     contents: dict[str, bytes | None] = {}
@@ -225,7 +222,7 @@ def on_its_stack(view: View, pid: str) -> PatchStatus | None:
     found = evaluate(view, pid, contents)
     if found.state != PENDING:
         return None
-    return replace(found, detail=f"on top of {', '.join(before)} (Patchkit-After), as apply stacks them")
+    return replace(found, detail=f"on top of {', '.join(before)} (Patchkit-After / STACK_AFTER), as apply stacks them")
 
 
 def hand_applied_files(view: View, pid: str) -> dict[str, bytes] | None:
@@ -256,7 +253,7 @@ def with_clashes(view: View, statuses: list[PatchStatus]) -> list[PatchStatus]:
     recorded = {rel: tuple(record.patches) for rel, record in view.state.files.items()} if view.state else {}
     # A diff failing on a file another patch already changed here: judged on the release's bytes,
     # stacked as `apply` renders it (from those bytes, in the declared order).
-    alone = {s.id: s for s in statuses if s.state == FAILED and not s.crashed and view.patches[s.id].works_on_bytes()
+    alone = {s.id: s for s in statuses if s.state == FAILED and not s.crashed
              and any(set(recorded.get(rel, ())) - {s.id} for rel in view.patches[s.id].TARGETS)}
     for pid in alone:
         on_release = evaluate(view, pid, {rel: view.pristine(rel) for rel in view.patches[pid].TARGETS})

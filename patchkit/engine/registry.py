@@ -17,7 +17,7 @@ import os
 import sys
 import types
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from patchkit.base.constants import DIFF_SUFFIXES
 from patchkit.base.errors import EnvironmentFailure, FetchError, PatchkitError, PlanError, UsageError
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from patchkit.authoring.patch import Patch
     from patchkit.diffs.diffpatch import DiffPatch
     from patchkit.engine.bump_record import Unfinished
-    from patchkit.diffs.unidiff import DiffPatchFile
 
     # The two kinds of patch the registry loads both implement what the engine asks of a patch
     # (mypy checks this line; nothing imports them here at run time).
@@ -39,6 +38,25 @@ PATCHES_PACKAGE = "patchkit.patches"
 ENTRY_POINT_GROUP = "patchkit.patches"
 ENV_PATCHES = "PATCHKIT_PATCHES"  # folders of patch modules or diff files, separated by os.pathsep
 BUILT_IN = "built-in"
+
+class FileKind(NamedTuple):
+    """A kind of patch kept in files of its own beside the patch modules (a diff: `.patch` / `.diff`),
+    registered in `FILE_KINDS` (pre-commit's dict of languages): the registry lists a set's files
+    by `suffixes`, reads each one's id with `read` and makes its class with `make`; the engine then
+    asks the class only `kind.PatchKind`. A new kind of patch is one module and one entry here
+    (`register`)."""
+
+    suffixes: tuple[str, ...]
+    # (id, parsed) of one file; UsageError / PlanError naming the file when it does not load (left
+    # out of a folder, refused when named alone), EnvironmentFailure when it cannot be read.
+    read: Callable[[Path], tuple[str, Any]]
+    make: Callable[[Path, str, Any], type[Patch]]  # its class, from (file, origin, what `read` parsed)
+    # Called once per load with the loaded classes of this kind (diffs: the stacks among them).
+    order: Callable[[list[type[Patch]]], None] | None = None
+    # What `list` shows of a loaded class beyond the fields every patch has (diffs: the releases it
+    # was made for, its notes, the diffs it is stacked on).
+    describe: Callable[[type[Patch]], dict[str, Any]] | None = None
+
 
 class PatchSet(NamedTuple):  # (not a dataclass: making one costs every command ~1 ms)
     origin: str  # "built-in", "entry point NAME (DIST VERSION)", "folder DIR"
@@ -54,7 +72,7 @@ _modules: dict[str, tuple[str, PatchSet]] | None = None  # id -> (module name, s
 # left out, the rest of the set works, and the command names each with its cause when it ends,
 # its exit code then non-zero (`unloadable`). A diff named alone (`--patches FILE`) is refused.
 _unloadable: list[PatchkitError] = []
-_parsed: dict[Path, DiffPatchFile] = {}  # a diff file -> its parse (made once, for its id)
+_parsed: dict[Path, Any] = {}  # a patch file -> its parse (made once, for its id)
 # A folder `bump` wrote and has not finished is refused as a patch set (engine/bump_record), unless
 # the user takes the rest of it with --allow-incomplete: then each such folder is kept here, and the
 # command names what it left out when it ends (`incomplete`).
@@ -94,10 +112,11 @@ def given_folders() -> tuple[str, ...]:
 def _folder_set(folder: str, option: str = "--patches") -> PatchSet:
     """The set a folder (or one diff file) holds; `option`: how the user named it."""
     path = Path(folder).resolve()
-    if path.is_file() and path.name.endswith(DIFF_SUFFIXES):
+    if path.is_file() and _kind_of(path.name) is not None:
         return PatchSet(origin=f"file {path}", package="", folder=path.parent, only=path.name)
     if not path.is_dir():
-        raise UsageError(f"{option} {folder}: not a folder or a {' / '.join(DIFF_SUFFIXES)} file")
+        suffixes = [suffix for kind in FILE_KINDS.values() for suffix in kind.suffixes]
+        raise UsageError(f"{option} {folder}: not a folder or a {' / '.join(suffixes)} file")
     _refuse_unfinished(path, folder, option)
     # One package per folder, named after its path: each module gets exactly one module name.
     package = "patchkit_folder_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
@@ -226,9 +245,9 @@ def _module_index() -> dict[str, tuple[str, PatchSet]]:
                         f"({PATCH_ID_RULE}; underscores in the file name stand for dashes); rename the file"
                     )
             # A diff's id is checked by its parser (unidiff.load), by the same rule.
-            for name in _diff_files(patch_set):
+            for name in _kind_files(patch_set):
                 try:
-                    found.append((_diff_id(patch_set.folder / name), name))
+                    found.append((_file_id(patch_set.folder / name), name))
                 except (UsageError, PlanError) as exc:
                     if patch_set.only:
                         raise
@@ -282,7 +301,8 @@ def _modules_in(folder: Path) -> list[tuple[str, bool]]:
     return sorted(found.items())
 
 
-def _diff_files(patch_set: PatchSet) -> list[str]:
+def _kind_files(patch_set: PatchSet) -> list[str]:
+    """The files of the set that a registered `FileKind` reads (not its patch modules)."""
     if patch_set.only:
         return [patch_set.only]
     try:
@@ -291,7 +311,7 @@ def _diff_files(patch_set: PatchSet) -> list[str]:
         return []
     # Anything so named but a folder is a diff patch: a FIFO or a dangling link is refused when read
     # (exit 6), never skipped in silence (the patch would be missing from apply and from images).
-    return sorted(n for n in names if n.endswith(DIFF_SUFFIXES) and not n.startswith(".") and not (patch_set.folder / n).is_dir())
+    return sorted(n for n in names if _kind_of(n) is not None and not n.startswith(".") and not (patch_set.folder / n).is_dir())
 
 
 def unloadable() -> list[PatchkitError]:
@@ -299,7 +319,13 @@ def unloadable() -> list[PatchkitError]:
     return list(_unloadable)
 
 
-def _diff_id(path: Path) -> str:
+def _file_id(path: Path) -> str:
+    """A patch file's id, read by its kind (kept for `load_all`)."""
+    pid, _parsed[path] = FILE_KINDS[_kind_of(path.name)].read(path)  # type: ignore[index]
+    return pid
+
+
+def _read_diff(path: Path) -> tuple[str, Any]:
     """A diff file's id, the whole diff parsed (a damaged one is left out of its folder at once,
     never half-known: listed by id here, failing later)."""
     from patchkit.diffs.unidiff import load, read_file
@@ -311,8 +337,47 @@ def _diff_id(path: Path) -> str:
                                  "that diff patch") from None
     except OSError as exc:
         raise EnvironmentFailure(f"cannot read {path}: {exc.strerror}") from None
-    _parsed[path] = load(data, str(path))
-    return _parsed[path].id
+    diff = load(data, str(path))
+    return diff.id, diff
+
+
+def _diff_class(path: Path, origin: str, diff: Any) -> type[Patch]:
+    from patchkit.diffs.diffpatch import patch_class
+
+    return patch_class(path, origin, diff)
+
+
+def _order_diffs(classes: list[type[Patch]]) -> None:
+    from patchkit.diffs.diffpatch import order_stacks
+
+    order_stacks(classes)  # type: ignore[arg-type]
+
+
+def _describe_diff(cls: type[Patch]) -> dict[str, Any]:
+    from patchkit.diffs.diffpatch import described
+
+    return described(cls)  # type: ignore[arg-type]
+
+
+FILE_KINDS: dict[str, FileKind] = {"diff": FileKind(DIFF_SUFFIXES, _read_diff, _diff_class, _order_diffs, _describe_diff)}
+
+
+def register(name: str, kind: FileKind) -> None:
+    """Add a kind of patch file (one more entry of `FILE_KINDS`); the sets are listed again."""
+    FILE_KINDS[name] = kind
+    use_folders(_folders, _allow_incomplete)
+
+
+def _kind_of(name: str) -> str | None:
+    """The registered kind whose files are so named, None for a patch module."""
+    return next((kind for kind, found in FILE_KINDS.items() if name.endswith(found.suffixes)), None)
+
+
+def described(cls: type[Patch]) -> dict[str, Any]:
+    """What `list` shows of a loaded patch beyond the fields every patch has, as its kind says."""
+    kind = _kind_of(_module_index()[cls.ID][0])
+    describe = None if kind is None else FILE_KINDS[kind].describe
+    return {} if describe is None else describe(cls)
 
 
 def _is_diff(name: str) -> bool:
@@ -320,7 +385,7 @@ def _is_diff(name: str) -> bool:
 
 
 def _file(patch_set: PatchSet, name: str) -> Path:
-    return patch_set.folder / (name if _is_diff(name) else f"{name}.py")
+    return patch_set.folder / (name if _kind_of(name) is not None else f"{name}.py")
 
 
 def patch_ids() -> list[str]:
@@ -351,19 +416,23 @@ def load_all() -> list[type[Patch]]:
     from patchkit.authoring.patch import Patch
 
     found: list[type[Patch]] = []
+    kinds: dict[str, str] = {}  # id -> its FileKind, for a patch kept in a file of its own
     for pid, (name, patch_set) in _module_index().items():
-        if _is_diff(name):
-            from patchkit.diffs.diffpatch import patch_class
-
-            found.append(patch_class(patch_set.folder / name, patch_set.origin, _parsed.get(patch_set.folder / name)))
+        kind = _kind_of(name)
+        if kind is not None:
+            path = patch_set.folder / name
+            if path not in _parsed:
+                _file_id(path)
+            found.append(FILE_KINDS[kind].make(path, patch_set.origin, _parsed[path]))
+            kinds[pid] = kind
             continue
         module = _import_patch_module(f"{patch_set.package}.{name}", patch_set.folder / f"{name}.py", patch_set.origin,
                                       bytecode=not patch_set.origin.startswith("folder "))
         found.append(_patch_class(module, f"{patch_set.folder / name}.py ({patch_set.origin})", pid))
-    if any(is_diff(cls.ID) for cls in found):
-        from patchkit.diffs.diffpatch import order_stacks
-
-        order_stacks([cls for cls in found if is_diff(cls.ID)])  # type: ignore[misc]
+    for kind, registered in FILE_KINDS.items():
+        of_kind = [cls for cls in found if kinds.get(cls.ID) == kind]
+        if of_kind and registered.order is not None:
+            registered.order(of_kind)
     return found
 
 

@@ -311,10 +311,10 @@ def matrix(sources: Iterable[Source], cache: VerdictCache | None = None) -> dict
     verdicts = {}
     judged: list[Source] = []
     clashes: list[dict[str, Any]] = []  # a patch broken on a release only stacked beside a diff sharing its file
-    # Diff patches are judged once every release is there: off the release it was made for, a
-    # diff needs that release's files (its pre-image, found by hash among the cached wheels),
-    # which may come later in the range.
-    diffs = {patch.ID for patch in patches if patch.works_on_bytes()}
+    # A patch whose verdict reads beyond its own files (a diff: off the release it was made for,
+    # it needs that release's files, its pre-image found by hash among the cached wheels, which may
+    # come later in the range) is judged once every release is there.
+    diffs = {patch.ID for patch in patches if patch.reads_package()}
     others = {patch.ID for patch in patches} - diffs
     for source in sources:
         settled = verdict_sources.from_manifest(source)
