@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path, PurePosixPath
 
-from packaging.version import InvalidVersion, Version
-
 from patchkit.releases import versions
 from patchkit.base.constants import MANIFEST_SCHEMA, PACKAGE
 from patchkit.base.errors import TargetError
@@ -145,7 +143,7 @@ def _manifests() -> Any:
 
 def available() -> list[str]:
     names = [entry.name for entry in _manifests().iterdir() if entry.name.endswith(".json")]
-    return sorted((name[: -len(".json")] for name in names), key=Version)
+    return versions.ordered([name[: -len(".json")] for name in names])
 
 
 def find(version: str) -> Manifest | None:
@@ -153,9 +151,10 @@ def find(version: str) -> Manifest | None:
 
     A local build (0.5.19+cu130) shares its public release's manifest (its hashes are still
     checked file by file); versions compare as versions (0.5.17.0 is 0.5.17)."""
-    wanted = versions.public(versions.parse(version, what="SGLang version", error=TargetError))
+    if versions.plain(version) is None:  # v0.5.17, a local build: its public release, by packaging (exit 3 if none)
+        version = str(versions.public(versions.parse(version, what="SGLang version", error=TargetError)))
     for name in available():
-        if Version(name) == wanted:
+        if versions.same(name, version):
             entry = _manifests() / f"{name}.json"
             # Read without blocking where it is a file (a FIFO there is refused, exit 6).
             raw = read_regular(entry, MANIFEST_LIMIT) if isinstance(entry, Path) else entry.read_bytes()
@@ -174,6 +173,10 @@ def load(version: str) -> Manifest:
 
 def matches(manifest: Manifest, version: str) -> bool:
     """Whether `manifest` describes the release `version` was built from (its hashes apply)."""
+    if versions.plain(version) is not None and versions.plain(manifest.version) is not None:
+        return versions.same(manifest.version, version)
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(manifest.version) == versions.public(Version(version))
     except InvalidVersion:

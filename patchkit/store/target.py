@@ -285,7 +285,7 @@ def _package_root(folder: Path) -> Path | None:
 
 def _make(site: Path, version: str, kind: str, metadata_site: Path | None = None,
           naming: Naming = Naming()) -> Target:
-    versions.parse(version, what=f"the SGLang version installed in {site}", error=TargetError)
+    versions.check(version, what=f"the SGLang version installed in {site}", error=TargetError)
     crash_log.note_sglang_version(version)  # a crash after this point names the SGLang it was patching
     site = Path(os.path.abspath(site))
     root = Path(os.path.abspath(metadata_site)) if kind == EDITABLE and metadata_site is not None else None
