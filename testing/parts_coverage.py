@@ -35,8 +35,7 @@ def pytest_configure(config: object) -> None:
 def _patch_classes() -> list:
     from patchkit.engine import registry
 
-    registry.use_folders([])
-    return [cls for cls in registry.load_all() if cls.__module__.startswith("patchkit.patches.")]
+    return [cls for cls in registry.PatchSets().load_all() if cls.__module__.startswith("patchkit.patches.")]
 
 
 def removals(ids: tuple[str, ...] = ()) -> list[tuple[str, str, str, Path]]:

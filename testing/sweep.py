@@ -228,11 +228,12 @@ class Counts:
 
 # --- in-process commands (the real command functions, without click) ---------------------------
 
-def command(fn: Callable[[], int]) -> tuple[int, str]:
-    """(exit code, stderr) of a command function run in this process."""
+def command(fn: Callable[[], int], sets: registry.PatchSets | None = None) -> tuple[int, str]:
+    """(exit code, stderr) of a command function run in this process (with `sets`: those patch
+    sets, as `--patches` gives them; else the built-in set and $PATCHKIT_PATCHES)."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = error_handler.run(fn)
+        code = error_handler.run(fn, sets=sets or registry.PatchSets())
     return code, err.getvalue()
 
 
@@ -240,23 +241,25 @@ _COUNT_LOCK = threading.Lock()
 _CMD_LOCK = threading.RLock()  # redirect_stdout is process-wide: one in-process command at a time
 
 
-def do_apply(site: Path, force: bool = False, only: tuple[str, ...] = ()) -> tuple[int, str]:
+def do_apply(site: Path, force: bool = False, only: tuple[str, ...] = (),
+             sets: registry.PatchSets | None = None) -> tuple[int, str]:
     with _CMD_LOCK:
-        return command(lambda: apply_command(str(site), None, None, only, (), False, force, False, lock_timeout=5.0))
+        return command(lambda: apply_command(str(site), None, None, only, (), False, force, False, lock_timeout=5.0),
+                       sets)
 
 
-def do_revert(site: Path, only: tuple[str, ...] = ()) -> tuple[int, str]:
+def do_revert(site: Path, only: tuple[str, ...] = (), sets: registry.PatchSets | None = None) -> tuple[int, str]:
     with _CMD_LOCK:
-        return command(lambda: revert_command(str(site), None, only, False, False, lock_timeout=5.0))
+        return command(lambda: revert_command(str(site), None, only, False, False, lock_timeout=5.0), sets)
 
 
-def do_clean(site: Path) -> tuple[int, str]:
+def do_clean(site: Path, sets: registry.PatchSets | None = None) -> tuple[int, str]:
     with _CMD_LOCK:
-        return command(lambda: clean_command(str(site), None, None, False, lock_timeout=5.0))
+        return command(lambda: clean_command(str(site), None, None, False, lock_timeout=5.0), sets)
 
 
-def states(site: Path) -> dict[str, str]:
-    with _CMD_LOCK:
+def states(site: Path, sets: registry.PatchSets | None = None) -> dict[str, str]:
+    with _CMD_LOCK, registry.running(sets or registry.PatchSets()):
         statuses, _ = decide.status(find_in(site))
     return {s.id: s.state for s in statuses}
 
@@ -412,32 +415,32 @@ class Sweep:
     verified: dict = field(init=False, default_factory=dict)  # tree fingerprint -> problems of the next runs
     strace: str = field(init=False)  # the strace on PATH when the sweep was set up
     calls_of: Counter = field(init=False, default_factory=Counter)  # syscall -> calls in one uninterrupted run
+    sets: registry.PatchSets = field(init=False)  # the scenario's patch sets, for its in-process runs
 
     def __post_init__(self) -> None:
         self.strace = find_strace()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="patchkit-sweep-", dir=scratch_root(self.workdir)))
-        if self.scenario.patches:
-            registry.use_folders(list(self.scenario.patches))  # in-process runs; the child gets --patches
+        self.sets = registry.PatchSets(self.scenario.patches)  # in-process runs; the child gets --patches
         seed = self.workdir / "seed"
         copy_minimal(self.version, seed / "fresh", self.scenario.extra)
         self.pristine = tree(seed / "fresh")
         shutil.copytree(seed / "fresh", seed / "applied", symlinks=True)
-        assert do_apply(seed / "applied", only=self.scenario.only)[0] == 0
+        assert do_apply(seed / "applied", only=self.scenario.only, sets=self.sets)[0] == 0
         self.applied = tree(seed / "applied")
         shutil.copytree(seed / "fresh", seed / "start", symlinks=True)
         self.scenario.prepare(seed / "start")
         self.start = tree(seed / "start")
-        self.start_states = states(seed / "start")
+        self.start_states = states(seed / "start", self.sets)
         if self.scenario.force:
             self.edited = next(v[2] for rel, v in self.start.items() if v != self.applied.get(rel)
                                and not rel.startswith(".patchkit"))
         shutil.copytree(seed / "start", seed / "end", symlinks=True)
-        code, err = command_in_process(self.scenario.command, seed / "end")
+        code, err = command_in_process(self.scenario.command, seed / "end", self.sets)
         assert code == 0, err
         self.end = tree(seed / "end")
         assert self.end != self.start, "the command changes nothing here: its trials would prove nothing"
-        self.end_states = states(seed / "end")
+        self.end_states = states(seed / "end", self.sets)
         self.renders = self.workdir / "renders.pickle"
         self.renders.write_bytes(pickle.dumps(dict(_RENDERED)))
         self._warm_bytecode()
@@ -594,17 +597,17 @@ class Sweep:
         problems = []
         try:
             now = tree(site)
-            got = states(site)
+            got = states(site, self.sets)
             if _sglang(now) == _sglang(self.start) and ".patchkit/journal.json" not in now and got != self.start_states:
                 problems.append(f"status {got} on the start tree")
             if _sglang(now) == _sglang(self.end) and ".patchkit/journal.json" not in now and got != self.end_states:
                 problems.append(f"status {got} on the end tree")
         except Exception as exc:  # noqa: BLE001 - any failure of status is a finding
             problems.append(f"status failed: {exc!r}")
-        code, err = do_apply(site, force=self.scenario.force, only=self.scenario.only)
+        code, err = do_apply(site, force=self.scenario.force, only=self.scenario.only, sets=self.sets)
         if code != 0 or _plain(tree(site)) != _plain(self.applied):
             problems.append(f"next apply: exit {code} {err.strip()[-200:]}")
-        code, err = do_revert(site)
+        code, err = do_revert(site, sets=self.sets)
         if code != 0 or tree(site) != self.pristine:
             counts.lost += 1
             problems.append(f"next revert did not restore the pristine tree: exit {code} {err.strip()[-200:]}")
@@ -633,14 +636,14 @@ def plan_trials(calls: list[tuple[str, str]], openat_stride: int, full: bool, in
     return trials
 
 
-def command_in_process(args: tuple[str, ...], site: Path) -> tuple[int, str]:
+def command_in_process(args: tuple[str, ...], site: Path, sets: registry.PatchSets | None = None) -> tuple[int, str]:
     verb, rest = args[0], args[1:]
     only = tuple(rest[i + 1] for i, a in enumerate(rest) if a == "--only")
     if verb == "apply":
-        return do_apply(site, force="--force" in rest, only=only)
+        return do_apply(site, force="--force" in rest, only=only, sets=sets)
     if verb == "clean":
-        return do_clean(site)
-    return do_revert(site, only=only)
+        return do_clean(site, sets)
+    return do_revert(site, only=only, sets=sets)
 
 
 @contextlib.contextmanager

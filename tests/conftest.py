@@ -90,16 +90,6 @@ def patchkit_home(tmp_path_factory, monkeypatch) -> Path:
     return home
 
 
-@pytest.fixture(autouse=True)
-def builtin_patches_only():
-    """`--patches DIR` in one test (an in-process CLI run) must not leak into the next."""
-    from patchkit.engine import registry
-
-    registry.use_folders(())
-    yield
-    registry.use_folders(())
-
-
 @pytest.fixture(scope="session")
 def patchkit_wheel(tmp_path_factory) -> Path:
     """patchkit as a wheel, as a user builds it (`pip wheel --no-deps` of this checkout, its build

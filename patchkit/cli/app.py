@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import signal
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import click
 
@@ -13,6 +13,9 @@ from patchkit import __version__
 from patchkit.cli import error_handler, exit_codes
 from patchkit.commands import output
 from patchkit.base.constants import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
+
+if TYPE_CHECKING:
+    from patchkit.engine.registry import PatchSets
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -33,7 +36,13 @@ def _wants_json() -> bool:
 def _exit(command: Callable[[], int]) -> None:
     # `patchkit ... | head` ends quietly, as other command-line tools do.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    sys.exit(error_handler.flush(error_handler.run(command, _wants_json())))
+    sys.exit(error_handler.flush(error_handler.run(command, _wants_json(), _patch_sets())))
+
+
+def _patch_sets() -> PatchSets | None:
+    """The patch sets this command line names (made by `main`, added to by `--patches` after the command)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().obj if ctx is not None else None
 
 
 class _Group(click.Group):
@@ -179,11 +188,12 @@ _ALLOW_INCOMPLETE = ("Load a --patches folder that `bump` wrote and has not fini
                    "$PATCHKIT_PATCHES). Packages add theirs "
                    "through the entry point group patchkit.patches. Ids must be unique (a clash exits 2).")
 @click.option("--allow-incomplete", "allow_incomplete", is_flag=True, help=_ALLOW_INCOMPLETE)
-def main(patch_folders, allow_incomplete) -> None:
+@click.pass_context
+def main(ctx, patch_folders, allow_incomplete) -> None:
     """Versioned, idempotent, transactional source patches for an installed SGLang."""
     from patchkit.engine import registry
 
-    registry.use_folders(patch_folders, allow_incomplete)
+    ctx.obj = registry.PatchSets(patch_folders, allow_incomplete)  # the command runs with them (`_exit`)
 
 
 @main.command()
@@ -544,16 +554,12 @@ def doctor(version, site_packages, source, python, gpus, gpu_memory, gpu_free, s
 
 def _patches_after_the_command(ctx, param, folders) -> None:
     if folders:
-        from patchkit.engine import registry
-
-        registry.add_folders(folders)
+        ctx.find_root().obj.add(folders)
 
 
 def _allow_incomplete_after_the_command(ctx, param, allowed) -> None:
     if allowed:
-        from patchkit.engine import registry
-
-        registry.add_folders((), allow_incomplete=True)
+        ctx.find_root().obj.add((), allow_incomplete=True)
 
 
 def _accept_patches(group: click.Group) -> None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from patchkit.base import crash_log
 from patchkit.commands import output
 from patchkit.base.constants import EXIT_BUG, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_OK
 from patchkit.base.errors import INTERRUPTED_EARLY, PatchkitError, environment_failure, is_environment_failure
+
+if TYPE_CHECKING:
+    from patchkit.engine.registry import PatchSets
 
 
 def log_traceback() -> str:
@@ -47,14 +50,23 @@ def closed_stdout() -> int:
     return EXIT_OK
 
 
-def run(command: Callable[[], int], as_json: bool = False) -> int:
+def run(command: Callable[[], int], as_json: bool = False, sets: PatchSets | None = None) -> int:
+    """`command`'s exit code, every failure said and mapped to its code; with `sets` (the patch
+    sets the command line named), the command runs with them and says after its work what of them
+    it left out."""
     crash_log.note_sglang_version(None)  # until this command resolves its target (in-process runs: tests)
     try:
         try:
-            code = command()
+            if sets is None:
+                code = command()
+            else:
+                from patchkit.engine.registry import running
+
+                with running(sets):
+                    code = command()
         finally:
             _save_caches()
-        return _with_unloadable(code)
+        return _with_unloadable(code, sets)
     except PatchkitError as exc:
         return failed(exc.exit_code, str(exc), as_json)
     except KeyboardInterrupt:
@@ -69,12 +81,11 @@ def run(command: Callable[[], int], as_json: bool = False) -> int:
         return _bug(exc, as_json)
 
 
-def _with_unloadable(code: int) -> int:
-    """The diff files of a patch folder that were left out (registry.unloadable), each named with
+def _with_unloadable(code: int, sets: PatchSets | None) -> int:
+    """The diff files of a patch folder that were left out (`sets.unloadable`), each named with
     its cause after the command's work, which ran without them; the exit code is then not 0."""
-    registry = sys.modules.get("patchkit.engine.registry")  # a command that listed no patch never imported it
-    left = registry.unloadable() if registry is not None else []
-    for unfinished in registry.incomplete() if registry is not None else []:  # --allow-incomplete: said, exit kept
+    left = sets.unloadable() if sets is not None else []
+    for unfinished in sets.incomplete() if sets is not None else []:  # --allow-incomplete: said, exit kept
         output.warn(unfinished.warning())
     for exc in left:
         output.error(f"{exc} (left out; the other patches of its folder were loaded)")

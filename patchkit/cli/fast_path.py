@@ -58,7 +58,7 @@ def main() -> None:
     from patchkit.cli import error_handler
     from patchkit.engine import registry
 
-    registry.use_folders(())  # as the click group does without --patches ($PATCHKIT_PATCHES still counts)
+    sets = registry.PatchSets()  # as the click group makes them without --patches ($PATCHKIT_PATCHES still counts)
     site_packages, version = cast("str | None", values["site_packages"]), cast("str | None", values["version"])
     as_json = bool(values["as_json"])
     # Only what was parsed; every other parameter keeps the command function's default, which is
@@ -76,7 +76,7 @@ def main() -> None:
 
     # As patchkit.cli.app._exit: `patchkit ... | head` ends quietly.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    sys.exit(error_handler.flush(error_handler.run(run, as_json)))
+    sys.exit(error_handler.flush(error_handler.run(run, as_json, sets)))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ header (`Patchkit-Id:`) or its file name, read without parsing its hunks.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.machinery
@@ -17,7 +18,7 @@ import os
 import sys
 import types
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 from patchkit.base.constants import DIFF_SUFFIXES
 from patchkit.base.errors import EnvironmentFailure, FetchError, PatchkitError, PlanError, UsageError
@@ -63,84 +64,6 @@ class PatchSet(NamedTuple):  # (not a dataclass: making one costs every command 
     package: str  # the package its modules are imported under
     folder: Path
     only: str | None = None  # `--patches FILE`: the one diff file of the set
-
-
-_folders: list[str] = []
-_sets: list[PatchSet] | None = None
-_modules: dict[str, tuple[str, PatchSet]] | None = None  # id -> (module name, set)
-# Diff files of a folder that do not load (a damaged diff, a header id that breaks the rule):
-# left out, the rest of the set works, and the command names each with its cause when it ends,
-# its exit code then non-zero (`unloadable`). A diff named alone (`--patches FILE`) is refused.
-_unloadable: list[PatchkitError] = []
-_parsed: dict[Path, Any] = {}  # a patch file -> its parse (made once, for its id)
-# A folder `bump` wrote and has not finished is refused as a patch set (engine/bump_record), unless
-# the user takes the rest of it with --allow-incomplete: then each such folder is kept here, and the
-# command names what it left out when it ends (`incomplete`).
-_allow_incomplete = False
-_incomplete: list[Unfinished] = []
-
-
-def use_folders(folders: tuple[str, ...] | list[str], allow_incomplete: bool = False) -> None:
-    """Add folders of patch modules (`--patches DIR`); checked when the patches are listed.
-    `allow_incomplete` (--allow-incomplete): an unfinished bump's folder loads as what it holds (the
-    patches it lacks named by `incomplete`) instead of being refused (exit 1)."""
-    global _sets, _modules, _allow_incomplete
-    _folders[:] = list(folders)
-    _allow_incomplete = allow_incomplete
-    _sets = _modules = None
-    _unloadable.clear()
-    _parsed.clear()
-    _incomplete.clear()
-
-
-def incomplete() -> list[Unfinished]:
-    """The unfinished bump folders loaded under --allow-incomplete, each saying what it lacks."""
-    return list(_incomplete)
-
-
-def add_folders(folders: tuple[str, ...] | list[str], allow_incomplete: bool = False) -> None:
-    """More folders after those already given (`patchkit COMMAND --patches DIR`), or
-    --allow-incomplete given after the command."""
-    use_folders([*_folders, *folders], _allow_incomplete or allow_incomplete)
-
-
-def given_folders() -> tuple[str, ...]:
-    """The --patches given on the command line, as given (a command patchkit advises names them again)."""
-    return tuple(_folders)
-
-
-def _folder_set(folder: str, option: str = "--patches") -> PatchSet:
-    """The set a folder (or one diff file) holds; `option`: how the user named it."""
-    path = Path(folder).resolve()
-    if path.is_file() and _kind_of(path.name) is not None:
-        return PatchSet(origin=f"file {path}", package="", folder=path.parent, only=path.name)
-    if not path.is_dir():
-        suffixes = [suffix for kind in FILE_KINDS.values() for suffix in kind.suffixes]
-        raise UsageError(f"{option} {folder}: not a folder or a {' / '.join(suffixes)} file")
-    _refuse_unfinished(path, folder, option)
-    # One package per folder, named after its path: each module gets exactly one module name.
-    package = "patchkit_folder_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    if package not in sys.modules:
-        module = types.ModuleType(package, f"patch modules from {path}")
-        module.__path__ = [str(path)]
-        sys.modules[package] = module
-    return PatchSet(origin=f"folder {path}", package=package, folder=path)
-
-
-def _refuse_unfinished(path: Path, folder: str, option: str) -> None:
-    """A folder `bump` wrote whose record says patches remain to be finished: refused (PlanError,
-    exit 1; a record that cannot be read: exit 2; a symlink in its place: exit 6), or kept under
-    --allow-incomplete."""
-    from patchkit.engine.bump_record import unfinished
-
-    found = unfinished(path, folder, option)
-    if found is None:
-        return
-    if _allow_incomplete:
-        if found not in _incomplete:
-            _incomplete.append(found)
-        return
-    raise (UsageError if found.damaged else PlanError)(found.refusal())
 
 
 ENTRY_POINTS_LIMIT = 16 << 20  # bytes: an entry_points.txt is a few lines
@@ -211,60 +134,6 @@ def _import_patch_module(module_name: str, path: Path, origin: str, bytecode: bo
         sys.dont_write_bytecode = written
 
 
-def patch_sets() -> list[PatchSet]:
-    global _sets
-    if _sets is None:
-        builtin = importlib.import_module(PATCHES_PACKAGE)
-        # Each folder with how the user named it (the command line's first), for what is said about it.
-        folders = {folder: "--patches" for folder in _folders}
-        for folder in os.environ.get(ENV_PATCHES, "").split(os.pathsep):
-            if folder:
-                folders.setdefault(folder, f"${ENV_PATCHES}")
-        _sets = [
-            PatchSet(origin=BUILT_IN, package=PATCHES_PACKAGE, folder=Path(list(builtin.__path__)[0])),
-            *_entry_point_sets(),
-            *(_folder_set(folder, option) for folder, option in folders.items()),
-        ]
-    return _sets
-
-
-def _module_index() -> dict[str, tuple[str, PatchSet]]:
-    global _modules
-    if _modules is None:
-        index: dict[str, tuple[str, PatchSet]] = {}
-        for patch_set in patch_sets():
-            found = [] if patch_set.only else [
-                (name.replace("_", "-"), name)
-                for name, package in _modules_in(patch_set.folder)
-                # A patch is one module; a subpackage (the set's tests/, which `patchkit new` makes) is not one.
-                if not name.startswith("_") and not package]
-            for pid, name in found:
-                if not is_patch_id(pid):
-                    raise UsageError(
-                        f"{patch_set.folder / name}.py ({patch_set.origin}): {pid!r} is not a valid patch id "
-                        f"({PATCH_ID_RULE}; underscores in the file name stand for dashes); rename the file"
-                    )
-            # A diff's id is checked by its parser (unidiff.load), by the same rule.
-            for name in _kind_files(patch_set):
-                try:
-                    found.append((_file_id(patch_set.folder / name), name))
-                except (UsageError, PlanError) as exc:
-                    if patch_set.only:
-                        raise
-                    _unloadable.append(exc)
-            for pid, name in found:
-                if pid in index:
-                    other_name, other = index[pid]
-                    raise UsageError(
-                        f"patch id {pid!r} is defined twice: by {other.origin} ({_file(other, other_name)}) "
-                        f"and by {patch_set.origin} ({_file(patch_set, name)}); remove one of them (a diff file: or give it "
-                        "its own id with a `Patchkit-Id:` line)"
-                    )
-                index[pid] = (name, patch_set)
-        _modules = dict(sorted(index.items()))
-    return _modules
-
-
 def _modules_in(folder: Path) -> list[tuple[str, bool]]:
     """(name, is a package) of each module in `folder`, by name, as `pkgutil.iter_modules` lists
     them: a file with an import suffix (the longest that fits; not `__init__`, no dot left in the
@@ -314,17 +183,6 @@ def _kind_files(patch_set: PatchSet) -> list[str]:
     return sorted(n for n in names if _kind_of(n) is not None and not n.startswith(".") and not (patch_set.folder / n).is_dir())
 
 
-def unloadable() -> list[PatchkitError]:
-    """The diff files of the loaded folders that were left out, each error naming its file."""
-    return list(_unloadable)
-
-
-def _file_id(path: Path) -> str:
-    """A patch file's id, read by its kind (kept for `load_all`)."""
-    pid, _parsed[path] = FILE_KINDS[_kind_of(path.name)].read(path)  # type: ignore[index]
-    return pid
-
-
 def _read_diff(path: Path) -> tuple[str, Any]:
     """A diff file's id, the whole diff parsed (a damaged one is left out of its folder at once,
     never half-known: listed by id here, failing later)."""
@@ -362,22 +220,9 @@ def _describe_diff(cls: type[Patch]) -> dict[str, Any]:
 FILE_KINDS: dict[str, FileKind] = {"diff": FileKind(DIFF_SUFFIXES, _read_diff, _diff_class, _order_diffs, _describe_diff)}
 
 
-def register(name: str, kind: FileKind) -> None:
-    """Add a kind of patch file (one more entry of `FILE_KINDS`); the sets are listed again."""
-    FILE_KINDS[name] = kind
-    use_folders(_folders, _allow_incomplete)
-
-
 def _kind_of(name: str) -> str | None:
     """The registered kind whose files are so named, None for a patch module."""
     return next((kind for kind, found in FILE_KINDS.items() if name.endswith(found.suffixes)), None)
-
-
-def described(cls: type[Patch]) -> dict[str, Any]:
-    """What `list` shows of a loaded patch beyond the fields every patch has, as its kind says."""
-    kind = _kind_of(_module_index()[cls.ID][0])
-    describe = None if kind is None else FILE_KINDS[kind].describe
-    return {} if describe is None else describe(cls)
 
 
 def _is_diff(name: str) -> bool:
@@ -388,52 +233,247 @@ def _file(patch_set: PatchSet, name: str) -> Path:
     return patch_set.folder / (name if _kind_of(name) is not None else f"{name}.py")
 
 
+class PatchSets:
+    """The patches of one run (pre-commit's Store, LibCST's CodemodContext): the folders given
+    (`--patches`, $PATCHKIT_PATCHES), the sets and ids found there, each diff file's parse, the files
+    left out and the unfinished bump folders taken. Made once per command, and passed: the CLI
+    makes it from its options and runs the command with it (`running`, cli/error_handler.run), which
+    then says what it left out. Two of them never see each other's state."""
+
+    def __init__(self, folders: tuple[str, ...] | list[str] = (), allow_incomplete: bool = False) -> None:
+        self.folders = tuple(folders)
+        # --allow-incomplete: an unfinished bump's folder loads as what it holds (the patches it lacks
+        # named by `incomplete`) instead of being refused (exit 1).
+        self.allow_incomplete = allow_incomplete
+        self._sets: list[PatchSet] | None = None
+        self._modules: dict[str, tuple[str, PatchSet]] | None = None  # id -> (module name, set)
+        # Diff files of a folder that do not load (a damaged diff, a header id that breaks the rule):
+        # left out, the rest of the set works, and the command names each with its cause when it
+        # ends, its exit code then non-zero (`unloadable`). A diff named alone (`--patches FILE`) is refused.
+        self._unloadable: list[PatchkitError] = []
+        self._parsed: dict[Path, Any] = {}  # a patch file -> its parse (made once, for its id)
+        # A folder `bump` wrote and has not finished is refused as a patch set (engine/bump_record),
+        # unless the user takes the rest of it with --allow-incomplete: then each such folder is kept
+        # here, and the command names what it left out when it ends (`incomplete`).
+        self._incomplete: list[Unfinished] = []
+
+    def add(self, folders: tuple[str, ...] | list[str], allow_incomplete: bool = False) -> None:
+        """More folders after those already given (`patchkit COMMAND --patches DIR`), or
+        --allow-incomplete given after the command: listed afresh."""
+        self.folders = (*self.folders, *folders)
+        self.allow_incomplete = self.allow_incomplete or allow_incomplete
+        self._sets = self._modules = None
+        self._unloadable, self._parsed, self._incomplete = [], {}, []
+
+    def incomplete(self) -> list[Unfinished]:
+        """The unfinished bump folders loaded under --allow-incomplete, each saying what it lacks."""
+        return list(self._incomplete)
+
+    def unloadable(self) -> list[PatchkitError]:
+        """The diff files of the loaded folders that were left out, each error naming its file."""
+        return list(self._unloadable)
+
+    def _folder_set(self, folder: str, option: str = "--patches") -> PatchSet:
+        """The set a folder (or one diff file) holds; `option`: how the user named it."""
+        path = Path(folder).resolve()
+        if path.is_file() and _kind_of(path.name) is not None:
+            return PatchSet(origin=f"file {path}", package="", folder=path.parent, only=path.name)
+        if not path.is_dir():
+            suffixes = [suffix for kind in FILE_KINDS.values() for suffix in kind.suffixes]
+            raise UsageError(f"{option} {folder}: not a folder or a {' / '.join(suffixes)} file")
+        self._refuse_unfinished(path, folder, option)
+        # One package per folder, named after its path: each module gets exactly one module name.
+        package = "patchkit_folder_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+        if package not in sys.modules:
+            module = types.ModuleType(package, f"patch modules from {path}")
+            module.__path__ = [str(path)]
+            sys.modules[package] = module
+        return PatchSet(origin=f"folder {path}", package=package, folder=path)
+
+    def _refuse_unfinished(self, path: Path, folder: str, option: str) -> None:
+        """A folder `bump` wrote whose record says patches remain to be finished: refused (PlanError,
+        exit 1; a record that cannot be read: exit 2; a symlink in its place: exit 6), or kept under
+        --allow-incomplete."""
+        from patchkit.engine.bump_record import unfinished
+
+        found = unfinished(path, folder, option)
+        if found is None:
+            return
+        if self.allow_incomplete:
+            if found not in self._incomplete:
+                self._incomplete.append(found)
+            return
+        raise (UsageError if found.damaged else PlanError)(found.refusal())
+
+    def patch_sets(self) -> list[PatchSet]:
+        if self._sets is None:
+            builtin = importlib.import_module(PATCHES_PACKAGE)
+            # Each folder with how the user named it (the command line's first), for what is said about it.
+            folders = {folder: "--patches" for folder in self.folders}
+            for folder in os.environ.get(ENV_PATCHES, "").split(os.pathsep):
+                if folder:
+                    folders.setdefault(folder, f"${ENV_PATCHES}")
+            self._sets = [
+                PatchSet(origin=BUILT_IN, package=PATCHES_PACKAGE, folder=Path(list(builtin.__path__)[0])),
+                *_entry_point_sets(),
+                *(self._folder_set(folder, option) for folder, option in folders.items()),
+            ]
+        return self._sets
+
+    def _module_index(self) -> dict[str, tuple[str, PatchSet]]:
+        if self._modules is None:
+            index: dict[str, tuple[str, PatchSet]] = {}
+            for patch_set in self.patch_sets():
+                found = [] if patch_set.only else [
+                    (name.replace("_", "-"), name)
+                    for name, package in _modules_in(patch_set.folder)
+                    # A patch is one module; a subpackage (the set's tests/, which `patchkit new` makes) is not one.
+                    if not name.startswith("_") and not package]
+                for pid, name in found:
+                    if not is_patch_id(pid):
+                        raise UsageError(
+                            f"{patch_set.folder / name}.py ({patch_set.origin}): {pid!r} is not a valid patch id "
+                            f"({PATCH_ID_RULE}; underscores in the file name stand for dashes); rename the file"
+                        )
+                # A diff's id is checked by its parser (unidiff.load), by the same rule.
+                for name in _kind_files(patch_set):
+                    try:
+                        found.append((self._file_id(patch_set.folder / name), name))
+                    except (UsageError, PlanError) as exc:
+                        if patch_set.only:
+                            raise
+                        self._unloadable.append(exc)
+                for pid, name in found:
+                    if pid in index:
+                        other_name, other = index[pid]
+                        raise UsageError(
+                            f"patch id {pid!r} is defined twice: by {other.origin} ({_file(other, other_name)}) "
+                            f"and by {patch_set.origin} ({_file(patch_set, name)}); remove one of them (a diff file: "
+                            "or give it its own id with a `Patchkit-Id:` line)"
+                        )
+                    index[pid] = (name, patch_set)
+            self._modules = dict(sorted(index.items()))
+        return self._modules
+
+    def _file_id(self, path: Path) -> str:
+        """A patch file's id, read by its kind (its parse kept for `load_all`)."""
+        pid, self._parsed[path] = FILE_KINDS[_kind_of(path.name)].read(path)  # type: ignore[index]
+        return pid
+
+    def patch_ids(self) -> list[str]:
+        """Every patch id, derived from the module file names: cheap, imports no patch (no libcst)."""
+        return list(self._module_index())
+
+    def source_file(self, pid: str) -> Path:
+        """The module file that defines a patch."""
+        name, patch_set = self._module_index()[pid]
+        return _file(patch_set, name)
+
+    def is_diff(self, pid: str) -> bool:
+        """Whether a patch comes from a diff file, known from its file name: for the checks made
+        before any patch is loaded (a plain status imports no libcst); a loaded patch is asked
+        through `kind.PatchKind` instead."""
+        return _is_diff(self._module_index()[pid][0])
+
+    def origin(self, pid: str) -> str:
+        """Where a patch comes from: "built-in", "entry point NAME (DIST VERSION)" or "folder DIR"."""
+        return self._module_index()[pid][1].origin
+
+    def described(self, cls: type[Patch]) -> dict[str, Any]:
+        """What `list` shows of a loaded patch beyond the fields every patch has, as its kind says."""
+        kind = _kind_of(self._module_index()[cls.ID][0])
+        describe = None if kind is None else FILE_KINDS[kind].describe
+        return {} if describe is None else describe(cls)
+
+    def load_all(self) -> list[type[Patch]]:
+        """Every Patch class, in id order (see `stack` for the order on a shared file)."""
+        found: list[type[Patch]] = []
+        kinds: dict[str, str] = {}  # id -> its FileKind, for a patch kept in a file of its own
+        for pid, (name, patch_set) in self._module_index().items():
+            kind = _kind_of(name)
+            if kind is not None:
+                path = patch_set.folder / name
+                if path not in self._parsed:
+                    self._file_id(path)
+                found.append(FILE_KINDS[kind].make(path, patch_set.origin, self._parsed[path]))
+                kinds[pid] = kind
+                continue
+            module = _import_patch_module(f"{patch_set.package}.{name}", patch_set.folder / f"{name}.py",
+                                          patch_set.origin, bytecode=not patch_set.origin.startswith("folder "))
+            found.append(_patch_class(module, f"{patch_set.folder / name}.py ({patch_set.origin})", pid))
+        for kind, registered in FILE_KINDS.items():
+            of_kind = [cls for cls in found if kinds.get(cls.ID) == kind]
+            if of_kind and registered.order is not None:
+                registered.order(of_kind)
+        return found
+
+
+# The run's patch sets: what the module functions below ask (the engine's callers, and View, which
+# every module patch's digest holds unchanged). A command runs with its own (`running`).
+_run = PatchSets()
+
+
+def current() -> PatchSets:
+    """The patch sets of the command running now (the built-in set and $PATCHKIT_PATCHES outside one)."""
+    return _run
+
+
+@contextlib.contextmanager
+def running(sets: PatchSets) -> Iterator[PatchSets]:
+    """`sets` as the run's for the time of one command, the one before it back after."""
+    global _run
+    before, _run = _run, sets
+    try:
+        yield sets
+    finally:
+        _run = before
+
+
+def given_folders() -> tuple[str, ...]:
+    """The --patches given on the command line, as given (a command patchkit advises names them again)."""
+    return _run.folders
+
+
+def incomplete() -> list[Unfinished]:
+    return _run.incomplete()
+
+
+def unloadable() -> list[PatchkitError]:
+    return _run.unloadable()
+
+
+def patch_sets() -> list[PatchSet]:
+    return _run.patch_sets()
+
+
 def patch_ids() -> list[str]:
-    """Every patch id, derived from the module file names: cheap, imports no patch (no libcst)."""
-    return list(_module_index())
+    return _run.patch_ids()
 
 
 def source_file(pid: str) -> Path:
-    """The module file that defines a patch."""
-    name, patch_set = _module_index()[pid]
-    return _file(patch_set, name)
+    return _run.source_file(pid)
 
 
 def is_diff(pid: str) -> bool:
-    """Whether a patch comes from a diff file, known from its file name: for the checks made
-    before any patch is loaded (a plain status imports no libcst); a loaded patch is asked
-    through `kind.PatchKind` instead."""
-    return _is_diff(_module_index()[pid][0])
+    return _run.is_diff(pid)
 
 
 def origin(pid: str) -> str:
-    """Where a patch comes from: "built-in", "entry point NAME (DIST VERSION)" or "folder DIR"."""
-    return _module_index()[pid][1].origin
+    return _run.origin(pid)
+
+
+def described(cls: type[Patch]) -> dict[str, Any]:
+    return _run.described(cls)
 
 
 def load_all() -> list[type[Patch]]:
-    """Every Patch class, in id order (see `stack` for the order on a shared file)."""
-    from patchkit.authoring.patch import Patch
+    return _run.load_all()
 
-    found: list[type[Patch]] = []
-    kinds: dict[str, str] = {}  # id -> its FileKind, for a patch kept in a file of its own
-    for pid, (name, patch_set) in _module_index().items():
-        kind = _kind_of(name)
-        if kind is not None:
-            path = patch_set.folder / name
-            if path not in _parsed:
-                _file_id(path)
-            found.append(FILE_KINDS[kind].make(path, patch_set.origin, _parsed[path]))
-            kinds[pid] = kind
-            continue
-        module = _import_patch_module(f"{patch_set.package}.{name}", patch_set.folder / f"{name}.py", patch_set.origin,
-                                      bytecode=not patch_set.origin.startswith("folder "))
-        found.append(_patch_class(module, f"{patch_set.folder / name}.py ({patch_set.origin})", pid))
-    for kind, registered in FILE_KINDS.items():
-        of_kind = [cls for cls in found if kinds.get(cls.ID) == kind]
-        if of_kind and registered.order is not None:
-            registered.order(of_kind)
-    return found
+
+def register(name: str, kind: FileKind) -> None:
+    """Add a kind of patch file (one more entry of `FILE_KINDS`); the run's sets are listed again."""
+    FILE_KINDS[name] = kind
+    _run.add(())
 
 
 def _patch_class(module: types.ModuleType, where: str, pid: str) -> type[Patch]:

@@ -263,7 +263,7 @@ def test_list_and_matrix_name_the_release_a_diff_was_made_for(tmp_path, offloade
 
 
 def test_a_diff_beside_the_built_in_set_leaves_their_verdicts_to_the_manifests(offloader_patch, cached_wheels, monkeypatch):
-    from patchkit.engine import decide, registry
+    from patchkit.engine import decide
 
     judged: list[str] = []
     real = decide.evaluate
@@ -275,7 +275,6 @@ def test_a_diff_beside_the_built_in_set_leaves_their_verdicts_to_the_manifests(o
     monkeypatch.setattr(decide, "evaluate", counted)
     with_diff = run("--patches", offloader_patch, "matrix", "--from", "0.5.17", "--to", "0.5.18", "--json").json()
     assert set(judged) == {ID}  # the built-in patches: from the committed manifests, by hashes
-    registry.use_folders([])
     alone = run("matrix", "--from", "0.5.17", "--to", "0.5.18", "--json").json()
     assert [row for row in with_diff["patches"] if row["id"] != ID] == alone["patches"]
 

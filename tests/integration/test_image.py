@@ -111,8 +111,8 @@ def test_the_context_carries_patchkit_and_every_patch_set(tmp_path):
     assert ("COPY", "patchkit-patches /opt/patchkit/patches") in steps
     assert ("ENV", "PATCHKIT_PATCHES=/opt/patchkit/patches/1") in steps
     labels = DockerfileParser(fileobj=__import__("io").BytesIO(out.read_text().encode())).labels
-    registry.use_folders([str(folder)])
-    digest = identity.digest("team-flag")
+    with registry.running(registry.PatchSets([str(folder)])):
+        digest = identity.digest("team-flag")
     assert labels["io.patchkit.patch.team-flag"] == f"sha256:{digest}"
     assert f"team-flag@sha256:{digest}" in labels["io.patchkit.patches"]
     assert "wrote" in result.stdout and "patchkit-patches/" in result.stdout

@@ -325,8 +325,8 @@ def test_an_image_built_with_patches_dir_carries_and_applies_that_patch(podman, 
     assert flag.stdout.strip() == "True"
     carried = podman.run(tag, "cat", f"{dockerfile.PATCHES}/1/{module.name}").stdout
     assert carried == module.read_text()
-    registry.use_folders([str(folder)])
     labels = podman.labels(tag)
-    assert labels["io.patchkit.patch.team-flag"] == f"sha256:{identity.digest('team-flag')}"
-    assert f"team-flag@sha256:{identity.digest('team-flag')}" in labels["io.patchkit.patches"]
+    with registry.running(registry.PatchSets([str(folder)])):
+        assert labels["io.patchkit.patch.team-flag"] == f"sha256:{identity.digest('team-flag')}"
+        assert f"team-flag@sha256:{identity.digest('team-flag')}" in labels["io.patchkit.patches"]
     assert VERSION_FILE == "sglang/version.py"

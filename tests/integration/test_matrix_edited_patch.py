@@ -38,9 +38,8 @@ def edited_builtin_set(tmp_path, monkeypatch):
     monkeypatch.setattr(builtin, "__path__", [str(folder)])
     for name in [n for n in sys.modules if n.startswith("patchkit.patches.")]:
         monkeypatch.delitem(sys.modules, name)
-    registry.use_folders(())  # forget the listed sets
-    yield
-    registry.use_folders(())
+    with registry.running(registry.PatchSets()):  # listed afresh, from the edited folder
+        yield
 
 
 def test_matrix_judges_an_edited_patch_by_its_probes(wheels_home, edited_builtin_set):  # noqa: F811

@@ -93,11 +93,8 @@ def test_manifest_verdicts_are_not_used_for_other_inputs(wheels_home, tmp_path):
     assert readers and set(registry.patch_ids()) - set(settled) == readers
     # Another patch set (here one patch more, from --patches): the manifest says nothing about it.
     (tmp_path / "extra_patch.py").write_text("# a patch module of another set\n")
-    registry.use_folders([str(tmp_path)])
-    try:
+    with registry.running(registry.PatchSets([str(tmp_path)])):
         assert verdicts.from_manifest(source) == {}
-    finally:
-        registry.use_folders([])
     assert len(verdicts.from_manifest(source)) == len(registry.patch_ids())
 
 

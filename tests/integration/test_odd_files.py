@@ -194,9 +194,9 @@ def test_forged_verdict_cache_entries_are_never_shown(wheel_home, tmp_path, monk
     folder = tmp_path / "more"
     write_patch(folder, "odd-files-example")
     monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home))
-    registry.use_folders([str(folder)])
     source = WheelSource("0.5.17")
-    keys = [VerdictCache.key(patch, source) for patch in registry.load_all()]
+    with registry.running(registry.PatchSets([str(folder)])):
+        keys = [VerdictCache.key(patch, source) for patch in registry.load_all()]
     forged = {"state": "applies | <b>FORGED</b>", "file": None, "detail": ""}
     cache = {key: forged for key in keys}
     cache["not-a-key"] = {"state": "applies", "file": None, "detail": ""}

@@ -31,15 +31,15 @@ def _folder(tmp_path, rows, left_out=()):
 ], ids=["conflict", "failed", "left-out"])
 def test_an_unfinished_bump_is_refused_naming_what_remains(tmp_path, rows, left_out, said, step):
     out = _folder(tmp_path, rows, left_out)
-    registry.use_folders([str(out)])
+    sets = registry.PatchSets([str(out)])
     with pytest.raises(PlanError) as raised:
-        registry.patch_ids()
+        sets.patch_ids()
     message = str(raised.value)
     assert message.startswith(f"--patches {out}: an unfinished bump (SGLang 0.5.17 -> 0.5.23), {said}"), message
     assert step.format(out, out) in message and "--allow-incomplete" in message
-    registry.use_folders([str(out)], allow_incomplete=True)
-    assert "fix" not in registry.patch_ids()
-    (found,) = registry.incomplete()
+    sets = registry.PatchSets([str(out)], allow_incomplete=True)
+    assert "fix" not in sets.patch_ids()
+    (found,) = sets.incomplete()
     assert found.warning().endswith(f"left out: {said}")
 
 
@@ -49,27 +49,27 @@ def test_the_refusals_continue_command_is_pasteable_as_printed(tmp_path):
 
     out = tmp_path / "my bump"
     bump.write(Bump("0.5.17", "0.5.23", out, (CONFLICT,), files={"fix.tree/sglang/srt/a.py": b"x = 1\n"}))
-    registry.use_folders([str(out)])
+    sets = registry.PatchSets([str(out)])
     with pytest.raises(PlanError) as raised:
-        registry.patch_ids()
+        sets.patch_ids()
     command = str(raised.value).split("`")[1]
     assert shlex.split(command) == ["patchkit", "bump", "--continue", str(out)], command
 
 
 def test_a_finished_bump_loads_and_other_folders_are_not_asked(tmp_path):
     out = _folder(tmp_path, (DROPPED,))
-    registry.use_folders([str(out), str(tmp_path)])
-    registry.patch_ids()
-    assert registry.incomplete() == [] and bump_record.unfinished(out, "out") is None
+    sets = registry.PatchSets([str(out), str(tmp_path)])
+    sets.patch_ids()
+    assert sets.incomplete() == [] and bump_record.unfinished(out, "out") is None
 
 
 @pytest.mark.parametrize("record", [b"{", b'{"patches": 5}', b'{"from": "0.5.17", "to": "0.5.23", "patches": [{}]}'])
 def test_a_record_that_cannot_be_read_is_exit_2_naming_it(tmp_path, record):
     (tmp_path / bump_record.RECORD).write_bytes(record)
-    registry.use_folders([str(tmp_path)])
+    sets = registry.PatchSets([str(tmp_path)])
     with pytest.raises(UsageError, match=rf"its \{bump_record.RECORD} cannot be read \(.*\), so what it lacks is not "
                                          "known; run `patchkit bump --continue"):
-        registry.patch_ids()
+        sets.patch_ids()
 
 
 def test_the_cli_refuses_it_with_exit_1_and_takes_it_with_allow_incomplete(tmp_path):
@@ -101,12 +101,12 @@ def test_a_folder_whose_switch_was_killed_is_refused_until_a_bump_finishes_it(tm
     command loading it meanwhile is refused, naming the journal (before, it loaded the mix)."""
     out = _folder(tmp_path, (DROPPED,))
     (out / bump.JOURNAL).write_text('{"schema": 1, "add": [], "remove": {}}')
-    registry.use_folders([str(out)])
+    sets = registry.PatchSets([str(out)])
     with pytest.raises(PlanError, match=r"a bump's write of it was interrupted \(\.patchkit-bump-journal\.json"):
-        registry.patch_ids()
+        sets.patch_ids()
     bump.recover(out)  # what the next `bump` on DIR does first
-    registry.use_folders([str(out)])
-    assert not (out / bump.JOURNAL).exists() and "gone" not in registry.patch_ids()  # loads: nothing refused
+    sets = registry.PatchSets([str(out)])
+    assert not (out / bump.JOURNAL).exists() and "gone" not in sets.patch_ids()  # loads: nothing refused
 
 
 def test_a_symlinked_record_is_refused_by_apply_as_by_bump(tmp_path):
@@ -137,9 +137,9 @@ def test_a_damaged_record_is_read_as_bump_reads_it(tmp_path):
     out = _folder(tmp_path, (DROPPED,))
     data = (out / bump_record.RECORD).read_text().replace('"action": "drop"', '"action": 5')
     (out / bump_record.RECORD).write_text(data)
-    registry.use_folders([str(out)])
+    sets = registry.PatchSets([str(out)])
     with pytest.raises(UsageError, match=r"cannot be read \(patches\[0\]\.action: 5 is not str\)"):
-        registry.patch_ids()
+        sets.patch_ids()
 
 
 def test_a_folder_from_the_environment_is_named_so(tmp_path, monkeypatch):

@@ -110,24 +110,23 @@ def pending_journal(t: Synthetic) -> None:
     alpha_ext.py are not, the journal records the run."""
     from patchkit.engine import registry
 
-    registry.use_folders((str(t.patches),))
-    target = find_in(t.site)
-    real = transaction.replace
+    with registry.running(registry.PatchSets((str(t.patches),))):
+        target = find_in(t.site)
+        real = transaction.replace
 
-    def fails_on_gamma(src, dst):
-        if dst == t.site / GAMMA:
-            raise OSError(5, "Input/output error", str(dst))
-        real(src, dst)
+        def fails_on_gamma(src, dst):
+            if dst == t.site / GAMMA:
+                raise OSError(5, "Input/output error", str(dst))
+            real(src, dst)
 
-    transaction.replace = fails_on_gamma
-    try:
-        with lock_mod.locked(t.site):
-            plan = planning.plan_apply(target)
-            with pytest.raises(PatchkitError, match=r"the next `patchkit apply [^`]+` or `patchkit revert [^`]+` finishes it"):
-                transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state)
-    finally:
-        transaction.replace = real
-        registry.use_folders(())
+        transaction.replace = fails_on_gamma
+        try:
+            with lock_mod.locked(t.site):
+                plan = planning.plan_apply(target)
+                with pytest.raises(PatchkitError, match=r"the next `patchkit apply [^`]+` or `patchkit revert [^`]+` finishes it"):
+                    transaction.commit(target, list(plan.writes), plan.old_state, plan.new_state)
+        finally:
+            transaction.replace = real
     assert state_mod.journal_path(t.site).exists()
     assert t.text(ALPHA) == syn.patched_alpha() and t.text(GAMMA) == syn.SOURCES[GAMMA]
 

@@ -28,8 +28,7 @@ def test_a_failed_patch_in_a_release_s_manifest_names_the_next_step(scratch, tmp
 
     patches = syn.write_patches(tmp_path / "set")
     site = syn.make_tree(scratch / "site", overrides={syn.ALPHA: syn.ALPHA_WITHOUT_ANCHOR})
-    registry.use_folders((str(patches),))
-    with pytest.raises(PlanError) as raised:
+    with registry.running(registry.PatchSets((str(patches),))), pytest.raises(PlanError) as raised:
         manifest_describe.describe(find_in(site))
     said = str(raised.value)
     assert said.startswith(f"patch {syn.FIX} is failed on SGLang {syn.VERSION}: "), said

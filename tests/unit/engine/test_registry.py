@@ -47,14 +47,10 @@ def test_the_id_rule_refuses_what_the_state_file_refuses(bad):
 
 def test_a_module_whose_id_breaks_the_rule_is_a_usage_error_naming_the_file(tmp_path):
     (tmp_path / "fixA.py").write_text("")
-    registry.use_folders([str(tmp_path)])
-    try:
-        with pytest.raises(UsageError, match=r"fixA\.py .*'fixA' is not a valid patch id") as raised:
-            registry.patch_ids()
-        assert raised.value.exit_code == 2
-        assert str(tmp_path / "fixA.py") in str(raised.value)
-    finally:
-        registry.use_folders([])
+    with pytest.raises(UsageError, match=r"fixA\.py .*'fixA' is not a valid patch id") as raised:
+        registry.PatchSets([str(tmp_path)]).patch_ids()
+    assert raised.value.exit_code == 2
+    assert str(tmp_path / "fixA.py") in str(raised.value)
 
 
 @pytest.mark.parametrize("source, line, says", [
@@ -149,3 +145,42 @@ def test_a_folder_s_modules_are_listed_as_pkgutil_lists_them(tmp_path):
     assert registry._modules_in(tmp_path) == expected
     assert ("both", True) in expected and ("fix_a", False) in expected  # the folder wins over both.py
     assert registry._modules_in(tmp_path / "missing") == []
+
+
+# --- the patch sets of one run are an object passed, not module state (issue 44 item 4) ----------
+
+
+def _two_sets(tmp_path):
+    from testing import synthetic as syn
+
+    first = syn.write_patches(tmp_path / "first")
+    second = tmp_path / "second"
+    second.mkdir()
+    (second / "broken.patch").write_text("not a diff\n")
+    return first, second
+
+
+def test_two_loads_of_different_sets_do_not_see_each_others_state(tmp_path):
+    from testing import synthetic as syn
+
+    first, second = _two_sets(tmp_path)
+    one, other = registry.PatchSets([str(first)]), registry.PatchSets([str(second)])
+    assert syn.FIX in one.patch_ids() and syn.FIX not in other.patch_ids()
+    assert [cls.ID for cls in one.load_all() if cls.ID.startswith("syn-")] == list(syn.IDS)
+    # The second load neither forgets the first's files nor lends it its own left-out diff.
+    assert one.source_file(syn.FIX) == first / "syn_fix.py" and one.origin(syn.FIX) == f"folder {first}"
+    assert one.unloadable() == [] and [str(second / "broken.patch") in str(e) for e in other.unloadable()] == [True]
+    assert one.folders == (str(first),) and other.folders == (str(second),)
+    # Neither is the run's: outside a command, the built-in set alone.
+    assert syn.FIX not in registry.patch_ids() and registry.unloadable() == []
+
+
+def test_a_command_run_in_process_leaves_no_patch_set_behind(tmp_path):
+    from testing import synthetic as syn
+    from testing.cli import run
+
+    first, second = _two_sets(tmp_path)
+    listed = run("--patches", first, "list", "--patches", second, "--json")
+    assert listed.exit_code == 2 and "broken.patch" in listed.stderr  # the left-out diff said (a usage error)
+    assert syn.FIX in {row["id"] for row in listed.json()["patches"]}
+    assert syn.FIX not in registry.patch_ids() and registry.unloadable() == [] and registry.given_folders() == ()
