@@ -54,7 +54,8 @@ COMMAND_MEANINGS: dict[tuple[str, int], str] = {
     ("track", EXIT_PLAN): "a patch fails on a release in the range",
     ("matrix", EXIT_PLAN): "a patch fails on a release in the range",
     ("verify", EXIT_PLAN): "a check failed (or, with --strict, a needed patch is missing)",
-    ("rebase", EXIT_PLAN): "a unit conflicts (the diff is written with conflict markers) or V already has the change",
+    ("rebase", EXIT_PLAN): "a unit conflicts (the diff is written with conflict markers) or V already has the change; "
+                           "--continue: a block left, or the resolution does not work on V (nothing written)",
     ("bump", EXIT_PLAN): "conflicts remain (DIR written with the blocks to resolve; the tree untouched), or a patch fails, "
                          "or a diff breaks on V (an undefined name; with --python, an import)",
     ("bump", EXIT_USAGE): "usage (-o DIR not new, empty or a bump's, or not makeable; --to older than V0; DIR's "

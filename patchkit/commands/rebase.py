@@ -10,7 +10,7 @@ from patchkit.releases import pristine as releases, versions
 from patchkit.commands.destination import output_file
 from patchkit.commands.patch_file import read_patch_file
 from patchkit.base.constants import EXIT_OK, EXIT_PLAN
-from patchkit.base.errors import UsageError
+from patchkit.base.errors import PlanError, UsageError
 from patchkit.base.util import atomic_write
 
 
@@ -105,7 +105,9 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
     path = output_file("-o", out) if out else None
     record = rebase_tree.read_record(folder)
     target = releases.WheelSource(versions.normalise(str(record["to"]), "the record's release"), output.progress)
-    done = rebase_tree.finish(folder, target.read, rebase_tree.continue_command(folder, out))
+    again = rebase_tree.continue_command(folder, out)
+    done = rebase_tree.finish(folder, target.read, again)
+    _works_on_v(done, folder, target.read, again)
     if path is not None:
         atomic_write(path, done.data, 0o644)
     for note in done.notes:
@@ -124,6 +126,21 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
                     + (f"; left with {done.to}'s bytes: {', '.join(kept)}" if kept else "")
                     + (f"; not created: {', '.join(done.not_created)}" if done.not_created else ""))
     return EXIT_OK
+
+
+def _works_on_v(done, folder: Path, read, again: str) -> None:
+    """The resolved files checked on V as `bump --continue` checks a resolution (works_on.static:
+    compiled, no name left undefined that the tree's base defines): each finding `FILE:LINE`,
+    exit 1 (PlanError), nothing written."""
+    from patchkit.engine import works_on
+
+    changed = {c.rel: c for c in done.changes}
+    found = works_on.static(list(changed), lambda rel: changed[rel].after if rel in changed else read(rel),
+                            lambda rel: changed[rel].before if rel in changed else read(rel), done.to)
+    if found:
+        raise PlanError(f"{folder}: the resolution does not work on SGLang {done.to}: "
+                        + "; ".join(f"{item.file}:{item.line}: {item.detail}" for item in found)
+                        + f"; fix it in {folder}, then run `{again}` again (nothing written)")
 
 
 def _stack(patches: list[str], to: str, folder: Path, as_json: bool, trees: bool = False) -> int:

@@ -126,3 +126,34 @@ def test_a_release_that_has_the_change_already(home, tmp_path):
     done = run("rebase", diff, "--to", "0.5.20", "-o", out)
     assert done.exit_code == 1 and "SGLang 0.5.20 already has the change" in done.stderr, done.stderr
     assert not out.exists()
+
+
+def test_continue_refuses_a_resolution_that_does_not_work_on_the_release(home, tmp_path):
+    """`rebase --continue` checks the resolved files as `bump --continue` does (works_on.static):
+    a resolution that does not compile, or uses a name 0.5.17's file does not define, is exit 1
+    naming FILE:LINE, and nothing is written (-o FILE not made; without -o no diff on stdout).
+    Before: exit 0 and the diff written, a module that fails at import once applied."""
+    diff = tmp_path / "offload-tied.diff"
+    diff.write_bytes(upstream_diff())
+    tree = tmp_path / "fix"
+    made = run("rebase", diff, "--to", "0.5.17", "--tree", tree)
+    assert made.exit_code == 1, made.stderr
+    path = tree / OFFLOADER
+    good = re.sub(rb"<<<<<<< release[^\n]*\n=======\n.*?>>>>>>> patch[^\n]*\n", b"", path.read_bytes(), flags=re.S)
+    anchor = b"def set_offloader("
+    line = good[:good.index(anchor)].count(b"\n") + 1
+    out = tmp_path / "offload-tied-0.5.17.diff"
+    for broken, detail in ((good.replace(anchor, b"def def set_offloader("), "does not compile: "),
+                           (good.replace(anchor, b"def set_offloader_unused():\n    return no_such_name\n\n\n" + anchor),
+                            "breaks on 0.5.17: undefined name 'no_such_name'")):
+        path.write_bytes(broken)
+        for args in (("-o", out), ()):
+            refused = run("rebase", "--continue", tree, *args)
+            assert refused.exit_code == 1, refused.stderr
+            assert f"{OFFLOADER}:{line + (1 if 'undefined' in detail else 0)}: {detail}" in refused.stderr
+            assert "rebase --continue" in refused.stderr.splitlines()[-1]
+            assert not out.exists() and refused.stdout == ""
+    path.write_bytes(good)
+    done = run("rebase", "--continue", tree, "-o", out)
+    assert done.exit_code == 0, done.stderr
+    assert out.is_file()
