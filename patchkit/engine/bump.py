@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from patchkit.engine.works_on import Imported
     from patchkit.authoring.patch import Patch
     from patchkit.diffs.unidiff import DiffPatchFile
+    from patchkit.diffs.format_patch import FileChange
     from patchkit.diffs.rebase import Rebased
     from patchkit.releases.pristine import WheelSource
 
@@ -954,6 +955,13 @@ def _onto(row: PatchRow, done: Any, stale: list[str], bump: Bump, read_on: Calla
     except PlanError as exc:
         return replace(row, action=FAILED, written=None, detail=str(exc))
     note = (f"re-made on top of the diffs before it, which changed {', '.join(stale)} after its tree was made",)
+    merged = _merged_onto(done, stale, read_on) if made.conflicts else None
+    if merged == []:  # the diffs before it hold the whole resolution already
+        return replace(row, action=DROP, on_to=upstream.UPSTREAM_FIXED, written=None,
+                       evidence=(f"the diffs before it already make its change ({', '.join(stale)})",))
+    if merged is not None:  # its lines next to theirs, or their change made alike: no clash
+        files[done.name] = rebasing.write_diff(done.data, diff.prefix, merged)
+        return replace(row, notes=(*row.notes, *note))
     if made.conflicts:
         left = {rel: data for rel in base if rel not in {c.rel for c in made.changes}
                 for data in [read_on(rel)] if data is not None}
@@ -964,6 +972,31 @@ def _onto(row: PatchRow, done: Any, stale: list[str], bump: Bump, read_on: Calla
                        conflicts=_conflicts(made))
     files[done.name] = made.data
     return replace(row, notes=(*row.notes, *made.notes, *note))
+
+
+def _merged_onto(done: Any, stale: list[str], read_on: Callable[[str], bytes | None]) -> list[FileChange] | None:
+    """A resolved tree's change, from its base to the resolved files, put line by line onto the
+    files as the diffs before it leave them (`line_merge`: a line it changed next to one they
+    changed, or a change of theirs it makes alike, is no clash): each file's change from those
+    files; None where a file clashes (they took away or changed otherwise what it changes), or is
+    created or deleted on either side (left to the unit-by-unit re-make)."""
+    from patchkit.diffs import line_merge
+    from patchkit.diffs.format_patch import FileChange
+
+    found: list[FileChange] = []
+    for change in done.changes:
+        if change.rel not in stale:
+            found.append(change)
+            continue
+        now = read_on(change.rel)
+        if change.before is None or change.after is None or now is None:
+            return None
+        merged = line_merge.merge(change.before, now, change.after)
+        if merged is None:
+            return None
+        if merged != now:
+            found.append(FileChange(change.rel, now, merged))
+    return found
 
 
 def _remake(row: PatchRow, bump: Bump, read_on: Callable[[str], bytes | None], to: WheelSource,

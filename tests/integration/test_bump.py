@@ -4,6 +4,7 @@ command, with a verdict each, and nothing in the tree changed by any of it."""
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -553,3 +554,64 @@ def test_a_three_deep_stack_drops_a_finished_lower_ones_stack_entry(tmp_path, mo
     last = _round(out)
     assert last.exit_code == 0 and last.json()["complete"], last.stderr
     assert (out / "v0.5.15.post1-sglang-top.patch").read_bytes().count(b"+def _local_probe():") == 2
+
+
+OFFLOADER = "sglang/srt/utils/offloader.py"
+_BYTES = (b"int(server_args.cpu_offload_gb * 1024**3)", b"int(server_args.cpu_offload_gb * (1 << 30))")
+_CALL = (b"        return OffloaderV1(\n            cpu", b"        return  OffloaderV1(\n            cpu")
+
+
+@pytest.mark.parametrize("with_lowers", [True, False], ids=["holding-the-lowers-change", "its-own-change-only"])
+def test_a_stacked_resolution_next_to_the_lowers_change_is_merged_not_asked_again(home, tmp_path, with_lowers):
+    """A lower diff changes a line of 0.5.17's create_offloader_from_server_args, and a diff stacked
+    on it the line right above (0.5.23 renamed and rewrote the function as create_offloader: both
+    conflict in round one). Each tree is resolved in 0.5.23's create_offloader, the upper's the
+    way its block shows it (the lower's change with it) or with its own change only: nothing the
+    upper changes was taken away by the lower's resolution, so `--continue` merges it onto the
+    lower's finished file, exit 0, and the two diffs applied in order hold both changes. Before:
+    exit 1, the upper's block asked again ("changed here and by the diff in the same lines")."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    v0 = (pristine("0.5.17") / OFFLOADER).read_bytes()
+    lower = v0.replace(*_BYTES)
+    upper = lower.replace(*_CALL)
+    assert v0 != lower != upper
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / "a-lower.patch").write_bytes(git_diff({OFFLOADER: v0}, {OFFLOADER: lower}, prefix="python/"))
+    (tmp_path / "set" / "b-upper.patch").write_bytes(git_diff({OFFLOADER: lower}, {OFFLOADER: upper}, prefix="python/"))
+    out = tmp_path / "bump"
+    made = run("--patches", tmp_path / "set", "bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    rows = {row["id"]: row for row in made.json()["patches"]}
+    assert rows["a-lower"]["tree"] == "a-lower.tree" and rows["b-upper"]["tree"] == "b-upper.tree"
+    assert rows["b-upper"]["waits_on"] == ["a-lower"]
+    there = [(old.replace(b"server_args.", b"get_exec().offload."), new.replace(b"server_args.", b"get_exec().offload."))
+             for old, new in (_BYTES, _CALL)]
+    for tree, changes in (("a-lower.tree", there[:1]), ("b-upper.tree", there if with_lowers else there[1:])):
+        path = out / tree / OFFLOADER
+        text = re.sub(rb"<<<<<<< release[^\n]*\n=======\n.*?>>>>>>> patch[^\n]*\n", b"", path.read_bytes(), flags=re.S)
+        for old, new in changes:
+            assert text.count(old) == 1
+            text = text.replace(old, new)
+        path.write_bytes(text)
+    done = run("bump", "--continue", out, "--json")
+    assert done.exit_code == 0, (done.stderr, done.json()["conflicts"])
+    rows = {row["id"]: row for row in done.json()["patches"]}
+    assert rows["a-lower"]["action"] == rows["b-upper"]["action"] == "rebased"
+    final = (pristine("0.5.23") / OFFLOADER).read_bytes()
+    for name in ("a-lower.patch", "b-upper.patch"):
+        final = _applied(final, (out / name).read_bytes(), name)
+    expected = (pristine("0.5.23") / OFFLOADER).read_bytes()
+    for old, new in there:
+        expected = expected.replace(old, new)
+    assert final == expected
+
+
+def _applied(data: bytes, diff: bytes, name: str) -> bytes:
+    """`git apply` of `diff` (one file, offloader.py) on `data`."""
+    from testing.diffs import git_apply
+
+    code, files, err = git_apply({"python/" + OFFLOADER: data}, diff)
+    assert code == 0, (name, err)
+    return files["python/" + OFFLOADER]
