@@ -45,7 +45,7 @@ def rebase(patches: tuple[str, ...], to: str | None, first: str | None, out: str
         base = lambda file: source.read(file.old_path or file.path)  # noqa: E731
     made = rebasing.rebase(diff, data, to, target.read, base, first, target.python_files, target.package_files)
     if tree is not None:
-        return _tree(made, data, Path(tree), as_json)
+        return _tree(made, data, Path(tree), as_json, Path(patch))
     if path is not None:
         atomic_write(path, made.data, 0o644)
     conflicts = made.conflicts
@@ -78,8 +78,9 @@ def rebase(patches: tuple[str, ...], to: str | None, first: str | None, out: str
     return EXIT_OK
 
 
-def _tree(made, data: bytes, folder: Path, as_json: bool) -> int:
-    """`--tree DIR`: V's files with the conflict blocks, to resolve there (docs/diffs.md)."""
+def _tree(made, data: bytes, folder: Path, as_json: bool, source: Path) -> int:
+    """`--tree DIR`: V's files with the conflict blocks, to resolve there (docs/diffs.md); the next
+    step names the diff to write for V beside the input (`source`), never the input itself."""
     from patchkit.diffs import rebase_tree
 
     written = rebase_tree.write_tree(made, data, folder)
@@ -94,7 +95,7 @@ def _tree(made, data: bytes, folder: Path, as_json: bool) -> int:
         output.warn(f"conflict: {unit.file}:{unit.unit}: {unit.detail} (a block in {folder / unit.file})")
     output.line(f"wrote {len(written)} file(s) of SGLang {made.to} into {folder}")
     output.line(f"next: resolve the <<<<<<< / >>>>>>> blocks there ({len(conflicts)}), then "
-                f"`{rebase_tree.continue_command(folder, made.diff.name)}`")
+                f"`{rebase_tree.continue_command(folder, str(source.with_name(rebase_tree.name_for(source.name, made.to))))}`")
     return EXIT_PLAN if conflicts else EXIT_OK
 
 

@@ -252,6 +252,21 @@ def continue_command(folder: Path, out: str | None = None) -> str:
     return Naming().command("rebase", "--continue", str(folder), *(("-o", out) if out else ()))
 
 
+_RELEASE_IN_NAME = re.compile(r"\d+\.\d+\.\d+(?:\.post\d+)?")
+
+
+def name_for(name: str, to: str) -> str:
+    """The file name to write a diff re-made for V under (`--continue -o`), never the input's own:
+    the release the input's name holds replaced by V (`v0.5.15.post1-sglang.patch` for 0.5.17:
+    `v0.5.17-sglang.patch`, the field's one diff per release), else V put before its suffix
+    (`offload-tied.diff`: `offload-tied-0.5.17.diff`)."""
+    suffix = next((s for s in (".patch", ".diff") if name.endswith(s) and len(name) > len(s)), "")
+    stem = name[:len(name) - len(suffix)]
+    found = _RELEASE_IN_NAME.findall(stem)
+    made = _RELEASE_IN_NAME.sub(to, stem) if len(found) == 1 else f"{stem}-{to}"
+    return (made if made != stem else f"{stem}-rebased") + suffix
+
+
 def _tree_entries(folder: Path) -> set[str]:
     """The plain files under `folder` ('/'-separated, the record left out). A symlink is refused,
     never followed (it would put a file from outside the tree into the diff), as is a FIFO, socket
@@ -279,7 +294,7 @@ def _raise(exc: OSError) -> None:
 class StackTree:
     """One diff of a stack rebased with `--tree`: its tree (`NAME.tree`, "" where none was written)."""
     id: str
-    name: str  # the input's file name, what `--continue -o` writes
+    name: str  # the input's file name (`--continue -o` writes `name_for` it)
     to: str
     tree: str
     files: tuple[str, ...] = ()
@@ -299,7 +314,7 @@ class StackTree:
         if self.waits_on:
             return (f"{self.id} waits on {', '.join(self.waits_on)}, not finished in a file it is stacked on: once "
                     f"it is finished, rebase {self.name} on it (`patchkit bump --continue` does both in one run)")
-        return f"`{continue_command(folder / self.tree, self.name)}`"
+        return f"`{continue_command(folder / self.tree, name_for(self.name, self.to))}`"
 
 
 def write_stack(stacked: list, inputs: dict[str, bytes], folder: Path) -> list[StackTree]:

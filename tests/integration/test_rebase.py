@@ -157,3 +157,39 @@ def test_continue_refuses_a_resolution_that_does_not_work_on_the_release(home, t
     done = run("rebase", "--continue", tree, "-o", out)
     assert done.exit_code == 0, done.stderr
     assert out.is_file()
+
+
+def test_tree_names_the_diff_to_write_for_the_release_pasteable_as_printed(home, tmp_path):
+    """`rebase --tree`'s next step is `rebase --continue TREE -o OUT`, OUT the diff for V beside the
+    input (its name with V: offload-tied-0.5.17.diff), never the input: run as printed (once the
+    block is resolved), it writes OUT and leaves the input as it was. Before: `-o offload-tied.diff`,
+    the input's name, which from the input's folder overwrote it."""
+    import shlex
+
+    folder = tmp_path / "my patches"
+    folder.mkdir()
+    diff = folder / "offload-tied.diff"
+    diff.write_bytes(upstream_diff())
+    tree = tmp_path / "fix"
+    made = run("rebase", diff, "--to", "0.5.17", "--tree", tree)
+    assert made.exit_code == 1, made.stderr
+    step = next(line for line in made.stdout.splitlines() if line.startswith("next: "))
+    words = shlex.split(step.split("`")[1])
+    out = folder / "offload-tied-0.5.17.diff"
+    assert words == ["patchkit", "rebase", "--continue", str(tree), "-o", str(out)], step
+    path = tree / OFFLOADER
+    path.write_bytes(re.sub(rb"<<<<<<< release[^\n]*\n=======\n.*?>>>>>>> patch[^\n]*\n", b"", path.read_bytes(),
+                            flags=re.S))
+    done = run(*words[1:])
+    assert done.exit_code == 0, done.stderr
+    assert out.is_file() and diff.read_bytes() == upstream_diff()
+
+
+def test_the_name_for_a_release_replaces_the_one_it_names():
+    from patchkit.diffs.rebase_tree import name_for
+
+    assert name_for("v0.5.15.post1-sglang.patch", "0.5.17") == "v0.5.17-sglang.patch"
+    assert name_for("offload-tied.diff", "0.5.17") == "offload-tied-0.5.17.diff"
+    assert name_for("fix", "0.5.17") == "fix-0.5.17"
+    assert name_for("fix-0.5.17.patch", "0.5.17") == "fix-0.5.17-rebased.patch"
+    assert name_for("0.5.15-to-0.5.16.patch", "0.5.17") == "0.5.15-to-0.5.16-0.5.17.patch"
