@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -322,17 +323,57 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
     if start is None:
         raise UsageError(f"{name}: not a diff (no 'diff --git' or '--- '/'+++ ' lines)")
     header = _header(lines[:start], name)
+    lines, notes = _crlf_dropped(lines, start, name)
     files: list[FileDiff] = []
     outside: list[str] = []
-    notes: list[str] = []
-    if _converted_to_crlf(lines[start:]):
-        # git writes its own lines with LF whatever the files hold: CRLF on them too means the
-        # whole diff was converted after git wrote it (an editor, a Windows checkout).
-        lines = lines[:start] + [line[:-2] + b"\n" if line.endswith(b"\r\n") else line for line in lines[start:]]
-        notes.append(f"{name}: every line of the diff ends in CRLF, git's own lines too (the diff was converted "
-                     "after git wrote it): read with the CRs dropped, as GNU patch does (`git apply` refuses it)")
     prefix: str | None = None
     damaged = 0
+    for section in _sections(lines, start, name):  # each one judged before the next is read
+        damaged += section.damaged
+        old_rel, new_rel, folder = _package_paths(section)
+        if old_rel is None and new_rel is None:
+            outside.append(section.new or section.old or "?")
+            continue
+        file, note = _file_diff(section, old_rel, new_rel, name)
+        notes += [note] if note else []
+        if file is not None:
+            prefix = section.side + folder if prefix is None else prefix
+            files.append(file)
+    _refuse_two_sections(files, name)
+    notes += _left_out(name, outside, damaged)
+    return DiffPatchFile(name=name, id=header.id, title=header.title, rationale=header.rationale,
+                         upstream=header.upstream, applies_to=header.applies_to, after=header.after,
+                         prefix=prefix or "", files=tuple(files), outside=tuple(outside), notes=tuple(notes))
+
+
+@dataclass(frozen=True)
+class _Section:
+    """One file's section as the diff writes it: its paths without git's a/ b/ (`side`: the
+    prefix seen; None: /dev/null), git's extended header lines (`meta`, `_meta_line`), its hunks
+    and how many of their blank context lines had lost their space."""
+    old: str | None
+    new: str | None
+    side: str
+    meta: dict[str, str]
+    hunks: tuple[Hunk, ...]
+    damaged: int
+
+
+def _crlf_dropped(lines: list[bytes], start: int, name: str) -> tuple[list[bytes], list[str]]:
+    """The lines from `start` on with their CRs dropped where git's own lines end in CRLF too
+    (git writes its lines with LF whatever the files hold: the whole diff was converted after git
+    wrote it, by an editor or a Windows checkout), and the note saying so."""
+    if not _converted_to_crlf(lines[start:]):
+        return lines, []
+    return lines[:start] + [line[:-2] + b"\n" if line.endswith(b"\r\n") else line for line in lines[start:]], [
+        f"{name}: every line of the diff ends in CRLF, git's own lines too (the diff was converted after git wrote "
+        "it): read with the CRs dropped, as GNU patch does (`git apply` refuses it)"]
+
+
+def _sections(lines: list[bytes], start: int, name: str) -> Iterator[_Section]:
+    """Each file's section from line `start` on: its git header (`_git_header`), its paths
+    (`_section_paths`), its hunks (`_hunks`); lines between sections (format-patch's signature,
+    stray text) skipped, a hunk among them refused."""
     i = start
     while i < len(lines):
         if not _is_file_start(lines, i):
@@ -340,78 +381,117 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
                 # git: "patch fragment without header": the hunk before counts fewer lines than it holds.
                 raise UsageError(f"{name}: line {i + 1}: a hunk outside any file (the hunk before it holds more "
                                  "lines than its header counts: a hand-edited diff?)")
-            i += 1  # format-patch's signature ("-- ", a version), stray text between files
-            continue
-        meta: dict[str, str] = {}
-        git_paths: tuple[str | None, str | None] = (None, None)
-        if lines[i].startswith(b"diff --git "):
-            git_paths = _git_line_paths(lines[i][len(b"diff --git "):].rstrip(b"\r\n"))
-            first, second = (_checked_path(part, name, i + 1) if part else part for part in git_paths)
-            git_paths = (first, second)
             i += 1
-            while i < len(lines) and not lines[i].startswith((b"--- ", b"diff --git ", b"@@ ")):
-                line = lines[i].decode("utf-8", "surrogateescape").rstrip("\r\n")
-                key, _, value = line.partition(" ")
-                if key == "index":
-                    blobs, _, mode = value.partition(" ")
-                    meta["old_blob"], _, meta["new_blob"] = blobs.partition("..")
-                    if mode:
-                        meta["old_mode"] = meta["new_mode"] = mode
-                elif line.startswith(("old mode ", "deleted file mode ")):
-                    meta["old_mode"] = line.rsplit(" ", 1)[1]
-                elif line.startswith(("new mode ", "new file mode ")):
-                    meta["new_mode"] = line.rsplit(" ", 1)[1]
-                    if line.startswith("new file"):
-                        meta["created"] = "1"
-                elif line.startswith("deleted file"):
-                    meta["deleted"] = "1"
-                elif line.startswith(("rename from ", "copy from ")):
-                    meta["from"] = _checked_path(_meta_path(line.split(" ", 2)[2]), name, i + 1)
-                    if line.startswith("copy"):
-                        meta["copy"] = "1"
-                elif line.startswith(("rename to ", "copy to ")):
-                    meta["to"] = _checked_path(_meta_path(line.split(" ", 2)[2]), name, i + 1)
-                elif line.startswith(("GIT binary patch", "Binary files ")):
-                    meta["binary"] = "1"
-                i += 1
-        old: str | None
-        new: str | None
-        if i < len(lines) and lines[i].startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ "):
-            old, new = _path(lines[i][4:], name, i + 1), _path(lines[i + 1][4:], name, i + 2)
-            i += 2
-        else:  # a mode change, a rename without edits, a binary file: the paths of the git line
-            old = None if meta.get("created") else (("a/" + meta["from"]) if "from" in meta else git_paths[0])
-            new = None if meta.get("deleted") else (("b/" + meta["to"]) if "to" in meta else git_paths[1])
-        old, new, side = _strip_prefix(old, new)
-        old_rel, old_dir = _in_package(old)
-        new_rel, new_dir = _in_package(new)
-        if old is not None and new is not None and "from" not in meta and (old_rel is None) != (new_rel is None):
-            # `diff -ru sglang.orig sglang` (a copy kept before a hand edit): one file under two
-            # folder names, as `patch` reads it; not a rename (git says so in its own lines).
-            old_rel = new_rel = old_rel or new_rel
-        hunks: list[Hunk] = []
-        while i < len(lines) and lines[i].startswith(b"@@ "):
-            at = i
-            hunk, i, blank = _hunk(lines, i, name)
-            hunks.append(hunk)
-            damaged += blank
-            _refuse_conflict_markers(name, lines, at, i)
-        if old_rel is None and new_rel is None:
-            outside.append(new or old or "?")
             continue
-        _refuse_unsupported(name, old_rel if old is not None else None, new_rel if new is not None else None, meta)
-        whole = old is None or new is None  # a file the diff creates or deletes (its mode goes with it)
-        if meta.get("old_mode") != meta.get("new_mode") and not whole:
-            notes.append(f"{name}: mode change of {old_rel or new_rel} ({meta.get('old_mode')} -> "
-                         f"{meta.get('new_mode')}) left out (patchkit changes a file's bytes, not its mode)")
-        if not hunks and not whole:
-            continue  # nothing but the mode changes
-        if prefix is None:
-            prefix = side + (old_dir or new_dir)
-        files.append(FileDiff(
-            old_path=old_rel if old is not None else None, new_path=new_rel if new is not None else None,
-            old_blob=_blob(meta.get("old_blob")), new_blob=_blob(meta.get("new_blob")),
-            old_mode=meta.get("old_mode"), new_mode=meta.get("new_mode"), hunks=tuple(hunks)))
+        meta, git_paths, i = _git_header(lines, i, name)
+        old, new, i = _section_paths(lines, i, name, meta, git_paths)
+        hunks, i, damaged = _hunks(lines, i, name)
+        old, new, side = _strip_prefix(old, new)
+        yield _Section(old, new, side, meta, hunks, damaged)
+
+
+def _git_header(lines: list[bytes], i: int, name: str) -> tuple[dict[str, str], tuple[str | None, str | None], int]:
+    """A section's `diff --git A B` line and the extended header lines after it, up to its
+    ---/+++ lines or its first hunk: (what those lines say, `_meta_line`; the git line's two
+    paths; the line after them). A section of `diff -u` has neither."""
+    meta: dict[str, str] = {}
+    if not lines[i].startswith(b"diff --git "):
+        return meta, (None, None), i
+    first, second = (_checked_path(part, name, i + 1) if part else part
+                     for part in _git_line_paths(lines[i][len(b"diff --git "):].rstrip(b"\r\n")))
+    i += 1
+    while i < len(lines) and not lines[i].startswith((b"--- ", b"diff --git ", b"@@ ")):
+        meta.update(_meta_line(lines[i], name, i + 1))
+        i += 1
+    return meta, (first, second), i
+
+
+def _meta_line(raw: bytes, name: str, number: int) -> dict[str, str]:
+    """What one extended header line of git says: the index line's blob hashes (and mode), the
+    old and new modes, a created or deleted file, a rename's or copy's paths, a binary change;
+    nothing for another line."""
+    line = raw.decode("utf-8", "surrogateescape").rstrip("\r\n")
+    key, _, value = line.partition(" ")
+    if key == "index":
+        blobs, _, mode = value.partition(" ")
+        old_blob, _, new_blob = blobs.partition("..")
+        return {"old_blob": old_blob, "new_blob": new_blob, **({"old_mode": mode, "new_mode": mode} if mode else {})}
+    if line.startswith(("old mode ", "deleted file mode ")):
+        return {"old_mode": line.rsplit(" ", 1)[1]}
+    if line.startswith(("new mode ", "new file mode ")):
+        return {"new_mode": line.rsplit(" ", 1)[1], **({"created": "1"} if line.startswith("new file") else {})}
+    if line.startswith("deleted file"):
+        return {"deleted": "1"}
+    if line.startswith(("rename from ", "copy from ")):
+        return {"from": _checked_path(_meta_path(line.split(" ", 2)[2]), name, number),
+                **({"copy": "1"} if line.startswith("copy") else {})}
+    if line.startswith(("rename to ", "copy to ")):
+        return {"to": _checked_path(_meta_path(line.split(" ", 2)[2]), name, number)}
+    if line.startswith(("GIT binary patch", "Binary files ")):
+        return {"binary": "1"}
+    return {}
+
+
+def _section_paths(lines: list[bytes], i: int, name: str, meta: dict[str, str],
+                   git_paths: tuple[str | None, str | None]) -> tuple[str | None, str | None, int]:
+    """A section's two paths as the diff writes them (None: /dev/null) and the line after them:
+    its ---/+++ lines, or without them (a mode change, a rename without edits, a binary file) the
+    paths its git lines name."""
+    if i < len(lines) and lines[i].startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ "):
+        return _path(lines[i][4:], name, i + 1), _path(lines[i + 1][4:], name, i + 2), i + 2
+    old = None if meta.get("created") else (("a/" + meta["from"]) if "from" in meta else git_paths[0])
+    new = None if meta.get("deleted") else (("b/" + meta["to"]) if "to" in meta else git_paths[1])
+    return old, new, i
+
+
+def _hunks(lines: list[bytes], i: int, name: str) -> tuple[tuple[Hunk, ...], int, int]:
+    """The hunks from line `i` on (`_hunk` reads each; one opening a conflict block is refused):
+    (them, the line after them, their blank context lines that had lost their space)."""
+    hunks: list[Hunk] = []
+    damaged = 0
+    while i < len(lines) and lines[i].startswith(b"@@ "):
+        at = i
+        hunk, i, blank = _hunk(lines, i, name)
+        hunks.append(hunk)
+        damaged += blank
+        _refuse_conflict_markers(name, lines, at, i)
+    return tuple(hunks), i, damaged
+
+
+def _package_paths(section: _Section) -> tuple[str | None, str | None, str]:
+    """A section's two paths relative to the site folder (None: outside the package, or
+    /dev/null) and the checkout folder they were under ("python/" or "")."""
+    old_rel, old_dir = _in_package(section.old)
+    new_rel, new_dir = _in_package(section.new)
+    if section.old is not None and section.new is not None and "from" not in section.meta \
+            and (old_rel is None) != (new_rel is None):
+        # `diff -ru sglang.orig sglang` (a copy kept before a hand edit): one file under two
+        # folder names, as `patch` reads it; not a rename (git says so in its own lines).
+        old_rel = new_rel = old_rel or new_rel
+    return old_rel, new_rel, old_dir or new_dir
+
+
+def _file_diff(section: _Section, old_rel: str | None, new_rel: str | None,
+               name: str) -> tuple[FileDiff | None, str | None]:
+    """A section of a package file as the model's file (None: it changes only the file's mode),
+    and the note a mode change left out gets; a change patchkit cannot make is refused
+    (`_refuse_unsupported`)."""
+    old, new, meta = section.old, section.new, section.meta
+    _refuse_unsupported(name, old_rel if old is not None else None, new_rel if new is not None else None, meta)
+    whole = old is None or new is None  # a file the diff creates or deletes (its mode goes with it)
+    note = None
+    if meta.get("old_mode") != meta.get("new_mode") and not whole:
+        note = (f"{name}: mode change of {old_rel or new_rel} ({meta.get('old_mode')} -> {meta.get('new_mode')}) left "
+                "out (patchkit changes a file's bytes, not its mode)")
+    if not section.hunks and not whole:
+        return None, note  # nothing but the mode changes
+    return FileDiff(old_path=old_rel if old is not None else None, new_path=new_rel if new is not None else None,
+                    old_blob=_blob(meta.get("old_blob")), new_blob=_blob(meta.get("new_blob")),
+                    old_mode=meta.get("old_mode"), new_mode=meta.get("new_mode"), hunks=section.hunks), note
+
+
+def _refuse_two_sections(files: list[FileDiff], name: str) -> None:
+    """A file changed by two sections of the diff is a usage error naming it."""
     seen: set[str] = set()
     for file in files:
         if file.path in seen:
@@ -421,14 +501,18 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
                              "one diff of the series (`git diff BASE HEAD`), or one diff file per commit ordered "
                              "with `Patchkit-After:`")
         seen.add(file.path)
+
+
+def _left_out(name: str, outside: list[str], damaged: int) -> list[str]:
+    """The notes on what the parser left out or tolerated: files outside the package, blank
+    context lines without their space."""
+    notes = []
     if outside:
         notes.append(f"{name}: {len(outside)} file(s) outside the sglang package left out: {', '.join(outside)}")
     if damaged:
         notes.append(f"{name}: {damaged} blank context line(s) without their leading space (whitespace damage, "
                      "which `git apply` calls a corrupt patch) read as blank context lines")
-    return DiffPatchFile(name=name, id=header.id, title=header.title, rationale=header.rationale,
-                         upstream=header.upstream, applies_to=header.applies_to, after=header.after,
-                         prefix=prefix or "", files=tuple(files), outside=tuple(outside), notes=tuple(notes))
+    return notes
 
 
 def load(data: bytes, name: str) -> DiffPatchFile:
