@@ -1,4 +1,5 @@
-"""`patchkit doctor` through the real CLI: output, --json, exit codes."""
+"""`patchkit doctor` through the real CLI on real releases: output, --json, exit codes (the usage errors
+found before a release is read: tests/unit/commands/test_doctor.py)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,12 @@ import pytest
 from testing import releases
 from testing.cli import run
 from testing.doctor import model_folder
+from tests.unit.commands.test_doctor import assert_json_error
 
 GPU = ("--gpus", "1", "--gpu-memory", "80", "--gpu-free", "79", "--sm", "9.0")
 BUDGET_KEYS = {"kv_tokens", "kv_bytes_per_token", "weights_bytes", "ssm_state_bytes", "conv_state_bytes",
                "state_slots", "state_slot_bytes", "intermediate_state_bytes", "multimodal_reserve_bytes",
                "effective_max_running_requests", "max_request_tokens"}
-
-
-def assert_json_error(result, code: int, text: str) -> None:
-    """--json: `{"error": {"code", "message"}}` on stdout, the same message as the one `error:` line on stderr."""
-    assert result.exit_code == code, (result.stdout, result.stderr)
-    data = result.json()
-    assert set(data) == {"error"} and data["error"]["code"] == code and text in data["error"]["message"], data
-    assert result.stderr.strip().splitlines() == [f"error: {data['error']['message']}"]
 
 
 @pytest.fixture
@@ -76,11 +70,6 @@ def test_bad_input_exits_2(args, message):
     assert result.stderr.count("\n") == 1
 
 
-def test_version_and_site_packages_are_exclusive(model):
-    result = run("doctor", "--version", "0.5.20", "--site-packages", ".", "--", "--model-path", model)
-    assert result.exit_code == 2 and "mutually exclusive" in result.stderr
-
-
 @pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_unreadable_config_is_one_error_line(tmp_path):
     folder = tmp_path / "broken"
@@ -107,35 +96,6 @@ def test_a_release_without_a_patch_set_is_still_checked(model, tmp_path):
     # A release without a manifest is judged by the patches' probes (issue 14), so patch-needed
     # is checked there too: no "patch-status-unknown" note.
     assert "patch-status-unknown" not in findings
-
-
-@pytest.mark.parametrize("args, message", [
-    (("--model-path", "m"), "--model-path is not a doctor option; pass the sglang.launch_server arguments after --"),
-    (("--gpus", "x", "--", "--model-path", "m"), "Invalid value for '--gpus'"),
-    (("--interconnect", "foo", "--", "--model-path", "m"), "Invalid value for '--interconnect'"),
-    (("--gpus",), "requires an argument"),
-    (("--gpu-memory", "24", "--gpu-free", "30", "--", "--model-path", "m"),
-     "--gpu-free 30 is more than --gpu-memory 24"),
-])
-def test_doctor_usage_errors_are_one_line(args, message):
-    result = run("doctor", *args)
-    assert result.exit_code == 2, result.stdout + result.stderr
-    assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
-    assert result.stderr.count("\n") == 1 and result.stdout == ""
-
-
-@pytest.mark.parametrize("args, message", [
-    (("--json", "--model-path", "m"), "--model-path is not a doctor option"),
-    (("--gpus", "0", "--json", "--", "--model-path", "m"), "must be positive"),
-    (("--json", "--gpu-memory", "24", "--gpu-free", "30", "--", "--model-path", "m"), "more than --gpu-memory"),
-    (("--json", "--gpu-memory", "nan", "--", "--model-path", "m"), "must be positive numbers"),
-    (("--json", "--gpu-memory", "inf", "--", "--model-path", "m"), "must be positive numbers"),
-    (("--json", "--gpu-memory", "80", "--gpu-free", "nan", "--", "--model-path", "m"), "must be positive numbers"),
-    (("--json", "--sm", "-1.0", "--", "--model-path", "m"), "--sm -1.0: expected MAJOR.MINOR"),
-    (("--json", "--sm", "9.0.1", "--", "--model-path", "m"), "--sm 9.0.1: expected MAJOR.MINOR"),
-])
-def test_doctor_usage_errors_with_json(args, message):
-    assert_json_error(run("doctor", *args), 2, message)
 
 
 @pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
@@ -187,10 +147,6 @@ def test_draft_hub_id_is_a_note_and_a_missing_local_draft_an_error(model):
     assert "draft-not-local" not in {f["rule"] for f in result.json()["findings"]}
     result = run(*argv, "--speculative-draft-model-path", "/models/missing-draft")
     assert_json_error(result, 2, "--speculative-draft-model-path /models/missing-draft does not exist")
-
-
-def test_version_banana_is_a_usage_error(model):
-    assert_json_error(run("doctor", "--version", "banana", "--json", "--", "--model-path", model), 2, "is not a version")
 
 
 @pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
