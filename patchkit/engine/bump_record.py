@@ -353,13 +353,27 @@ def unfinished(folder: Path, named: str, option: str = "--patches") -> Unfinishe
 
 def not_patches(folder: Path) -> frozenset[str]:
     """The names at the top of a bump's folder that are not part of the patch set (its report and
-    its conflict trees): left out of an image's build context. Empty for any other folder."""
-    if not (folder / RECORD).is_file():
+    its conflict trees): left out of an image's build context. Empty for any other folder. Nothing
+    is followed: a symlink where the record, REPORT.md or a NAME.tree is (it would put files from
+    elsewhere into the image, or pass another folder's record for this one's) is refused, exit 6
+    naming it (confined.NotPlain), as every reader of a bump's folder refuses one."""
+    import stat
+
+    if confined.kind(folder, RECORD) != "file":  # (a symlink: NotPlain)
         return frozenset()
     try:
-        trees = {p.name for p in folder.iterdir() if p.name.endswith(TREE_SUFFIX) and p.is_dir()}
+        entries = list(os.scandir(folder))
     except OSError:
-        trees = set()
+        entries = []
+    trees = set()
+    for entry in entries:
+        if entry.name != REPORT and not entry.name.endswith(TREE_SUFFIX):
+            continue
+        mode = entry.stat(follow_symlinks=False).st_mode
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+            confined.kind(folder, entry.name)  # raises NotPlain naming it
+        if entry.name.endswith(TREE_SUFFIX) and stat.S_ISDIR(mode):
+            trees.add(entry.name)
     return frozenset({REPORT, *trees})
 
 

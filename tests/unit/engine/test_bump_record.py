@@ -95,6 +95,32 @@ def test_a_bump_folders_report_and_trees_are_not_patches(tmp_path):
     assert bump_record.not_patches(tmp_path / "plain") == frozenset()
 
 
+@pytest.mark.parametrize("where", ["other.tree -> a file", "other.tree -> a folder", "the record", "REPORT.md"])
+def test_a_symlink_where_a_bump_folders_record_report_or_tree_is_is_refused_never_followed(tmp_path, where):
+    """not_patches (what an image's build context leaves out of a bump's folder) follows nothing:
+    a symlink in place of the record, REPORT.md or a NAME.tree is NotPlain (exit 6) naming it.
+    Before: `other.tree` pointing at a file was not left out (the context's copy took the file it
+    points at into the image), one pointing at a folder was followed to tell it was one, and a
+    symlinked record made any folder a bump's."""
+    from patchkit.base.confined import NotPlain
+
+    out = _folder(tmp_path, (DROPPED, CONFLICT))
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "secret.py").write_text("TOKEN = 'x'\n")
+    name = {"other.tree -> a file": "other.tree", "other.tree -> a folder": "other.tree",
+            "the record": bump_record.RECORD, "REPORT.md": bump_record.REPORT}[where]
+    if name in (bump_record.RECORD, bump_record.REPORT):
+        (out / name).rename(outside / name)
+        (out / name).symlink_to(outside / name)
+    else:
+        (out / name).symlink_to(outside / ("sub" if "folder" in where else "secret.py"))
+    with pytest.raises(NotPlain) as refused:
+        bump_record.not_patches(out)
+    assert str(out / name) in str(refused.value) and "a symlink" in str(refused.value)
+    assert (outside / "secret.py").read_text() == "TOKEN = 'x'\n"
+
+
 def test_a_folder_whose_switch_was_killed_is_refused_until_a_bump_finishes_it(tmp_path):
     """Issue 41.4: a bump killed between its commit point and the journal's removal leaves DIR with
     parts of the earlier set beside the new one until the next `bump` on it finishes the switch; a
