@@ -344,8 +344,10 @@ def _run(python: str, root: Path, modules: list[str], timeout: float) -> dict[st
 def _where(frames: list[list[object]], own: Path, root: Path, changed: Mapping[str, bytes | None],
            error: str) -> list[tuple[str, int]]:
     """The changed file and line a failure is on: the deepest frame of the traceback in a changed
-    file; else the first line the set added that holds a name the error names (a model class two
-    modules register); else the first changed Python file."""
+    file; else the first line the set added that holds a name the error's message names (a model
+    class two modules register), a name shaped as code (`Qwen3_5MoeForCausalLM`: an underscore, a
+    digit or an inner capital) sought in every changed file before a plain word ("model", which
+    any added comment may hold); else the first changed Python file."""
     for filename, line in reversed(frames):
         try:
             rel = Path(str(filename)).relative_to(root).as_posix()
@@ -355,13 +357,17 @@ def _where(frames: list[list[object]], own: Path, root: Path, changed: Mapping[s
             return [(rel, int(str(line)))]
     import re
 
-    words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", error)]
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]{3,}", error.split(": ", 1)[-1])
+    named = [w for w in words if re.search(r"[_0-9]|[a-z][A-Z]", w)]
+    added: list[tuple[str, int, bytes]] = []
     for rel, data in changed.items():
         if data is None or not rel.endswith(".py"):
             continue
         old = set((own / rel).read_bytes().splitlines()) if (own / rel).is_file() else set()
-        for number, text in enumerate(data.splitlines(), 1):
-            if text not in old and any(re.search(rb"\b" + w.encode() + rb"\b", text) for w in words):
+        added += [(rel, number, text) for number, text in enumerate(data.splitlines(), 1) if text not in old]
+    for chosen in (named, [w for w in words if w not in named]):
+        for rel, number, text in added:
+            if any(re.search(rb"\b" + w.encode() + rb"\b", text) for w in chosen):
                 return [(rel, number)]
     first = next((rel for rel, data in changed.items() if data is not None and rel.endswith(".py")), None)
     return [(first, 1)] if first else []

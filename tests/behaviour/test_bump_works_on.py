@@ -40,7 +40,7 @@ def serving_python(folder: Path, version: str) -> Path:
 def _diff(folder: Path, name: str, version: str, rel: str, old: bytes, new: bytes) -> None:
     before = (pristine(version) / rel).read_bytes()
     assert before.count(old) == 1
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     (folder / name).write_bytes(git_diff({rel: before}, {rel: before.replace(old, new)}, prefix="python/"))
 
 
@@ -120,3 +120,33 @@ def test_a_dataclass_on_a_msgspec_base_is_a_conflict_until_fixed(tmp_path, monke
     assert finished.exit_code == 0, finished.stderr
     assert _row(finished, "post-process-weights")["action"] == "rebased"
     assert b"+class PostProcessWeightsReqInput(BaseReq, kw_only=True):" in (out / "post-process-weights.patch").read_bytes()
+
+
+def test_a_duplicated_model_is_blamed_on_the_diff_that_registers_it(tmp_path, monkeypatch):
+    """The registry's "Duplicated model implementation for Qwen3_5MoeForCausalLM" has no frame in a
+    changed file; it is placed on the line the set added that names the class, never on another
+    diff's added line that only shares a plain word of the message ("model"). As a real 27-diff
+    stack moved 0.5.16 -> 0.5.17 had it: a comment added to gemma4_mm.py's video path (its diff
+    first by name) mentioning "the model", and qwen3_5.py's EntryClass extended. The second diff is
+    the conflict, at the EntryClass line; the first carries over."""
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.16", "0.5.17"))))
+    gemma = "sglang/srt/models/gemma4_mm.py"
+    video = b"    def get_video_feature(self, items: List[MultimodalDataItem]) -> torch.Tensor:\n"
+    note = b"        # One frame at a time keeps the vision tower's activations small next to the model.\n"
+    _diff(tmp_path / "mine", "026-gemma4-video-note.patch", "0.5.16", gemma, video, video + note)
+    old = b"EntryClass = [Qwen3_5MoeForConditionalGeneration, Qwen3_5ForConditionalGeneration]\n"
+    new = (b"EntryClass = [\n    Qwen3_5MoeForConditionalGeneration,\n    Qwen3_5ForConditionalGeneration,\n"
+           b"    Qwen3_5MoeForCausalLM,\n    Qwen3_5ForCausalLM,\n]\n")
+    _diff(tmp_path / "mine", "035-qwen3-5-text-entries.patch", "0.5.16", QWEN, old, new)
+    python = serving_python(tmp_path / "venv", "0.5.16")
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.16", "--to", "0.5.17", "--python", python,
+               "-o", out, "--json")
+    assert done.exit_code == 1, done.stderr
+    assert _row(done, "026-gemma4-video-note")["action"] == "carries over", _row(done, "026-gemma4-video-note")
+    row = _row(done, "035-qwen3-5-text-entries")
+    assert row["action"] == "conflicts" and not row["written"], row
+    line = _line(out / row["tree"] / QWEN, b"    Qwen3_5MoeForCausalLM,")
+    assert [(c["name"], c["detail"]) for c in row["conflicts"]] == [(
+        f"{QWEN}:{line}", "breaks on 0.5.17: importing sglang.srt.models.registry raises AssertionError: "
+                          "Duplicated model implementation for Qwen3_5MoeForCausalLM")]
