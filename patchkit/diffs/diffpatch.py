@@ -265,20 +265,21 @@ def described(cls: type[DiffPatch]) -> dict[str, Any]:
             "stacked_on": {pid: files for pid, files in cls.STACKED_ON.items()}}
 
 
-def order_stacks(classes: list[type[DiffPatch]]) -> None:
-    """A diff stacked on another loaded diff (its pre-image blobs are the other's post-image
-    blobs, `stacks`) comes after it on their shared files, as `Patchkit-After:` would say."""
+def patch_classes(files: list[tuple[Path, str, DiffPatchFile]]) -> list[type[DiffPatch]]:
+    """The classes of the diff files one load holds ((file, origin, its parse) each), each made
+    knowing the loaded diffs it is stacked on (its pre-image blobs are the other's post-image
+    blobs, `stacks`): it comes after them on their shared files, as `Patchkit-After:` would say.
+    Told from the diffs before any class is made; no class is changed after."""
     from patchkit.diffs import stacks
 
-    found = stacks.stack({cls.ID: cls.DIFF for cls in classes}).under
-    for cls in classes:
-        under = found.get(cls.ID, {})
-        cls.STACKED_ON = under
-        cls.STACK_AFTER = tuple(dict.fromkeys([*cls.DIFF.after, *under]))
+    found = stacks.stack({diff.id: diff for _, _, diff in files}).under
+    return [patch_class(path, origin, diff, stacked_on=found.get(diff.id, {})) for path, origin, diff in files]
 
 
-def patch_class(path: Path, origin: str, diff: DiffPatchFile | None = None) -> type[DiffPatch]:
-    """The Patch class of one diff file (`diff`: already parsed from it, by the registry)."""
+def patch_class(path: Path, origin: str, diff: DiffPatchFile | None = None,
+                stacked_on: dict[str, list[str]] | None = None) -> type[DiffPatch]:
+    """The Patch class of one diff file (`diff`: already parsed from it, by the registry;
+    `stacked_on`: {id: files} of the loaded diffs it is stacked on, told by `patch_classes`)."""
     if diff is None:
         try:
             data = read_file(path)
@@ -291,6 +292,9 @@ def patch_class(path: Path, origin: str, diff: DiffPatchFile | None = None) -> t
         "APPLIES_TO": diff.applies_to, "TARGETS": tuple(files), "STACK_AFTER": diff.after,
         "DIFF": diff, "FILES": files, "SOURCE": path, "NOTES": diff.notes, "__module__": __name__,
     }
+    if stacked_on is not None:
+        attrs["STACKED_ON"] = stacked_on
+        attrs["STACK_AFTER"] = tuple(dict.fromkeys([*diff.after, *stacked_on]))
     name = "Diff_" + diff.id.replace("-", "_")
     return type(name, (DiffPatch,), attrs)
 

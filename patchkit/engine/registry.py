@@ -51,9 +51,9 @@ class FileKind(NamedTuple):
     # (id, parsed) of one file; UsageError / PlanError naming the file when it does not load (left
     # out of a folder, refused when named alone), EnvironmentFailure when it cannot be read.
     read: Callable[[Path], tuple[str, Any]]
-    make: Callable[[Path, str, Any], type[Patch]]  # its class, from (file, origin, what `read` parsed)
-    # Called once per load with the loaded classes of this kind (diffs: the stacks among them).
-    order: Callable[[list[type[Patch]]], None] | None = None
+    # The classes of all its files of one load, from (file, origin, what `read` parsed) each, made
+    # together (a diff is told which loaded diffs it is stacked on), in that order.
+    make: Callable[[list[tuple[Path, str, Any]]], list[type[Patch]]]
     # What `list` shows of a loaded class beyond the fields every patch has (diffs: the releases it
     # was made for, its notes, the diffs it is stacked on).
     describe: Callable[[type[Patch]], dict[str, Any]] | None = None
@@ -199,16 +199,10 @@ def _read_diff(path: Path) -> tuple[str, Any]:
     return diff.id, diff
 
 
-def _diff_class(path: Path, origin: str, diff: Any) -> type[Patch]:
-    from patchkit.diffs.diffpatch import patch_class
+def _diff_classes(files: list[tuple[Path, str, Any]]) -> list[type[Patch]]:
+    from patchkit.diffs.diffpatch import patch_classes
 
-    return patch_class(path, origin, diff)
-
-
-def _order_diffs(classes: list[type[Patch]]) -> None:
-    from patchkit.diffs.diffpatch import order_stacks
-
-    order_stacks(classes)  # type: ignore[arg-type]
+    return list(patch_classes(files))
 
 
 def _describe_diff(cls: type[Patch]) -> dict[str, Any]:
@@ -217,7 +211,7 @@ def _describe_diff(cls: type[Patch]) -> dict[str, Any]:
     return described(cls)  # type: ignore[arg-type]
 
 
-FILE_KINDS: dict[str, FileKind] = {"diff": FileKind(DIFF_SUFFIXES, _read_diff, _diff_class, _order_diffs, _describe_diff)}
+FILE_KINDS: dict[str, FileKind] = {"diff": FileKind(DIFF_SUFFIXES, _read_diff, _diff_classes, _describe_diff)}
 
 
 def _kind_of(name: str) -> str | None:
@@ -387,25 +381,23 @@ class PatchSets:
 
     def load_all(self) -> list[type[Patch]]:
         """Every Patch class, in id order (see `stack` for the order on a shared file)."""
-        found: list[type[Patch]] = []
-        kinds: dict[str, str] = {}  # id -> its FileKind, for a patch kept in a file of its own
+        found: dict[str, type[Patch] | None] = {}  # by id, in id order
+        files: dict[str, list[tuple[Path, str, Any]]] = {}  # per FileKind: its files, made together
         for pid, (name, patch_set) in self._module_index().items():
             kind = _kind_of(name)
             if kind is not None:
                 path = patch_set.folder / name
                 if path not in self._parsed:
                     self._file_id(path)
-                found.append(FILE_KINDS[kind].make(path, patch_set.origin, self._parsed[path]))
-                kinds[pid] = kind
+                files.setdefault(kind, []).append((path, patch_set.origin, self._parsed[path]))
+                found[pid] = None
                 continue
             module = _import_patch_module(f"{patch_set.package}.{name}", patch_set.folder / f"{name}.py",
                                           patch_set.origin, bytecode=not patch_set.origin.startswith("folder "))
-            found.append(_patch_class(module, f"{patch_set.folder / name}.py ({patch_set.origin})", pid))
-        for kind, registered in FILE_KINDS.items():
-            of_kind = [cls for cls in found if kinds.get(cls.ID) == kind]
-            if of_kind and registered.order is not None:
-                registered.order(of_kind)
-        return found
+            found[pid] = _patch_class(module, f"{patch_set.folder / name}.py ({patch_set.origin})", pid)
+        for kind, of_kind in files.items():
+            found.update((cls.ID, cls) for cls in FILE_KINDS[kind].make(of_kind))
+        return [cls for cls in found.values() if cls is not None]
 
 
 # The run's patch sets: what the module functions below ask (the engine's callers, and View, which

@@ -52,11 +52,14 @@ def _read(path: Path) -> tuple[str, tuple[str, bytes]]:
     return path.name.removesuffix(".whole"), (head.removeprefix(b"target: ").decode(), body)
 
 
-def _make(path: Path, origin: str, parsed: tuple[str, bytes]) -> type[Patch]:
-    target, body = parsed
-    attrs = {"ID": path.name.removesuffix(".whole"), "TITLE": f"{target} replaced whole", "RATIONALE": "a toy kind",
-             "APPLIES_TO": ">=0.9", "TARGETS": (target,), "NEW": body, "__module__": __name__}
-    return type("Whole_" + attrs["ID"].replace("-", "_"), (WholeFile,), attrs)
+def _make(files: list[tuple[Path, str, tuple[str, bytes]]]) -> list[type[Patch]]:
+    made: list[type[Patch]] = []
+    for path, _origin, (target, body) in files:
+        attrs = {"ID": path.name.removesuffix(".whole"), "TITLE": f"{target} replaced whole",
+                 "RATIONALE": "a toy kind", "APPLIES_TO": ">=0.9", "TARGETS": (target,), "NEW": body,
+                 "__module__": __name__}
+        made.append(type("Whole_" + attrs["ID"].replace("-", "_"), (WholeFile,), attrs))
+    return made
 
 
 @pytest.fixture
