@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.base import confined
-from patchkit.engine import bump
+from patchkit.engine import bump, bump_continue
 from patchkit.engine.bump import Bump, Conflict, LaunchChange, PatchRow
 
 ROWS = (
@@ -219,7 +219,7 @@ def _remade_when_rebase_raises(monkeypatch, error: Exception) -> PatchRow:
 
     monkeypatch.setattr(rebasing, "rebase", raising)
     to = SimpleNamespace(version="0.5.23", python_files=(), package_files=())
-    return bump._remake(ROWS[2], planned, lambda rel: None, to, {})
+    return bump_continue._remake(ROWS[2], planned, lambda rel: None, to, {})
 
 
 def test_a_remade_diff_that_cannot_be_rebased_fails_and_is_never_a_drop(monkeypatch):

@@ -1,4 +1,4 @@
-"""engine/bump.py's folder (DIR) against a hostile environment (issue 41 items 2 and 3, issue 40
+"""engine/bump_writer.py: bump's folder (DIR) against a hostile environment (issue 41 items 2 and 3, issue 40
 item 11): every name read back from a record is a plain file in DIR, a damaged record is exit 2
 naming it, nothing under DIR is followed out of it (exit 6, checked before anything is written),
 and the bump removes or replaces only files it wrote. Each case hashes every byte beside DIR
