@@ -34,7 +34,6 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from patchkit.diffs import git_merge, rebase, unidiff, unit_merge  # noqa: E402
-from patchkit.diffs.unidiff import FileDiff  # noqa: E402
 from testing.diffs import git_3way_files, git_diff  # noqa: E402
 from testing.releases import HOME, pristine  # noqa: E402
 

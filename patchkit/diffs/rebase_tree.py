@@ -192,7 +192,6 @@ def finish(folder: Path, read: Callable[[str], bytes | None], again: str | None 
     taken: list[str] = []
     digests: dict[str, str] = {}
     for rel, existed in record["files"].items():
-        path = folder / rel
         if rel not in present:
             dropped.append(rel)  # deleted from the tree: the user dropped that change
             continue

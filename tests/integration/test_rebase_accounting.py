@@ -14,8 +14,6 @@ while being counted as "written with conflict markers".
 from __future__ import annotations
 
 import functools
-import os
-from pathlib import Path
 
 import pytest
 
