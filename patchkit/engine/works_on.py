@@ -141,13 +141,16 @@ def _imports(rel: str, tree: ast.Module) -> list[tuple[str, str, int]]:
 def _new_missing_imports(rel: str, tree: ast.Module, old: ast.Module | None, read: Read,
                          bound: dict[str, set[str] | None], version: str) -> list[Finding]:
     """The imports the change adds (an import the file without it has too fares the same on V) whose
-    module on V defines no such name and has no such submodule, or is not there."""
+    module on V defines no such name and has no such submodule, or is not there. A submodule makes
+    its folder a package, `__init__.py` or not (a namespace package: sglang/srt/weight_sync/)."""
     then = {(module, name) for module, name, _ in _imports(rel, old)} if old is not None else set()
     found = []
     for module, name, line in _imports(rel, tree):
         if (module, name) in then or name == "*":
             continue
         path = module.replace(".", "/")
+        if read(f"{path}/{name}.py") is not None or read(f"{path}/{name}/__init__.py") is not None:
+            continue
         if module not in bound:
             source = read(path + ".py")
             text = source if source is not None else read(path + "/__init__.py")
@@ -156,8 +159,7 @@ def _new_missing_imports(rel: str, tree: ast.Module, old: ast.Module | None, rea
         if names is not None and "\0missing" in names:
             found.append(Finding(rel, line, f"breaks on {version}: `from {module} import {name}`: {version} has no "
                                              f"module {module} (an ImportError)"))
-        elif names is not None and name not in names and read(f"{path}/{name}.py") is None \
-                and read(f"{path}/{name}/__init__.py") is None:
+        elif names is not None and name not in names:
             found.append(Finding(rel, line, f"breaks on {version}: `from {module} import {name}`: {module} defines "
                                              f"no {name} on {version} (an ImportError)"))
     return found

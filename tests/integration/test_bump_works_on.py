@@ -89,6 +89,31 @@ def test_a_name_v_itself_leaves_undefined_is_not_blamed_on_the_patch(tmp_path, m
     assert _rows(done)["comment"]["action"] == "carries over", rel
 
 
+def test_an_import_from_a_folder_without_init_py_is_an_import(tmp_path, monkeypatch):
+    """sglang/srt/weight_sync/ has no __init__.py on any release (a namespace package: its modules
+    import). A change importing one of them (`from sglang.srt.weight_sync import tensor_bucket`, as a
+    real RL stack's weight_updater.py does with a module of its own there) carries over from 0.5.16
+    to 0.5.17 (exit 0); it read "0.5.17 has no module sglang.srt.weight_sync". A name no module
+    there defines is still an ImportError (exit 1)."""
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.16", "0.5.17"))))
+    rel = "sglang/srt/weight_sync/utils.py"
+    assert not (pristine("0.5.17") / "sglang/srt/weight_sync/__init__.py").exists()
+    old = (pristine("0.5.16") / rel).read_bytes()
+    assert old == (pristine("0.5.17") / rel).read_bytes()
+    line = b"from sglang.srt.utils import MultiprocessingSerializer\n"
+    for name, imported, code in (("bucket", b"tensor_bucket", 0), ("nothing", b"no_such_module", 1)):
+        _one_diff(tmp_path / name, f"{name}.patch", "0.5.16", rel,
+                  old.replace(line, line + b"from sglang.srt.weight_sync import " + imported + b"\n", 1))
+        done = run("--patches", tmp_path / name, "bump", "--from", "0.5.16", "--to", "0.5.17", "-o",
+                   tmp_path / f"{name}-bump", "--json")
+        assert done.exit_code == code, done.stderr
+        row = _rows(done)[name]
+        assert row["action"] == ("carries over" if code == 0 else "conflicts"), row
+    assert [c["detail"] for c in row["conflicts"]] == [
+        "breaks on 0.5.17: `from sglang.srt.weight_sync import no_such_module`: 0.5.17 has no module "
+        "sglang.srt.weight_sync (an ImportError)"]
+
+
 def _same_start(first: str, second: str) -> list[str]:
     """Python files under sglang/srt/ whose first 3 lines are the same in both releases (a change at
     the top applies as it is), small ones first."""
