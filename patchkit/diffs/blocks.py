@@ -83,6 +83,10 @@ class Pending:
         """The hunk's context and removed lines, as the pre-image has them."""
         return [line[1:] for line in self.lines if line[:1] in (b" ", b"-")]
 
+    @property
+    def removed(self) -> list[bytes]:
+        return [line[1:] for line in self.lines if line[:1] == b"-"]
+
 
 def small(base: list[bytes], ours: list[bytes], theirs: list[bytes]) -> bool:
     """Whether a 3-way conflict is git's block a person reads at a glance: the diff's side holds its
@@ -142,6 +146,7 @@ class Located:
 
     at: str  # "FILE:LINE", 1-based
     what: str
+    likely: bool = False  # a best guess (`code_place.likely`), never said as the place
 
 
 def assemble(rel: str, target: bytes, ours_units: list[units_mod.Unit], pieces: list[tuple[str | None, list[bytes | Pending]]],
@@ -201,6 +206,8 @@ def assemble(rel: str, target: bytes, ours_units: list[units_mod.Unit], pieces: 
         other = package.find(old, rel) if package is not None else None
         if other is not None and package is not None:
             placed[id(item)] = Located(f"{other.file}:{other.line + 1}", _elsewhere(other, package))
+        elif (guess := code_place.likely(old, item.removed, item.home or item.unit, target_lines, ours_units)):
+            placed[id(item)] = Located(f"{rel}:{guess.line + 1}", _guessed(item.home or item.unit, guess), likely=True)
         elif item.home:
             placed[id(item)] = Located("", f"{item.home} is there, but not the code the diff changes as it "
                                        "was: rewritten")
@@ -245,7 +252,16 @@ def _render(rel: str, item: Pending, place: Located | None) -> bytes:
 
 
 def describe(place: Located) -> str:
+    if place.likely:
+        return f"this release likely has that code at {place.at} ({place.what}; a best guess, check it)"
     return f"this release has that code at {place.at} ({place.what})" if place.at else place.what
+
+
+def _guessed(unit: str, guess: code_place.Guess) -> str:
+    if guess.unit == unit:
+        return f"{unit} is there, rewritten; the line closest to the change"
+    return (f"{unit} is not in the file; {guess.unit} holds {guess.names} of the hunk's {guess.of} names"
+            + (", its name sharing the stem" if guess.stem else "") + ": renamed or rewritten")
 
 
 def _what(unit: str, there: str, names: set[str]) -> str:

@@ -6,19 +6,35 @@ whitespace aside (a block re-indented under a new `if` is the same code); only l
 something count (`telling`: at least MIN_CHARS characters once the whitespace is out, so `else:`,
 `)` and `float,` do not). A place is where the most telling lines are found within the hunk's
 span (plus SLACK lines, for lines the release put between them); it needs two of them (one where
-the hunk has only one) and at least half of the hunk's. `in_lines` looks in one file (the unit's
-own, first), `Package.find` in the package's other Python files.
+the hunk has only one) and at least half of the hunk's, and it must be backed by a distinctive one
+(`distinctive`: a name in it that is not a keyword, a builtin, `self` or `cls`; `return None` is
+not), which, where the place holds a single line, is found only once in the file. A lone common
+line never places a block: its first copy may be in any unrelated function. `in_lines` looks in one file (the unit's own, first),
+`Package.find` in the package's other Python files.
+
+Where no place is found, `likely` gives a best guess in the same file, said as one, never as the
+place: the unit of the release that most of the hunk's names are in (LIKELY_NAMES of them; a third
+where its name shares the stem of the diff's unit's: `create_offloader_from_server_args` ->
+`create_offloader`), clearly ahead of any other, and in it the line closest to the lines the hunk
+removes (difflib's ratio, whitespace aside).
 """
 
 from __future__ import annotations
 
+import builtins
+import keyword
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from patchkit.diffs.units import split_lines
+from patchkit.diffs.units import Unit, split_lines
 
 MIN_CHARS = 8
 SLACK = 12  # lines the release may have put between two of the hunk's lines
+LIKELY_NAMES, LIKELY_STEM = 2 / 3, 1 / 3  # of the hunk's names in a unit, for a best guess (with a shared stem)
+CLOSE = 0.6  # difflib's ratio for a line of the guessed unit to be the one the hunk's lines became
+_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_PLAIN = frozenset(name.encode() for name in [*keyword.kwlist, *keyword.softkwlist, *dir(builtins), "self", "cls"])
 
 
 @dataclass(frozen=True)
@@ -37,6 +53,16 @@ def telling(old: list[bytes]) -> list[tuple[int, bytes]]:
     return [(i, key) for i, line in enumerate(old) if len(key := _key(line)) >= MIN_CHARS]
 
 
+def names(line: bytes) -> set[bytes]:
+    """The names a line uses that say which code it is (not keywords, builtins, `self`, `cls`)."""
+    return {name for name in _NAME.findall(line) if name not in _PLAIN}
+
+
+def distinctive(line: bytes) -> bool:
+    """Whether a line may back a place: telling, and naming something of its own."""
+    return len(_key(line)) >= MIN_CHARS and bool(names(line))
+
+
 def needed(count: int) -> int:
     """How many of `count` telling lines a place must hold."""
     return 1 if count == 1 else max(2, (count + 1) // 2)
@@ -44,11 +70,16 @@ def needed(count: int) -> int:
 
 def in_lines(old: list[bytes], lines: list[bytes]) -> tuple[int, int] | None:
     """(the first line of `lines` holding the hunk's code, how many telling lines are there), the
-    best place (ties: the earliest), None where no place holds enough of them."""
+    best place (ties: the earliest) backed by a distinctive line (a single one: found once in
+    `lines`), None where no place holds enough of them."""
     wanted = telling(old)
     if not wanted:
         return None
     keys = {key for _, key in wanted}
+    strong = {key for i, key in wanted if distinctive(old[i])}
+    if not strong:
+        return None
+    least = needed(len(wanted))
     seen: dict[bytes, list[int]] = {}
     for n, line in enumerate(lines):
         key = _key(line)
@@ -59,14 +90,72 @@ def in_lines(old: list[bytes], lines: list[bytes]) -> tuple[int, int] | None:
         for at in seen.get(key, ()):
             start = at - i
             low, high = start - SLACK, start + len(old) + SLACK
-            found = [min((n for n in seen.get(k, ()) if low <= n < high), default=None) for _, k in wanted]
-            hits = [n for n in found if n is not None]
-            candidate = (len(hits), -min(hits))
+            hits = {k: near for _, k in wanted
+                    if (near := min((n for n in seen.get(k, ()) if low <= n < high), default=-1)) >= 0}
+            matched = sum(1 for _, k in wanted if k in hits)
+            if matched < least or not strong & set(hits):
+                continue
+            if len(hits) == 1 and len(seen[next(iter(hits))]) > 1:  # one line, found more than once
+                continue
+            candidate = (matched, -min(hits.values()))
             if best is None or candidate > best:
                 best = candidate
-    if best is None or best[0] < needed(len(wanted)):
+    return None if best is None else (-best[1], best[0])
+
+
+@dataclass(frozen=True)
+class Guess:
+    line: int  # 0-based, in the release's file
+    unit: str  # the release's unit
+    names: int  # how many of the hunk's names are in it
+    of: int  # of how many
+    stem: bool  # whether its name shares the stem of the diff's unit's
+
+
+def likely(old: list[bytes], removed: list[bytes], unit: str, lines: list[bytes], found: list[Unit]) -> Guess | None:
+    """The best guess at the release's code for a hunk of `unit` (its old lines, and the ones it
+    removes) that `in_lines` places nowhere in the file (`found`: its units); None where no unit is
+    clearly the one."""
+    wanted = set().union(*(names(line) for line in old)) - {unit.rsplit(".", 1)[-1].encode()}
+    if not wanted:
         return None
-    return -best[1], best[0]
+    scored: list[tuple[float, Unit, int, bool]] = []
+    for candidate in found:
+        if candidate.name.startswith("<"):
+            continue
+        have = set().union(*(names(line) for line in lines[candidate.start:candidate.end]))
+        share = len(wanted & have)
+        stem = _stem(unit) == _stem(candidate.name) or _short(candidate.name).startswith(_short(unit) + "_") or \
+            _short(unit).startswith(_short(candidate.name) + "_")
+        if share / len(wanted) >= (LIKELY_STEM if stem else LIKELY_NAMES):
+            scored.append((share + (len(wanted) if stem else 0), candidate, share, stem))
+    scored.sort(key=lambda row: -row[0])
+    if not scored or len(scored) > 1 and scored[1][0] >= scored[0][0]:
+        return None
+    _, best, share, stem = scored[0]
+    return Guess(_closest(removed if telling(removed) else old, lines, best), best.name, share, len(wanted), stem)
+
+
+def _short(unit: str) -> str:
+    return unit.rsplit(".", 1)[-1]
+
+
+def _stem(unit: str) -> str:
+    """A name's first two words (`create_offloader_from_server_args`: `create_offloader`)."""
+    return "_".join(_short(unit).strip("_").split("_")[:2])
+
+
+def _closest(old: list[bytes], lines: list[bytes], unit: Unit) -> int:
+    """The line of `unit` closest to one of the hunk's telling lines (ties: the earliest), else its first line."""
+    import difflib
+
+    best, at = CLOSE, unit.start
+    for _, key in telling(old):
+        for n in range(unit.start, unit.end):
+            matcher = difflib.SequenceMatcher(None, key, _key(lines[n]), autojunk=False)
+            if matcher.quick_ratio() > best and (ratio := matcher.ratio()) > best:
+                best, at = ratio, n
+    return at
 
 
 class Package:

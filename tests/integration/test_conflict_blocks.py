@@ -160,3 +160,36 @@ def test_blocks_are_never_nested_and_each_resolved_file_compiles():
         hunks += sum(1 for found in blocks(change.after) if found.where)
         compile(take_the_patch_side(change.after), change.rel, "exec")
     assert hunks
+
+
+OFFLOADER = "sglang/srt/utils/offloader.py"
+
+
+def test_a_unit_v_renamed_and_rewrote_gets_a_best_guess_said_as_one():
+    """A one-line change to 0.5.17's create_offloader_from_server_args on 0.5.23, which renamed it
+    create_offloader and rewrote its lines (server_args.X -> get_exec().offload.X): no place holds
+    enough of the hunk's lines as they were, so the block said only 'not found'. The def whose name
+    shares the stem and holds most of the hunk's names is the best guess, said as one ('likely'), at
+    the line the changed one became; never as 'this release has that code at'."""
+    from patchkit.diffs import rebase, unidiff
+    from patchkit.releases.pristine import WheelSource
+    from testing.diffs import git_diff
+    from testing.releases import HOME, pristine
+
+    before = (pristine("0.5.17") / OFFLOADER).read_bytes()
+    after = before.replace(b"int(server_args.cpu_offload_gb * 1024**3)", b"int(server_args.cpu_offload_gb * (1 << 30))")
+    text = git_diff({OFFLOADER: before}, {OFFLOADER: after})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATCHKIT_HOME", str(HOME))
+        source = WheelSource("0.5.23")
+        made = rebase.rebase(unidiff.load(text, "offload.patch"), text, "0.5.23", source.read,
+                             python_files=source.python_files, package_files=source.package_files)
+    (change,) = made.changes
+    (block,) = blocks(change.after or b"")
+    v = (source.read(OFFLOADER) or b"").splitlines()
+    line = next(n for n, x in enumerate(v, 1) if b"cpu_offload_max_bytes=int(get_exec().offload.cpu_offload_gb" in x)
+    said = f"this release likely has that code at {OFFLOADER}:{line} (create_offloader_from_server_args is not in " \
+        "the file; create_offloader holds "
+    assert said in block.where and block.place is None, block.where
+    (conflict,) = made.conflicts
+    assert said in conflict.detail and "not found:" not in conflict.detail

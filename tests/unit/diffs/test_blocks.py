@@ -63,3 +63,30 @@ def test_a_place_needs_enough_of_the_hunks_telling_lines():
     assert [key for _, key in code_place.telling(old)] == [b"value=compute(a,b)", b"other=compute(b,a)"]
     assert code_place.in_lines(old, [b"x\n", b"  value = compute(a, b)\n", b"  other = compute(b, a)\n"]) == (1, 2)
     assert code_place.in_lines(old, [b"value = compute(a, b)\n"] + [b"x\n"] * 40 + [b"other = compute(b, a)\n"]) is None
+
+
+# late() ends in a common line; this release renamed it finish() and rewrote it (no `return None`).
+EARLY_LATE = (b"import os\n\n\ndef early(flag):\n    if flag:\n        os.sync()\n    return None\n\n\n"
+              b"def late(items):\n    for item in items:\n        os.remove(item)\n    count = 0\n    total = 1\n"
+              b"    size = 2\n    return None\n")
+
+
+def test_a_lone_common_line_never_places_a_block():
+    """The hunk's only telling line is `return None`, which early() also has: the block is not set in
+    early() as if late()'s code were there (it was: 'moved or renamed to early'); found nowhere, it says so."""
+    patched = EARLY_LATE.replace(b"    return None\n", b"    return count + total + size\n", 2).replace(
+        b"    return count + total + size\n", b"    return None\n", 1)
+    target = EARLY_LATE.split(b"def late")[0] + b"def finish(items):\n    for item in items:\n        os.unlink(item)\n" \
+        b"    return len(items)\n"
+    diff = unidiff.parse(git_diff({REL: EARLY_LATE}, {REL: patched}), "d.patch")
+    found = unit_merge.resolve(diff, {REL: target}.get, markers=True, pre_image=lambda f: EARLY_LATE,
+                               python_files=lambda: [REL]).files[0]
+    (block,) = blocks(found.after or b"")
+    assert block.place is None and "early" not in block.where, block.where
+    assert "not found" in block.where
+    assert "early" not in found.conflicts[0].detail and "not found" in found.conflicts[0].detail
+    lines = target.splitlines(keepends=True)
+    assert code_place.in_lines([b"    count = 0\n", b"    return None\n"], lines) is None
+    # a distinctive line found once is a place; a common one found once is not
+    assert code_place.in_lines([b"        os.unlink(item)\n"], lines) == (11, 1)
+    assert code_place.in_lines([b"    return None\n"], lines[:8]) is None
