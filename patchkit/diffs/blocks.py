@@ -203,17 +203,16 @@ def assemble(rel: str, target: bytes, ours_units: list[units_mod.Unit], pieces: 
                     moves.setdefault(to, []).append(item)
                     moved.add(id(item))
             continue
-        other = package.find(old, rel) if package is not None else None
-        if other is not None and package is not None:
-            placed[id(item)] = Located(f"{other.file}:{other.line + 1}", _elsewhere(other, package))
+        other = in_package(old, rel, package)
+        if other.at:
+            placed[id(item)] = other
         elif (guess := code_place.likely(old, item.removed, item.home or item.unit, target_lines, ours_units)):
             placed[id(item)] = Located(f"{rel}:{guess.line + 1}", _guessed(item.home or item.unit, guess), likely=True)
         elif item.home:
             placed[id(item)] = Located("", f"{item.home} is there, but not the code the diff changes as it "
                                        "was: rewritten")
         else:
-            placed[id(item)] = Located("", "not found: no file of this release has the code the diff changes as it "
-                                       "was (removed, or rewritten)")
+            placed[id(item)] = other
     for item in items:
         if isinstance(item, Pending) and id(item) in placed:
             found.setdefault(item.outcome, placed[id(item)])
@@ -270,6 +269,31 @@ def _what(unit: str, there: str, names: set[str]) -> str:
     if unit in names:
         return f"moved out of {unit} into {there or 'the module level'}"
     return f"{unit} is not in the file: moved or renamed to {there or 'the module level'}"
+
+
+def in_package(old: list[bytes], rel: str, package: code_place.Package | None) -> Located:
+    """Where this release has a hunk's code in a file other than `rel` (a file it does not have,
+    or whose lines do not hold it): `moved to that file`, else not found."""
+    other = package.find(old, rel) if package is not None and code_place.telling(old) else None
+    if other is not None and package is not None:
+        return Located(f"{other.file}:{other.line + 1}", _elsewhere(other, package))
+    if package is None:
+        return Located("", f"not found: {rel} does not have the code the diff changes as it was (removed, or rewritten)")
+    return Located("", "not found: no file of this release has the code the diff changes as it was (removed, "
+                   "or rewritten)")
+
+
+def in_file(rel: str, old: list[bytes], lines: list[bytes], units: list[units_mod.Unit],
+            package: code_place.Package | None) -> tuple[int | None, Located]:
+    """Where this release has a hunk's code placed by its context lines alone (its base not known,
+    or a file that is not Python): (its line in `lines`, or None where not in this file; the place
+    and what the release did)."""
+    here = code_place.in_lines(old, lines) if code_place.telling(old) else None
+    if here is None:
+        return None, in_package(old, rel, package)
+    holder = units_mod.containing(units, here[0])
+    return here[0], Located(f"{rel}:{here[0] + 1}", (f"{holder.name}" if holder else "the file") + " is there, "
+                            "changed in those lines")
 
 
 def _elsewhere(place: code_place.Place, package: code_place.Package) -> str:

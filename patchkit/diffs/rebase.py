@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from patchkit.diffs import format_patch, git_merge, release_blobs, stacks, unidiff, unit_merge
+from patchkit.diffs import code_place, format_patch, git_merge, release_blobs, stacks, unidiff, unit_merge
 from patchkit.base.errors import PlanError
 from patchkit.diffs.unidiff import DiffPatchFile, FileDiff
 from patchkit.diffs.units import split_lines
@@ -81,6 +81,7 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
     changes: list[format_patch.FileChange] = []
     already: list[str] = []
     own = {file.path: file for file in diff.files}
+    package = code_place.Package(python_files, read) if python_files is not None else None  # read on a first search
     for file in resolution.files:
         notes.extend(file.notes)
         if file.upstream:  # proved: the hunks apply in reverse, or every unit is in its patched form
@@ -90,7 +91,8 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
             if file.conflicts or not file.units:
                 # Not in this release, and not every change found a place elsewhere: the section
                 # creates it holding a block per change, so that nothing is dropped.
-                after = file.after or unit_merge.absent_blocks(own[file.rel], f"{file.rel} is not in SGLang {to}")
+                after = file.after or unit_merge.absent_blocks(own[file.rel], f"{file.rel} is not in SGLang {to}",
+                                                               package if file.rel.endswith(".py") else None)
                 changes.append(format_patch.FileChange(file.rel, None, after))
             continue  # else what it changed is in other files of the release now (its notes say which)
         if file.after == file.before:
@@ -104,7 +106,9 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
         # a conflict of the whole file.
         resolution = unit_merge.Resolution(tuple(
             f if f.how != unit_merge.ABSENT or f.units else unit_merge.FileResolution(
-                f.rel, f.how, None, None, (unit_merge.UnitOutcome(f.rel, "<file>", unit_merge.CONFLICT, f"not in SGLang {to}"),))
+                f.rel, f.how, None, None, (unit_merge.UnitOutcome(f.rel, "<file>", unit_merge.CONFLICT, f"not in SGLang {to}" + (
+                    f"; {unit_merge.gone(f.rel, own[f.rel].hunks[0].lines, package)}" if package is not None
+                    and f.rel.endswith(".py") and own[f.rel].hunks else "")),))
             for f in resolution.files), resolution.notes)
     if not changes and not resolution.conflicts:
         raise AlreadyUpstream(f"{name}: SGLang {to} already has the change (every file: {', '.join(already)}); nothing "

@@ -24,7 +24,7 @@ A diff is one change: one conflicting unit and the patch is `failed`, naming eac
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from patchkit.diffs import blocks, code_place, unit_change
@@ -270,7 +270,7 @@ def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes 
     if file.old_path is None or file.new_path is None:
         return _whole_file(file, target, markers)
     if target is None:
-        return _followed(file, base, elsewhere, markers) if follow and elsewhere is not None and rel.endswith(".py") \
+        return _followed(file, base, elsewhere, markers, package) if follow and elsewhere is not None and rel.endswith(".py") \
             else FileResolution(rel, ABSENT, None, None)
     exact = apply_hunks(target, file.hunks)
     if exact is not None:
@@ -279,14 +279,15 @@ def resolve_file(file: FileDiff, target: bytes | None, base: Callable[[], bytes 
         return FileResolution(rel, REVERSED, target, target, ())
     if not rel.endswith(".py"):  # no units in a README or a config: git apply's way only
         if markers:
-            after, _ = _hunk_by_hunk(file, target, markers)
-            return FileResolution(rel, PER_UNIT, target, after, (UnitOutcome(rel, "<file>", CONFLICT,
-                                  "its hunks do not fit as they are, and a file that is not Python has no units"),))
+            after, unplaced = _hunk_by_hunk(file, target, markers)
+            return FileResolution(rel, PER_UNIT, target, after, (UnitOutcome(rel, "<file>", CONFLICT, "; ".join(
+                ["its hunks do not fit as they are, and a file that is not Python has no units",
+                 *(u.detail for u in unplaced if u.detail.startswith("hunk at line"))])),))
         return FileResolution(rel, PER_UNIT, target, target, (UnitOutcome(rel, "<file>", CONFLICT,
                               "its hunks do not fit as they are, and a file that is not Python has no units"),))
     pre_image = base()
     if pre_image is None:
-        after, unplaced = _hunk_by_hunk(file, target, markers)
+        after, unplaced = _hunk_by_hunk(file, target, markers, package)
         return FileResolution(rel, PER_UNIT, target, after if markers else target, unplaced,
                               (f"{rel}: the diff's pre-image (index {file.old_blob or 'none'}) is not a file of a "
                                "cached release, so its hunks can only be placed by their context lines",))
@@ -481,11 +482,12 @@ def _whole_file(file: FileDiff, target: bytes | None, markers: bool = False) -> 
 
 
 def _followed(file: FileDiff, base: Callable[[], bytes | None], elsewhere: Elsewhere,
-              markers: bool = False) -> FileResolution:
+              markers: bool = False, package: code_place.Package | None = None) -> FileResolution:
     """A file of the diff the release does not have (a module turned into a package, renamed):
     each unit it changes looked for in the package's other files, as for a unit absent from its
     file. Units it adds have no file to go to (a conflict). ABSENT, with units when looked for;
-    with `markers`, `after` holds a block (`block`) for each unit that found no place."""
+    with `markers`, `after` holds a block (`block`) for each unit that found no place, saying where
+    the package has its code now (`gone`), which the unit's detail says too."""
     rel = file.path
     pre_image = base()
     patched = None if pre_image is None else apply_hunks(pre_image, file.hunks)
@@ -497,10 +499,25 @@ def _followed(file: FileDiff, base: Callable[[], bytes | None], elsewhere: Elsew
     after = None
     if markers:
         old, new = _texts(pre_image, rel, "the pre-image"), _texts(patched, rel, "the patched pre-image")
-        after = b"".join(block(f"{rel}:{u.unit} {u.detail}; {rel} is not in this release", change_lines(
-            old.get(u.unit, b""), new.get(u.unit, b"")), f"the diff's change to {u.unit}; make it where that code is "
-            "now, or delete the block") for u in units if u.outcome == CONFLICT and u.file == rel) or None
+        changes = {u.unit: change_lines(old.get(u.unit, b""), new.get(u.unit, b"")) for u in units
+                   if u.outcome == CONFLICT and u.file == rel}
+        units = tuple(dataclasses.replace(u, detail=f"{u.detail}; {gone(rel, changes[u.unit], package)}")
+                      if u.outcome == CONFLICT and u.file == rel else u for u in units)
+        after = b"".join(block(f"{rel}:{u.unit} {u.detail}", changes[u.unit], f"the diff's change to {u.unit}; make "
+                               "it where that code is now, or delete the block")
+                         for u in units if u.outcome == CONFLICT and u.file == rel) or None
     return FileResolution(rel, ABSENT, None, after, units, found.notes, found.elsewhere, found.moved)
+
+
+def gone(rel: str, lines: Sequence[bytes], package: code_place.Package | None) -> str:
+    """What a block of a file the release does not have says: where the package has the code its
+    hunk lines change (`blocks.in_package`), else that the file was removed."""
+    old = [line[1:] for line in lines if line[:1] in (b" ", b"-")]
+    place = blocks.in_package(old, rel, package) if rel.endswith(".py") else blocks.Located("", "")
+    if place.at:
+        return f"{rel} is not in this release; {blocks.describe(place)}"
+    return f"{rel} is not in this release, nor the code the diff changes as it was in another file of it: the " \
+        "release removed the file (or rewrote that code)"
 
 
 def _uncreatable(file: FileDiff, markers: bool) -> FileResolution:
@@ -513,11 +530,12 @@ def _uncreatable(file: FileDiff, markers: bool) -> FileResolution:
                           (UnitOutcome(file.path, "<file>", CONFLICT, why),))
 
 
-def absent_blocks(file: FileDiff, why: str) -> bytes:
-    """Every hunk of a file the release does not have, each as a block (`block`)."""
-    return b"".join(block(f"{file.path}: hunk at line {hunk.old_start}: {why}", [_hunk_head(hunk), *hunk.lines],
-                          "the diff's hunk; make it where that code is now, or delete the block")
-                    for hunk in file.hunks)
+def absent_blocks(file: FileDiff, why: str, package: code_place.Package | None = None) -> bytes:
+    """Every hunk of a file the release does not have, each as a block (`block`); with `package`,
+    each says where the package has its code now (`gone`)."""
+    return b"".join(block(f"{file.path}: hunk at line {hunk.old_start}: " + (
+        gone(file.path, hunk.lines, package) if package is not None else why), [_hunk_head(hunk), *hunk.lines],
+        "the diff's hunk; make it where that code is now, or delete the block") for hunk in file.hunks)
 
 
 def _changed_units(rel: str, before: bytes, after: bytes, outcome: str) -> tuple[UnitOutcome, ...]:
@@ -529,18 +547,24 @@ def _changed_units(rel: str, before: bytes, after: bytes, outcome: str) -> tuple
     return tuple(UnitOutcome(rel, name, outcome) for name in dict.fromkeys([*new, *old]) if old.get(name) != new.get(name))
 
 
-def _hunk_by_hunk(file: FileDiff, target: bytes, markers: bool) -> tuple[bytes, tuple[UnitOutcome, ...]]:
+def _hunk_by_hunk(file: FileDiff, target: bytes, markers: bool,
+                  package: code_place.Package | None = None) -> tuple[bytes, tuple[UnitOutcome, ...]]:
     """Each hunk where its context lines are (git apply's way, one hunk at a time), and a conflict
-    for each hunk whose context is not in the target, named by the unit of the target at the line
-    the hunk names; with `markers` such a hunk is written as a block (`block`) there (before that
-    unit in a Python file). (The new bytes, the conflicts.)"""
+    for each hunk whose context is not in the target. Such a hunk's code is looked for by its own
+    lines (`blocks.in_file`: in the file, then in the package's other Python files): the conflict is
+    named by the unit there and says where and what the release did; with `markers` the hunk is
+    written as a block (`block`) right above that code, else (not in this file) at the unit of the
+    target at the line the hunk names (before it in a Python file). (The new bytes, the conflicts.)"""
     python = file.path.endswith(".py")
     try:
         found = units_mod.units(target) if python else []
     except (SyntaxError, ValueError):
         found = []
+    target_lines = units_mod.split_lines(target)
     current = target
     out = []
+    written: list[tuple[list[bytes] | None, int, bytes]] = []  # (its old lines where placed, else None; the line
+    # of `current` it goes above where not placed; the block), in hunk order
     shift = 0  # lines the hunks applied so far added
     for hunk in file.hunks:
         applied = apply_hunks(current, (hunk,))
@@ -549,20 +573,27 @@ def _hunk_by_hunk(file: FileDiff, target: bytes, markers: bool) -> tuple[bytes, 
             current = applied
             continue
         line = max(hunk.old_start - 1, 0)
-        unit = units_mod.containing(found, line)
+        old = [entry[1:] for entry in hunk.lines if entry[:1] in (b" ", b"-")]
+        here, place = blocks.in_file(file.path, old, target_lines, found, package if python else None)
+        unit = units_mod.containing(found, line if here is None else here)
         name = unit.name if unit else f"line {hunk.old_start}" if python else "<file>"
-        out.append(UnitOutcome(file.path, name, CONFLICT, f"hunk at line {hunk.old_start}: its context lines are not in "
-                               "the file"))
+        why = f"hunk at line {hunk.old_start}: its context lines are not in the file; {blocks.describe(place)}"
+        out.append(UnitOutcome(file.path, name, CONFLICT, why))
         if markers:
-            lines = units_mod.split_lines(current)
-            at = min((unit.start if unit else line) + shift, len(lines))
+            written.append((None if here is None else old, (unit.start if unit else line) + shift,
+                            block(f"{file.path}: {why}", [_hunk_head(hunk), *hunk.lines],
+                                  "the diff's hunk; make it where that code is now, or delete the block")))
+    if written:
+        lines = units_mod.split_lines(current)  # every hunk that fits applied: each block's place found there
+        places = []
+        for old_lines, fallback, text in written:
+            again = None if old_lines is None else code_place.in_lines(old_lines, lines)
+            places.append((min(again[0] if again else fallback, len(lines)), text))
+        for _, (at, text) in sorted(enumerate(places), key=lambda row: (row[1][0], row[0]), reverse=True):
             if lines[:at] and not lines[at - 1].endswith(b"\n"):
                 lines[at - 1] += b"\n"
-            written = block(f"{file.path}: hunk at line {hunk.old_start}: its context lines are not in this release",
-                            [_hunk_head(hunk), *hunk.lines], "the diff's hunk; make it where that code is now, "
-                            "or delete the block")
-            current = b"".join([*lines[:at], written, *lines[at:]])
-            shift += written.count(b"\n")
+            lines[at:at] = [text]
+        current = b"".join(lines)
     return current, tuple(out) or (UnitOutcome(file.path, "<file>", CONFLICT, "its hunks do not apply together"),)
 
 

@@ -193,3 +193,98 @@ def test_a_unit_v_renamed_and_rewrote_gets_a_best_guess_said_as_one():
     assert said in block.where and block.place is None, block.where
     (conflict,) = made.conflicts
     assert said in conflict.detail and "not found:" not in conflict.detail
+
+
+def _rebase_on(text: bytes, to: str, unknown_base: bool = False):
+    from patchkit.diffs import rebase, unidiff
+    from patchkit.releases.pristine import WheelSource
+    from testing.releases import HOME
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATCHKIT_HOME", str(HOME))
+        source = WheelSource(to)
+        made = rebase.rebase(unidiff.load(text, "user.patch"), text, to, source.read, python_files=source.python_files,
+                             package_files=source.package_files, **(
+                                 {"base": lambda file: None, "base_label": "a tree"} if unknown_base else {}))
+    return made, source
+
+
+def _line_of(source, rel: str, code: bytes) -> int:
+    return next(n for n, line in enumerate((source.read(rel) or b"").splitlines(), 1) if code in line)
+
+
+def test_a_block_of_a_file_v_lacks_says_where_its_code_went():
+    """0.5.17's disaggregation/encode_server.py is not in 0.5.23, and no file of that name is; its
+    _get_mm_grid_dim is EncoderPreprocessor._get_mm_grid_dim in disaggregation/encoder/preprocessor.py
+    there (a method now: not found by its name). The block said only 'encode_server.py is not in this
+    release'; now where the code is, found by the hunk's lines, in the block and the conflict's detail."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    rel = "sglang/srt/disaggregation/encode_server.py"
+    before = (pristine("0.5.17") / rel).read_bytes()
+    after = before.replace(b'attrs = ("image_grid_hws", "image_grid_thw", "grid_thws")',
+                           b'attrs = ("image_grid_hws", "grid_thws", "image_grid_thw")')
+    assert after != before
+    made, source = _rebase_on(git_diff({rel: before}, {rel: after}), "0.5.23")
+    (change,) = made.changes
+    (block,) = blocks(change.after or b"")
+    home = "sglang/srt/disaggregation/encoder/preprocessor.py"
+    assert block.place is not None and block.place[0] == home, block.where
+    near = (source.read(home) or b"").splitlines()[block.place[1] - 1:block.place[1] + 6]
+    assert any(b'elif model_type == "kimi_vl":' in line for line in near), near
+    said = f"{rel} is not in this release; this release has that code at {home}:{block.place[1]} (moved to that " \
+        "file, into EncoderPreprocessor._get_mm_grid_dim)"
+    assert said in block.where
+    (conflict,) = made.conflicts
+    assert said in conflict.detail
+
+
+def test_a_hunk_of_unknown_base_says_where_its_code_is_and_sits_on_it():
+    """A diff made on a tree that is no release (its pre-image's blob in none; one context line its
+    own): the hunk's context is not in 0.5.23's offloader.py as it is, so it is placed by its lines.
+    The block stood at the unit of the line the hunk names and said only that its context lines are
+    not there; now it says where 0.5.23 has that code and sits right above it."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    v = (pristine("0.5.23") / OFFLOADER).read_bytes()
+    mine = v.replace(b"            mode=get_exec().offload.offload_mode,\n", b'            mode="cpu",\n')
+    changed = mine.replace(b"            prefetch_step=get_exec().offload.offload_prefetch_step,\n",
+                           b"            prefetch_step=get_exec().offload.offload_prefetch_step,\n"
+                           b"            pin_memory=True,\n")
+    assert v != mine != changed
+    made, source = _rebase_on(git_diff({OFFLOADER: mine}, {OFFLOADER: changed}), "0.5.23", unknown_base=True)
+    (change,) = made.changes
+    (block,) = blocks(change.after or b"")
+    line = _line_of(source, OFFLOADER, b"group_size=get_exec().offload.offload_group_size,")
+    said = f"this release has that code at {OFFLOADER}:{line} (create_offloader is there, changed in those lines)"
+    assert said in block.where, block.where
+    (conflict,) = made.conflicts
+    assert conflict.unit == "create_offloader" and said in conflict.detail
+    below = (change.after or b"").splitlines()[block.start - 1 + block.lines]
+    assert below.strip() == b"group_size=get_exec().offload.offload_group_size,", below
+
+
+def test_a_hunk_of_a_file_that_is_not_python_says_where_its_code_is():
+    """A .cuh hunk whose context holds a line of the user's own (another epsilon) does not fit 0.5.23's
+    file: searched by its lines in that file (no units), its block says where the code is and sits
+    above it, where it said only that the hunks do not fit."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    rel = "sglang/kernels/jit/csrc/dsa/fused_store_index_cache.cuh"
+    v = (pristine("0.5.23") / rel).read_bytes()
+    mine = v.replace(b"fmaxf(1e-4f, abs_max)", b"fmaxf(1e-6f, abs_max)")
+    changed = mine.replace(b"const auto inv_scale = 1.0f / scale;", b"const auto inv_scale = __frcp_rn(scale);")
+    assert v != mine != changed
+    made, source = _rebase_on(git_diff({rel: mine}, {rel: changed}), "0.5.23")
+    (change,) = made.changes
+    (block,) = blocks(change.after or b"")
+    line = _line_of(source, rel, b"const auto abs_max = warp::reduce_max(local_max);")
+    said = f"this release has that code at {rel}:{line} (the file is there, changed in those lines)"
+    assert said in block.where, block.where
+    (conflict,) = made.conflicts
+    assert said in conflict.detail
+    below = (change.after or b"").splitlines()[block.start - 1 + block.lines]
+    assert b"const auto abs_max" in below, below
