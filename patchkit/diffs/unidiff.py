@@ -417,11 +417,10 @@ def _meta_line(raw: bytes, name: str, number: int) -> dict[str, str]:
         old_blob, _, new_blob = blobs.partition("..")
         return {"old_blob": old_blob, "new_blob": new_blob, **({"old_mode": mode, "new_mode": mode} if mode else {})}
     if line.startswith(("old mode ", "deleted file mode ")):
-        return {"old_mode": line.rsplit(" ", 1)[1]}
+        # A deleted file is said here only: an empty one has no ---/+++ lines to say it.
+        return {"old_mode": line.rsplit(" ", 1)[1], **({"deleted": "1"} if line.startswith("deleted file") else {})}
     if line.startswith(("new mode ", "new file mode ")):
         return {"new_mode": line.rsplit(" ", 1)[1], **({"created": "1"} if line.startswith("new file") else {})}
-    if line.startswith("deleted file"):
-        return {"deleted": "1"}
     if line.startswith(("rename from ", "copy from ")):
         return {"from": _checked_path(_meta_path(line.split(" ", 2)[2]), name, number),
                 **({"copy": "1"} if line.startswith("copy") else {})}

@@ -200,3 +200,52 @@ def test_a_diff_that_deletes_a_module_removes_it_with_a_backup_and_revert_restor
     # Already gone (the release after): upstream-fixed, nothing to do.
     newer = release("0.5.22", extra=(KERNELS_INIT,))
     assert _states(patch, newer)["drops"]["state"] == "upstream-fixed"
+
+
+# Upstream's 0.5.16 -> 0.5.17 deletes this empty file; git writes `deleted file mode 100644` and no hunk.
+EMPTY_INIT = "sglang/srt/hardware_backend/mlx/moe/tests/__init__.py"
+
+
+def test_a_diff_that_deletes_an_empty_module_removes_it_and_revert_restores_it(tmp_path, release, cached_wheels):
+    """The deletion was read as a mode change and left out: apply exited 0 with the file still there."""
+    old = pristine("0.5.16") / EMPTY_INIT
+    assert old.read_bytes() == b"" and not (pristine("0.5.17") / EMPTY_INIT).exists()
+    diff = git_diff({EMPTY_INIT: b""}, {EMPTY_INIT: None})
+    assert b"deleted file mode 100644" in diff and b"@@" not in diff
+    patch = tmp_path / "drops-empty.patch"
+    patch.write_bytes(diff)
+    site = release("0.5.16", extra=(EMPTY_INIT,))
+    before = snapshot(site)
+    found = _states(patch, site)["drops-empty"]
+    assert found["state"] == "pending" and found["files"] == [EMPTY_INIT], found
+    result = run("--patches", patch, "apply", "--site-packages", site, "--only", "drops-empty")
+    assert result.exit_code == 0, result.stderr
+    assert not (site / EMPTY_INIT).exists()
+    assert _states(patch, site)["drops-empty"]["state"] == "applied"
+    result = run("--patches", patch, "revert", "--site-packages", site)
+    assert result.exit_code == 0, result.stderr
+    assert snapshot(site) == before and (site / EMPTY_INIT).read_bytes() == b""
+    # Bytes there (not the empty pre-image): failed, exit 1, nothing written; gone already: upstream-fixed.
+    (site / EMPTY_INIT).write_bytes(b"X = 1\n")
+    held = snapshot(site)
+    result = run("--patches", patch, "apply", "--site-packages", site, "--only", "drops-empty")
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert snapshot(site) == held
+    assert _states(patch, release("0.5.17"))["drops-empty"]["state"] == "upstream-fixed"
+
+
+def test_a_diff_that_creates_an_empty_module_creates_it_and_revert_deletes_it(tmp_path, release, cached_wheels):
+    rel = "sglang/srt/hardware_backend/mlx/moe/tests/extra.py"
+    diff = git_diff({}, {rel: b""})
+    assert b"new file mode 100644" in diff and b"@@" not in diff
+    patch = tmp_path / "adds-empty.patch"
+    patch.write_bytes(diff)
+    site = release("0.5.16", extra=(EMPTY_INIT,))
+    before = snapshot(site)
+    result = run("--patches", patch, "apply", "--site-packages", site, "--only", "adds-empty")
+    assert result.exit_code == 0, result.stderr
+    assert (site / rel).read_bytes() == b""
+    assert _states(patch, site)["adds-empty"]["state"] == "applied"
+    result = run("--patches", patch, "revert", "--site-packages", site)
+    assert result.exit_code == 0, result.stderr
+    assert snapshot(site) == before

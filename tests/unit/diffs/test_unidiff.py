@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from patchkit.diffs import unidiff
 from patchkit.diffs.unit_merge import apply_hunks
 from patchkit.base.errors import UsageError
-from testing.diffs import git_apply, git_diff
+from testing.diffs import git, git_apply, git_diff, repo_of
 
 REL = "sglang/srt/x.py"
 BEFORE = b"import os\n\n\ndef f():\n    return 1\n\n\ndef g():\n\n    return 2\n"
@@ -262,3 +264,38 @@ def test_dot_and_empty_components_are_normalised():
     text = git_diff({REL: BEFORE}, {REL: AFTER}).replace(b"a/sglang/srt/x.py", b"a/sglang/./srt//x.py")
     diff = unidiff.parse(text, "fix.patch")
     assert [(f.old_path, f.new_path) for f in diff.files] == [(REL, REL)]
+
+
+EMPTY = "sglang/srt/e.py"
+
+
+def test_a_deleted_empty_file_is_read_as_deleted_never_as_a_mode_change_left_out():
+    """git writes an empty file's deletion as `deleted file mode 100644` and its index line, no
+    ---/+++ lines and no hunk: it was read as a mode change 100644 -> None and left out (the
+    `deleted file` branch of the header reader was never reached), so apply kept the file."""
+    text = git_diff({EMPTY: b"", REL: BEFORE}, {EMPTY: None, REL: AFTER})
+    assert b"deleted file mode 100644\nindex e69de29..0000000\ndiff --git" in text, text
+    diff = unidiff.parse(text, "drop.patch")
+    assert [(f.old_path, f.new_path, f.hunks) for f in diff.files if f.path == EMPTY] == [(EMPTY, None, ())]
+    assert diff.notes == ()
+    assert apply_hunks(b"", diff.files[0].hunks) == b""
+    assert git_apply({EMPTY: b"", REL: BEFORE}, text)[:2] == (0, {EMPTY: None, REL: AFTER})
+
+
+def test_each_change_of_an_empty_file_is_carried_or_named():
+    """An empty file created (carried: no hunk, its bytes are b""), its mode changed (a note
+    naming it), renamed (refused naming both paths), deleted (carried, above)."""
+    created = unidiff.parse(git_diff({}, {EMPTY: b""}), "add.patch")
+    assert [(f.old_path, f.new_path, f.hunks) for f in created.files] == [(None, EMPTY, ())]
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = repo_of(Path(tmp), {EMPTY: b"", REL: BEFORE})
+        (repo / EMPTY).chmod(0o755)
+        (repo / REL).write_bytes(AFTER)
+        mode = unidiff.parse(git(repo, "diff", "--no-color").stdout, "mode.patch")
+    assert [f.path for f in mode.files] == [REL]
+    assert mode.notes == (f"mode.patch: mode change of {EMPTY} (100644 -> 100755) left out (patchkit changes a "
+                          "file's bytes, not its mode)",)
+    renamed = git_diff({EMPTY: b""}, {EMPTY: None, "sglang/srt/f.py": b""})
+    assert b"rename from" in renamed
+    with pytest.raises(UsageError, match=f"^rename.patch: the diff renames {EMPTY} to sglang/srt/f.py, which a diff"):
+        unidiff.parse(renamed, "rename.patch")
