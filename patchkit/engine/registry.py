@@ -10,7 +10,6 @@ header (`Patchkit-Id:`) or its file name, read without parsing its hunks.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import importlib.machinery
 import inspect
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 from patchkit.base.constants import DIFF_SUFFIXES
 from patchkit.base.errors import EnvironmentFailure, FetchError, PatchkitError, PlanError, UsageError
 from patchkit.base.patch_id import PATCH_ID_RULE, is_patch_id
-from patchkit.base.util import read_regular
+from patchkit.base.util import read_regular, sha256
 
 if TYPE_CHECKING:
     from patchkit.authoring.kind import PatchKind
@@ -277,7 +276,7 @@ class PatchSets:
             raise UsageError(f"{option} {folder}: not a folder or a {' / '.join(suffixes)} file")
         self._refuse_unfinished(path, folder, option)
         # One package per folder, named after its path: each module gets exactly one module name.
-        package = "patchkit_folder_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+        package = "patchkit_folder_" + sha256(str(path).encode())[:12]
         if package not in sys.modules:
             module = types.ModuleType(package, f"patch modules from {path}")
             module.__path__ = [str(path)]
@@ -488,7 +487,7 @@ def load_file(path: Path, pid: str) -> type[Patch]:
     conflict tree for the user to fix), imported afresh under a name of its folder's own; a module
     that does not import is exit 2 naming the file and line, as in a set."""
     folder = path.resolve().parent
-    package = "patchkit_file_" + hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+    package = "patchkit_file_" + sha256(str(folder).encode())[:12]
     module = types.ModuleType(package, f"a patch module from {folder}")
     module.__path__ = [str(folder)]
     sys.modules[package] = module

@@ -8,7 +8,6 @@ import errno
 import fcntl
 import math
 import os
-import signal
 import stat
 import time
 from pathlib import Path
@@ -140,11 +139,15 @@ def _release(site: Path, path: Path, fd: int) -> None:
 @contextlib.contextmanager
 def _interrupts_held() -> Iterator[None]:
     """SIGINT and SIGTERM held back (blocked, then delivered) while the body runs."""
-    if not hasattr(signal, "pthread_sigmask"):
+    # _signal: the functions the signal module re-exports, loaded with the interpreter; not the
+    # enum classes signal makes at import (1% of a no-op apply, which takes the lock).
+    import _signal
+
+    if not hasattr(_signal, "pthread_sigmask"):
         yield
         return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    held = _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT, _signal.SIGTERM})
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, held)

@@ -15,7 +15,6 @@ A release without SGLang's plugin system (0.5.10: no `sglang/srt/plugins/`) gets
 
 from __future__ import annotations
 
-import hashlib
 from typing import Collection, Mapping
 
 from patchkit.base.constants import (
@@ -34,6 +33,7 @@ def has_plugin_system(target: Target) -> bool:
 
 def _record_line(rel: str, data: bytes) -> str:
     import base64  # here, as importlib.resources in render: a no-op apply renders nothing
+    import hashlib
 
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{rel},sha256={digest},{len(data)}\n"
