@@ -288,3 +288,24 @@ def test_a_hunk_of_a_file_that_is_not_python_says_where_its_code_is():
     assert said in conflict.detail
     below = (change.after or b"").splitlines()[block.start - 1 + block.lines]
     assert b"const auto abs_max" in below, below
+
+
+def test_a_block_of_a_file_v_removed_says_so():
+    """0.5.17's compilation/fix_functionalization.py is not in 0.5.23, and no file there holds its
+    defunctionalize's lines: the block says the release removed the file (or rewrote that code),
+    where it said only that the file is not in this release."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    rel = "sglang/srt/compilation/fix_functionalization.py"
+    before = (pristine("0.5.17") / rel).read_bytes()
+    after = before.replace(b"        self._remove(node)\n", b"        self._remove(node)\n        graph.lint()\n", 1)
+    assert after != before
+    made, _ = _rebase_on(git_diff({rel: before}, {rel: after}), "0.5.23")
+    (change,) = made.changes
+    (block,) = blocks(change.after or b"")
+    said = f"{rel} is not in this release, nor the code the diff changes as it was in another file of it: the " \
+        "release removed the file (or rewrote that code)"
+    assert said in block.where and block.place is None, block.where
+    (conflict,) = made.conflicts
+    assert conflict.unit == "FixFunctionalizationPass.defunctionalize" and said in conflict.detail
