@@ -137,6 +137,7 @@ class Server:
     log_path: Path
     kernel_log: Path
     api_key: str | None = None
+    argv: tuple[str, ...] = ()  # the launcher's command line: the python, `-m sglang.launch_server`, its arguments
     healthy_after: float = 0.0  # seconds from launch to the first /health answer
     notes: list[str] = field(default_factory=list)
     left_files: set[Path] = field(default_factory=set)  # what it writes outside its folder (its TMPDIR too), removed by stop()
@@ -319,7 +320,7 @@ def _launch(argv: list[str], version: str, folder: Path, env: dict[str, str], po
         shutil.rmtree(temp, ignore_errors=True)
         raise
     server = Server(version, proc, port, folder, folder / "server.log", folder / "sgl_kernel.log", api_key,
-                    left_files=left)
+                    argv=tuple(argv), left_files=left)
     _STARTED.append(server)
     return server
 

@@ -5,6 +5,7 @@ process's log line, `/server_info`'s `patchkit` field, the `sglang:patchkit_patc
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,3 +144,43 @@ def generate(server: Server, key: str | None = "server's") -> dict:
                                                   "sampling_params": {"max_new_tokens": 8, "temperature": 0}}, key=key)
     assert answer.status == 200, answer.body[:500]
     return answer.json()
+
+
+@dataclass(frozen=True)
+class MemoryFigures:
+    """What a server logs of its own memory as it starts (one scheduler, TP 1): the free memory before the weights
+    load ("Load weight begin. avail mem"), the KV pool's dtype and tokens ("KV Cache is allocated"), the scheduler's
+    resolved figures ("max_total_num_tokens=..., max_running_requests=..., context_len=..."), the resolved
+    `mem_fraction_static` and `page_size` of its `server_args=` line, and whether the release said the
+    `--max-total-tokens` cap was above its profiled pool ("is larger than the profiled value")."""
+
+    avail_before_weights_gib: float
+    kv_dtype: str
+    kv_tokens: int
+    max_total_num_tokens: int
+    max_running_requests: int
+    context_len: int
+    mem_fraction_static: float
+    page_size: int
+    cap_above_profile: bool
+
+
+def memory_figures(server: Server) -> MemoryFigures:
+    log = server.log()
+
+    def one(pattern: str) -> re.Match:
+        found = re.findall(pattern, log)
+        assert len(found) == 1, f"{len(found)} lines match {pattern!r} in the SGLang {server.version} server's log"
+        match = re.search(pattern, log)
+        assert match is not None
+        return match
+
+    before = one(r"Load weight begin\. avail mem=([\d.]+) GB")
+    kv = one(r"KV Cache is allocated\. dtype: torch\.(\w+), #tokens: (\d+),")
+    resolved = one(r"max_total_num_tokens=(\d+), chunked_prefill_size=-?\d+, max_prefill_tokens=\d+, "
+                   r"max_running_requests=(\d+), context_len=(\d+),")
+    fraction = one(r"server_args=ServerArgs\(.*?\bmem_fraction_static=([\d.]+)|server_args=\{.*?'mem_fraction_static': ([\d.]+)")
+    page = one(r"server_args=ServerArgs\(.*?\bpage_size=(\d+)|server_args=\{.*?'page_size': (\d+)")
+    return MemoryFigures(float(before[1]), kv[1], int(kv[2]), int(resolved[1]), int(resolved[2]), int(resolved[3]),
+                         float(fraction[1] or fraction[2]), int(page[1] or page[2]),
+                         "is larger than the profiled value" in log)

@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass, field
 from patchkit.doctor import dflash, tp_sharding
 from patchkit.doctor.gpu import GIB, GpuFacts
 from patchkit.doctor.launch import Launch
-from patchkit.doctor.model import ModelFacts
+from patchkit.doctor.model import CONFIG_DTYPE_BYTES, ModelFacts, model_dtype_bytes
 from patchkit.doctor.model_classes import ClassWeights, Unavailable
 from patchkit.doctor.release import ReleaseCode
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
-_DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2}
+_DTYPE_BYTES = CONFIG_DTYPE_BYTES
 
 
 @dataclass
@@ -109,16 +109,6 @@ def _int(value: object, default: int | None = None) -> int | None:
         return default
 
 
-def model_dtype_bytes(model: ModelFacts, launch: Launch) -> int:
-    dtype = str(launch.get("dtype", "auto"))
-    if dtype == "auto":
-        dtype = str(model.text.get("torch_dtype") or model.config.get("torch_dtype") or model.text.get("dtype")
-                    or "bfloat16")
-        if dtype in ("float32", "fp32"):
-            dtype = "bfloat16"  # SGLang serves float32 checkpoints in bfloat16 under --dtype auto
-    return _DTYPE_BYTES.get(dtype, 2)
-
-
 def kv_dtype_bytes(model: ModelFacts, launch: Launch) -> float:
     """`ModelRunner.configure_kv_cache_dtype`: auto = the model dtype; fp8_* = 1 byte; fp4 = half."""
     kv = str(launch.get("kv_cache_dtype", "auto")).lower()
@@ -185,22 +175,25 @@ def replayssm_ring_bytes(model: ModelFacts, attn_tp: int, conv_dtype_bytes: int,
     return per_layer * len(hybrid_layers(model)[0])
 
 
-def default_mem_fraction(launch: Launch, model: ModelFacts, gpu_total_gib: float, tp: int, pp: int) -> float:
+def default_mem_fraction(release: ReleaseCode, launch: Launch, model: ModelFacts, gpu_total_gib: float, tp: int,
+                         pp: int) -> float:
     """An approximation of `ServerArgs._handle_gpu_memory_settings` (server_args.py; from 0.5.19
     `handle_gpu_memory_settings` in arg_groups/memory_hook.py): reserved MiB = 512 + activations
-    (chunked prefill x 1.5) + decode graphs (max bs x 2) + TP x PP / 8 GiB, at least 10 GiB above
-    60 GiB cards; then `adjust_mem_fraction_for_vlm` for multimodal models. The piecewise-graph
-    term is left out (it depends on the graph batch list)."""
+    (chunked prefill x 1.5) + decode graphs (max bs x 2, where the launch does not turn them off) + TP x PP / 8
+    GiB, at least 10 GiB above 60 GiB cards; then `adjust_mem_fraction_for_vlm` for multimodal models. The card
+    tier's chunked prefill and decode max bs are the release's own (`non_static.graph_defaults`: 2048 and 24 on a
+    24 GB card in 0.5.10-0.5.19, 4096 and 48 from 0.5.20). Left out: the prefill graphs' term (`len(prefill bs) x
+    8` where the release charges them and their backend is on), attention DP's and DeepEP's terms."""
+    from patchkit.doctor import non_static
+
     gpu_mem = gpu_total_gib * 1024
-    tiers = [(20, 2048, 8, 8), (35, 2048, 24, 80), (60, 4096, 32, 160), (90, 8192, 256, 512), (160, 8192, 256, 512)]
-    chunked, max_bs = 16384, 512
-    for limit, c, bs_small, bs_large in tiers:
-        if gpu_mem < limit * 1024:
-            chunked, max_bs = c, (bs_small if tp < 4 else bs_large)
-            break
+    defaults = release.memoized("graph_defaults", non_static.graph_defaults)
+    chunked, max_bs = non_static.default_for(defaults, gpu_total_gib, tp)
     chunked = _int(launch.get("chunked_prefill_size"), chunked) or chunked
     max_bs = _int(launch.get("cuda_graph_max_bs_decode") or launch.get("cuda_graph_max_bs"), max_bs) or max_bs
-    reserved = 512 + (max(chunked, 2048) * 1.5 if chunked > 0 else 2048 * 1.5) + max_bs * 2 + tp * pp / 8 * 1024
+    activation = max(chunked, 2048) if chunked > 0 else max(_int(launch.get("max_prefill_tokens"), 16384) or 16384, 2048)
+    graphs = 0.0 if non_static.graphs_off(launch, "decode") else max_bs * defaults.decode_graph_mib_per_bs
+    reserved = defaults.reserve_floor_mib + activation * 1.5 + graphs + tp * pp / 8 * 1024
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     fraction = round((gpu_mem - reserved) / gpu_mem, 3)
@@ -345,7 +338,7 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     if mem_fraction is not None:
         b.mem_fraction_static, b.mem_fraction_source = mem_fraction, "flag"
     elif gpu.total_gib is not None:
-        b.mem_fraction_static = default_mem_fraction(launch, model, gpu.total_gib, tp, pp)
+        b.mem_fraction_static = default_mem_fraction(release, launch, model, gpu.total_gib, tp, pp)
         b.mem_fraction_source = "estimate"
 
     # `_handle_attention_backend_compatibility`: aiter (ROCm) with a context over 8192 scales the

@@ -8,13 +8,19 @@ import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.base.errors import EnvironmentFailure, UsageError
 from patchkit.base.util import BadJson, TooLarge, parse_json, read_regular
 
+if TYPE_CHECKING:
+    from patchkit.doctor.launch import Launch
+
 # Bytes per element of the safetensors dtypes.
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
                "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1, "F4": 1}
+# Bytes per element of the dtypes config.json and --dtype name.
+CONFIG_DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2}
 _MAX_HEADER = 100 * 1024 * 1024
 MAX_JSON = 64 * 1024 * 1024  # config.json and the index are kilobytes; a bigger one is not a model config
 # The largest number of bytes a model (or one tensor) is believed to have: a petabyte. Past it a
@@ -250,3 +256,16 @@ def load(folder: str | Path, flag: str = "--model-path") -> ModelFacts:
         if mtp_names <= set(headers):  # else the index names mtp.* tensors no header here sizes: unknown
             facts.mtp_bytes = sum(facts.tensor_bytes[k] for k in mtp_names)
     return facts
+
+
+def model_dtype_bytes(model: ModelFacts, launch: Launch) -> int:
+    """Bytes per element of the dtype the release serves the model in (`_get_and_verify_dtype`): --dtype, else the
+    config's; a float32 checkpoint under `auto` is served in float16 (bfloat16 for Gemma), 2 bytes either way (the
+    server tier's fp32 tiny model logs a torch.float16 KV cache)."""
+    dtype = str(launch.get("dtype", "auto"))
+    if dtype == "auto":
+        dtype = str(model.text.get("torch_dtype") or model.config.get("torch_dtype") or model.text.get("dtype")
+                    or "bfloat16")
+        if dtype in ("float32", "fp32"):
+            dtype = "float16"
+    return CONFIG_DTYPE_BYTES.get(dtype, 2)

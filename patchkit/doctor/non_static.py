@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable
 
 from patchkit.doctor.gpu import GpuFacts
 from patchkit.doctor.launch import Launch
-from patchkit.doctor.model import ModelFacts
+from patchkit.doctor.model import ModelFacts, model_dtype_bytes
 from patchkit.doctor.release import ReleaseCode
 
 if TYPE_CHECKING:
@@ -358,7 +358,7 @@ def _int(value: object) -> int | None:
         return None
 
 
-def _graphs_off(launch: Launch, phase: str) -> bool:
+def graphs_off(launch: Launch, phase: str) -> bool:
     if launch.get("disable_cuda_graph", False):
         return True
     backend = launch.get(f"cuda_graph_backend_{phase}")
@@ -389,10 +389,10 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
         # (the max running requests), an explicit --cuda-graph-max-bs included (0.5.22 on also lowers
         # the default itself, to the same effect).
         max_bs = min(max_bs, max_running_requests)
-    decode_graphs = None if _graphs_off(launch, "decode") else max_bs
+    decode_graphs = None if graphs_off(launch, "decode") else max_bs
     prefill_tokens = _int(launch.get("cuda_graph_max_bs_prefill")) or chunk
     prefill_graphs = 0
-    if defaults.prefill_graph_mib_each and defaults.prefill_sizes is not None and not _graphs_off(launch, "prefill"):
+    if defaults.prefill_graph_mib_each and defaults.prefill_sizes is not None and not graphs_off(launch, "prefill"):
         prefill_graphs = len(_evaluate_sizes(defaults.prefill_sizes, prefill_tokens))
 
     text = model.text
@@ -474,8 +474,6 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
 def fill(budget: "Budget", release: ReleaseCode, launch: Launch, model: ModelFacts, draft: ModelFacts | None,
          gpu: GpuFacts) -> NonStatic:
     """Put the estimate's figures into the budget `--json` reports."""
-    from patchkit.doctor.budget import model_dtype_bytes
-
     result = estimate(release, launch, model, draft, gpu, tp=budget.tp_size, act_bytes=model_dtype_bytes(model, launch),
                       free_gib=budget.free_at_load_gib, mem_fraction_static=budget.mem_fraction_static,
                       speculative_algorithm=budget.speculative_algorithm, draft_tokens=budget.draft_tokens,

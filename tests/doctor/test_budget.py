@@ -192,6 +192,28 @@ def test_default_mem_fraction_estimate(tmp_path):
     assert b.mem_fraction_static == pytest.approx(0.836 * 0.95 * 1.05)
 
 
+
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
+@pytest.mark.parametrize("version, reserved_mib", [
+    # 512 + 2048 x 1.5 + 1 x 1 / 8 x 1024: 0.5.10-0.5.19's 24 GB tier (chunked prefill 2048), no decode graphs.
+    ("0.5.19", 512 + 2048 * 1.5 + 128),
+    # 512 + 4096 x 1.5 + 128: from 0.5.20 the tier below 35 GB takes 4096-token chunks (memory_hook.py).
+    ("0.5.23", 512 + 4096 * 1.5 + 128)])
+def test_default_mem_fraction_is_the_releases_tier_and_graphs(tmp_path, version, reserved_mib):
+    """The default fraction's card tier is the release's own, and decode graphs the launch turns off reserve nothing
+    (`reserve_for_graph_mb`: `max_bs * 2` only where the decode backend is not disabled): what the CPU engine of the
+    server tier resolves (tests/server/test_reverted.py). Before, the doctor took 0.5.10-0.5.19's tiers for every
+    release and charged the decode graphs always: 0.847 for both (512 + 2048 x 1.5 + 24 x 2 + 128 MiB)."""
+    folder = str(model_folder(tmp_path / "m"))
+    b = run(version, ["--model-path", folder, "--disable-cuda-graph"], gpu_memory=24.0, gpu_free=23.0).budget
+    vlm = 0.95 * 1.05  # `adjust_mem_fraction_for_vlm` on the fixture's one-block vision tower (test above)
+    assert b.mem_fraction_source == "estimate"
+    assert b.mem_fraction_static == pytest.approx(round((24 * 1024 - reserved_mib) / (24 * 1024), 3) * vlm)
+    graphs = run(version, ["--model-path", folder], gpu_memory=24.0, gpu_free=23.0).budget
+    max_bs = 24 if version == "0.5.19" else 48
+    assert graphs.mem_fraction_static == pytest.approx(round((24 * 1024 - reserved_mib - max_bs * 2) / (24 * 1024), 3)
+                                                       * vlm)
+
 OLD_STRATEGY_RELEASES = ["0.5.10", "0.5.11", "0.5.12", "0.5.13"]
 
 
