@@ -19,6 +19,7 @@ from patchkit.doctor import gpu as gpu_mod
 from patchkit.doctor import model as model_mod
 from patchkit.doctor import model_classes
 from patchkit.doctor import non_static
+from patchkit.doctor import switches
 from patchkit.doctor import release as release_mod
 from patchkit.doctor import rules as rules_mod
 from patchkit.doctor.context import Context
@@ -101,6 +102,7 @@ def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], ov
             states = patch_states(target)
         except TargetError as exc:  # e.g. a release patchkit has no patch set for
             states, status_note = {}, str(exc)
+    states = switches.with_switches(states, environ)  # an applied patch SGLANG_PATCHKIT_DISABLE lists is off
     builder = model_classes.interpreter(python)
     with model_classes.release_tree(target) if builder else nullcontext(None) as tree:
         run = Run(target=target, release=release, overrides=overrides, probe=probe,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 from patchkit.doctor.launch import Launch, changed, written
 from patchkit.doctor.report import Finding, Fix, Report
+from patchkit.doctor.switches import DISABLED, switch_on, switched_on_by
 from patchkit.base.errors import UsageError
 
 if TYPE_CHECKING:
@@ -92,7 +93,8 @@ Rerun = Callable[[list[str], dict[str, str]], Report]
 
 
 def _fixed_states(states: dict[str, str], fix: Fix) -> dict[str, str]:
-    return {**states, **{pid: "applied" for pid in fix.patches if states.get(pid) in ("pending", "drifted")}}
+    """The patch states once `fix` is followed: the patches it applies, or switches back on, in force."""
+    return {**states, **{pid: "applied" for pid in fix.patches if states.get(pid) in ("pending", "drifted", DISABLED)}}
 
 
 def _merged(first: Fix, then: tuple[Fix, ...]) -> Fix:
@@ -171,9 +173,13 @@ def as_one(fixes: list[Fix], run: Run) -> Fix:
     kept_remove = tuple(r for r in remove if not any(_key(p) in set_keys for p in written((r,), table)
                                                      if p.name is not None))
     patches = tuple(dict.fromkeys(p for fix in fixes for p in fix.patches))
+    switched = tuple(p for p in patches if run.states.get(p) == DISABLED)
+    applying = tuple(p for p in patches if p not in switched)
     every = {pid for pid, state in run.states.items() if state in ("pending", "drifted")}
-    only = () if every and every <= set(patches) else tuple(a for p in patches for a in ("--only", p))
-    command = tuple(run.naming.argv("apply", *only)) if patches else ()
+    only = () if every and every <= set(applying) else tuple(a for p in applying for a in ("--only", p))
+    command = tuple(run.naming.argv("apply", *only)) if applying else ()
+    if switched:  # switched back on (SGLANG_PATCHKIT_DISABLE), then any `patchkit apply`: one shell line
+        command = (*switch_on(run.environ, switched), *(("&&", *command) if command else ()))
     return Fix(args=tuple(t for tokens in setting.values() for t in tokens), remove=kept_remove, command=command,
                patches=patches)
 
@@ -246,6 +252,8 @@ def _patches(finding: Finding, run: Run) -> tuple[str, ...]:
     """The patches a finding's `patchkit apply` puts in place: those it names with --only, else every patch not in
     place."""
     command = finding.command
+    if command[:1] in (("export",), ("unset",)):  # switched back on (SGLANG_PATCHKIT_DISABLE)
+        return tuple(pid for pid in switched_on_by(run.environ, command) if run.states.get(pid) == DISABLED)
     only = tuple(command[i + 1] for i, token in enumerate(command[:-1]) if token == "--only")
     if only or not command:
         return only

@@ -15,6 +15,7 @@ from patchkit.doctor.launch import Launch
 from patchkit.doctor.model import CONFIG_DTYPE_BYTES, ModelFacts, model_dtype_bytes
 from patchkit.doctor.model_classes import ClassWeights, Unavailable
 from patchkit.doctor.release import ReleaseCode
+from patchkit.doctor.switches import NOT_IN_PLACE
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 _DTYPE_BYTES = CONFIG_DTYPE_BYTES
@@ -459,7 +460,7 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     if environ.get("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING", "").lower() in ("1", "true"):
         b.notes.append("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING: SGLang resizes the KV pool after graph capture; not modelled")
     if algo in EAGLE_FAMILY and launch.get("speculative_draft_model_path"):
-        mtp_ok = patch_states.get("mtp-layer-detection") not in ("pending", "failed", "drifted")
+        mtp_ok = patch_states.get("mtp-layer-detection") not in NOT_IN_PLACE
         b.draft_layers = draft_layer_count(model, draft, mtp_ok)
         if not release.eagle_draft_in_cell:
             b.notes.append("this release's KV pool reserves nothing for the EAGLE draft's KV (no eagle_draft_num_layers "
@@ -536,13 +537,14 @@ def _weights_by_arithmetic(b: Budget, model: ModelFacts, launch: Launch, draft: 
         mtp_tensors = {k: v for k, v in model.tensor_bytes.items() if tp_sharding.is_mtp(k)}
         b.draft_weights_bytes = (tp_sharding.per_rank_bytes(mtp_tensors, tp) if mtp_tensors and model.mtp_bytes is not None
                                else (mtp_bytes or 0) // tp)
-        if patch_states.get("draft-lmhead-placeholder") in ("pending", "failed", "drifted") and model.arch.startswith("Qwen3_5"):
+        if patch_states.get("draft-lmhead-placeholder") in NOT_IN_PLACE and model.arch.startswith("Qwen3_5"):
             # Without the patch the MTP draft allocates its own embedding and lm_head before
             # `set_embed_and_head()` swaps in the target's (Qwen3_5MTP, models/qwen3_5_mtp.py).
             vocab, hidden = int(model.text.get("vocab_size") or 0), int(model.text.get("hidden_size") or 0)
             tensors = 1 if model.config.get("tie_word_embeddings") or model.text.get("tie_word_embeddings") else 2
             b.draft_weights_bytes += tensors * vocab * hidden * model_dtype_bytes(model, launch) // tp
-            b.notes.append("draft-lmhead-placeholder pending: the MTP draft's own vocab tensors count")
+            b.notes.append(f"draft-lmhead-placeholder {patch_states['draft-lmhead-placeholder']}: the MTP draft's own "
+                           f"vocab tensors count")
 
     b.weights_from = ("headers" if model.headers_complete else "index and config geometry" if geometry
                       else "index" if model.weights_bytes is not None else "unknown")

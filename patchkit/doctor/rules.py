@@ -11,11 +11,10 @@ from patchkit.doctor.budget import derived_context_length
 from patchkit.doctor.context import Context as Context
 from patchkit.doctor.launch import REMOVED_FLAGS
 from patchkit.doctor.report import Finding, Fix, gib, mib
+from patchkit.doctor.switches import DISABLED, NOT_IN_PLACE, switch_on
 from patchkit.doctor.triggers import triggered
 from patchkit.authoring.launch_trigger import Trigger
 from patchkit.base.constants import ENV_DISABLE
-
-NOT_IN_PLACE = ("pending", "failed", "drifted")
 
 Rule = Callable[[Context], Iterator[Finding]]
 
@@ -557,11 +556,20 @@ def launch_declarations() -> dict[str, Trigger]:
     return {cls.ID: cls.LAUNCH for cls in registry.load_all() if cls.LAUNCH is not None}
 
 
+def _put_in_place(ctx: Context, pid: str, note: str = "") -> Fix:
+    """The fix that puts a patch not in force in place: switching it back on where SGLANG_PATCHKIT_DISABLE
+    switches it off (patchkit/doctor/switches.py), else `patchkit apply --only ID`."""
+    if ctx.patch_states.get(pid) == DISABLED:
+        return Fix(command=switch_on(ctx.environ, (pid,)), patches=(pid,), note=note)
+    return _apply_command(ctx, pid, note=note)
+
+
 def _pending_patch_fixes(ctx: Context) -> tuple[Fix, ...]:
-    """`patchkit apply --only ID` for each patch this launch depends on that is not in place: proposed first for
-    the static budget's errors, as a patch may free what they lack (draft-lmhead-placeholder drops an MTP draft's
-    own vocab tensors). The doctor checks each with the patch applied and keeps those that clear the error."""
-    return tuple(_apply_command(ctx, pid, note=why) for pid, _level, why in triggered(ctx, launch_declarations())
+    """For each patch this launch depends on that is not in force, `patchkit apply --only ID` (or, where the
+    launch's SGLANG_PATCHKIT_DISABLE switches it off, switching it back on): proposed first for the static budget's
+    errors, as a patch may free what they lack (draft-lmhead-placeholder drops an MTP draft's own vocab tensors).
+    The doctor checks each with the patch in force and keeps those that clear the error."""
+    return tuple(_put_in_place(ctx, pid, note=why) for pid, _level, why in triggered(ctx, launch_declarations())
                  if ctx.patch_states.get(pid) in NOT_IN_PLACE)
 
 
@@ -569,13 +577,19 @@ def patch_needed(ctx: Context) -> Iterator[Finding]:
     triggers = triggered(ctx, launch_declarations())
     for pid, level, why in triggers:
         state = ctx.patch_states.get(pid)
-        if state in NOT_IN_PLACE:
+        if state == DISABLED:
+            yield Finding.proposing("patch-needed", level, f"patchkit patch {pid} is applied in this SGLang but "
+                                    f"switched off by the launch's {ENV_DISABLE} (this environment's, or the "
+                                    f"line's own): {why}", _put_in_place(ctx, pid))
+        elif state in NOT_IN_PLACE:
             yield Finding.proposing("patch-needed", level, f"patchkit patch {pid} is {state} in this SGLang: {why}",
                                     _apply_command(ctx, pid),
                                     otherwise=f"`{ctx.naming.command('status')}` names why {pid} is {state}")
-    # Patches this module has no launch trigger for (e.g. ones added after it) are listed once.
+    # Patches this module has no launch trigger for (e.g. ones added after it) are listed once; one switched off
+    # that the launch does not depend on is the user's choice.
     known = {pid for pid, _, _ in triggers}
-    others = sorted(pid for pid, state in ctx.patch_states.items() if state in NOT_IN_PLACE and pid not in known)
+    others = sorted(pid for pid, state in ctx.patch_states.items()
+                    if state in NOT_IN_PLACE and state != DISABLED and pid not in known)
     if others:
         yield Finding.proposing(
             "patch-needed", "info",
