@@ -92,6 +92,9 @@ def tree_files(made: Rebased, data: bytes, release: Callable[[str], bytes | None
     for rel, content in (unchanged or {}).items():
         files[rel] = base[rel] = content
         existed[rel] = True
+    deleted = sorted(c.rel for c in made.changes if c.after is None and c.before is not None)
+    if deleted:  # not in the tree: absent there is the deletion, not a change the user dropped
+        record["deleted"] = deleted
     if base:  # made on a lower diff's file: that file is its pre-image, not V's
         record["base"] = {rel: base64.b64encode(content).decode() for rel, content in base.items()}
     return {**files, RECORD: json.dumps(record, indent=1).encode()}
@@ -108,6 +111,8 @@ def applied_tree(diff: DiffPatchFile, data: bytes, to: str, after: Callable[[str
     record: dict[str, object] = {"schema": SCHEMA, "id": diff.id, "name": diff.name, "to": to, "prefix": diff.prefix,
                                  "header": base64.b64encode(data[:_header_end(data)]).decode(),
                                  "files": {f.path: f.old_path is not None for f in diff.files}}
+    if any(f.new_path is None for f in diff.files):
+        record["deleted"] = sorted(f.path for f in diff.files if f.new_path is None)
     kept = {f.path: (base or {})[f.path] for f in diff.files if f.path in (base or {})}
     if kept:
         record["base"] = {rel: base64.b64encode(content).decode() for rel, content in kept.items()}
@@ -157,6 +162,9 @@ def _damaged(record: dict) -> str | None:
     base = record.get("base", {})
     if not isinstance(base, dict):
         return "base: not an object"
+    deleted = record.get("deleted", [])
+    if not isinstance(deleted, list) or any(not isinstance(rel, str) or rel not in record["files"] for rel in deleted):
+        return "deleted: not a list of the record's files"
     for rel, existed in record["files"].items():
         if bad_name(rel) or not isinstance(existed, bool):
             return f"files: {json.dumps(rel)[:80]} is not a file of the tree"
@@ -191,13 +199,18 @@ def finish(folder: Path, read: Callable[[str], bytes | None], again: str | None 
     not_created: list[str] = []
     taken: list[str] = []
     digests: dict[str, str] = {}
+    deleted = set(record.get("deleted", ()))
     for rel, existed in record["files"].items():
+        stacked = record.get("base", {}).get(rel) if isinstance(record.get("base"), dict) else None
         if rel not in present:
-            dropped.append(rel)  # deleted from the tree: the user dropped that change
+            gone = None if rel not in deleted else base64.b64decode(stacked) if isinstance(stacked, str) else read(rel)
+            if gone is None:
+                dropped.append(rel)  # deleted from the tree: the user dropped that change
+            else:
+                changes.append(format_patch.FileChange(rel, gone, None))  # the diff deletes it: carried
             continue
         now = _resolved(folder, rel, again)
         digests[rel] = sha256(now)
-        stacked = record.get("base", {}).get(rel) if isinstance(record.get("base"), dict) else None
         before = base64.b64decode(stacked) if isinstance(stacked, str) else read(rel) if existed else None
         if before is None and not now.strip():  # V lacks it and the user deleted its blocks: no empty module
             not_created.append(rel)

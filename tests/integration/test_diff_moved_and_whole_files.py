@@ -249,3 +249,27 @@ def test_a_diff_that_creates_an_empty_module_creates_it_and_revert_deletes_it(tm
     result = run("--patches", patch, "revert", "--site-packages", site)
     assert result.exit_code == 0, result.stderr
     assert snapshot(site) == before
+
+
+def test_rebase_through_a_tree_carries_a_deletion(tmp_path, cached_wheels):
+    """`rebase --tree` writes no file for one the diff deletes, and `--continue` read its absence as
+    the user dropping that change: the finished diff lost the deletion (to stdout, without a word).
+    Upstream's empty tests/__init__.py deleted beside an edit, made on 0.5.14, rebased onto 0.5.15."""
+    moe_init = EMPTY_INIT.replace("tests/", "")
+    old = {rel: (pristine("0.5.14") / rel).read_bytes() for rel in (EMPTY_INIT, moe_init)}
+    patch = tmp_path / "drops-edit.patch"
+    patch.write_bytes(git_diff(old, {EMPTY_INIT: None, moe_init: old[moe_init] + b"X = 1\n"}))
+    tree = tmp_path / "tree"
+    result = run("rebase", patch, "--to", "0.5.15", "--tree", tree)
+    assert result.exit_code == 0, result.stderr
+    assert not (tree / EMPTY_INIT).exists()
+    result = run("rebase", "--continue", tree)
+    assert result.exit_code == 0, result.stderr
+    finished = result.stdout
+    assert f"diff --git a/{EMPTY_INIT} b/{EMPTY_INIT}\ndeleted file mode 100644\n" in finished, finished
+    assert f"+++ b/{moe_init}\n@@ -0,0 +1 @@\n+X = 1\n" in finished, finished
+    # Put back as V has it, the deletion is the user's to drop.
+    (tree / EMPTY_INIT).parent.mkdir()
+    (tree / EMPTY_INIT).write_bytes(b"")
+    result = run("rebase", "--continue", tree, "--json")
+    assert result.exit_code == 0 and result.json()["dropped"] == [EMPTY_INIT], result.stderr
