@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -248,3 +248,28 @@ def sync(root: Path, rel: str = "") -> None:
     """fsync the folder `rel`: the renames and removals in it are on disk."""
     with folder(root, rel) as fd:
         os.fsync(fd)
+
+
+def links_inside(root: Path, skip: Callable[[str, list[str]], set[str]] | None = None) -> None:
+    """Every symlink in the folder `root` (what `skip(folder, names)` leaves out is not looked at,
+    as `shutil.copytree`'s ignore) points to a file inside `root` that exists: NotPlain (exit 6)
+    naming the first that does not. A symlink to a folder, even one inside, is refused too (one
+    that holds the link, or a link back, makes a copy that follows links endless)."""
+    top = os.path.realpath(root)
+    for here, folders, names in os.walk(root):
+        left_out = skip(here, [*folders, *names]) if skip else set()
+        folders[:] = sorted(name for name in folders if name not in left_out)
+        for name in sorted({*folders, *names} - left_out):
+            path = os.path.join(here, name)
+            if not os.path.islink(path):
+                continue
+            target = os.path.realpath(path)
+            rel = os.path.relpath(path, root)
+            if not os.path.exists(target):
+                raise NotPlain(f"{path}: a symlink to {target}, which does not exist; patchkit cannot read it "
+                               "(remove it, or put back what it points to)")
+            if not target.startswith(top + os.sep):
+                raise _refuse(root, rel, f"a symlink to {target}, outside it")
+            if os.path.isdir(target):
+                raise NotPlain(f"{path}: a symlink to the folder {target}; patchkit follows a symlink only to a "
+                               "file of its folder (copy the folder there instead)")

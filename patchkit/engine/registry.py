@@ -19,6 +19,7 @@ import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
+from patchkit.base import confined
 from patchkit.base.constants import DIFF_SUFFIXES
 from patchkit.base.errors import EnvironmentFailure, FetchError, PatchkitError, PlanError, UsageError
 from patchkit.base.patch_id import PATCH_ID_RULE, is_patch_id
@@ -222,6 +223,26 @@ def _is_diff(name: str) -> bool:
     return name.endswith(DIFF_SUFFIXES)
 
 
+def left_out(top: Path) -> Callable[[str, list[str]], set[str]]:
+    """What of a patch set's folder `top` is not the set (not loaded, not copied into an image's
+    build context; shutil.copytree's ignore): caches, hidden files (a bump's record), and at its top
+    what a bump wrote for people (REPORT.md, the NAME.tree/ folders to resolve)."""
+    import fnmatch
+
+    from patchkit.engine.bump_record import not_patches
+
+    for_people = not_patches(top)
+
+    def ignored(folder: str, names: list[str]) -> set[str]:
+        skipped = {n for n in names if n in _NOT_LOADED or fnmatch.fnmatchcase(n, ".*")}
+        return {*skipped, *(for_people & set(names) if Path(folder) == top else ())}
+
+    return ignored
+
+
+_NOT_LOADED = ("__pycache__", ".git")
+
+
 def _file(patch_set: PatchSet, name: str) -> Path:
     return patch_set.folder / (name if _kind_of(name) is not None else f"{name}.py")
 
@@ -275,6 +296,9 @@ class PatchSets:
             suffixes = [suffix for kind in FILE_KINDS.values() for suffix in kind.suffixes]
             raise UsageError(f"{option} {folder}: not a folder or a {' / '.join(suffixes)} file")
         self._refuse_unfinished(path, folder, option)
+        # A symlink out of the folder, to nothing or to a folder: exit 6 naming it, for every command
+        # (an image's build context copies the folder, and never a file from elsewhere).
+        confined.links_inside(path, left_out(path))
         # One package per folder, named after its path: each module gets exactly one module name.
         package = "patchkit_folder_" + sha256(str(path).encode())[:12]
         if package not in sys.modules:

@@ -17,16 +17,15 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from patchkit.engine import bump_record, registry
+from patchkit.base import confined
+from patchkit.engine import registry
 from patchkit.image import own_wheel
 from patchkit.base.errors import BuildError, UsageError
 
 PATCHES_DIR = "patchkit-patches"  # in the build context, one numbered folder per patch set
 WHEEL_NAME = own_wheel.NAME  # what `pip wheel` makes of the checkout, and own_wheel of an installed copy
 _PLAIN = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9_.+-]*", re.ASCII)
-_SKIPPED = ("__pycache__", ".git")
 
 
 @dataclass(frozen=True)
@@ -71,6 +70,9 @@ def plan(wheel: Path | None) -> Context:
             where = f"{where}/{patch_set.only}"
             copies[where] = patch_set.folder / patch_set.only
         else:
+            # Nothing from outside the folder: a symlink out of it, to nothing or to a folder is
+            # refused (exit 6) before anything is written; one to a file in it is copied as its bytes.
+            confined.links_inside(patch_set.folder, registry.left_out(patch_set.folder))
             copies[where] = patch_set.folder
         sets.append(where)
     return Context(wheel=wheel.name if wheel else WHEEL_NAME, wheel_source=wheel, checkout=root,
@@ -92,21 +94,9 @@ def write(context: Context, folder: Path) -> None:
         dest = folder / where
         dest.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            shutil.copytree(source, dest, symlinks=False, ignore=_ignored(source))
+            shutil.copytree(source, dest, symlinks=False, ignore=registry.left_out(source))
         else:
             shutil.copyfile(source, dest)
-
-
-def _ignored(top: Path) -> Callable[[str, list[str]], set[str]]:
-    """What copying a patch set's folder leaves out: caches, hidden files (a bump's record), and at
-    its top what a bump wrote for people (REPORT.md, the NAME.tree/ folders to resolve)."""
-    skipped = shutil.ignore_patterns(*_SKIPPED, ".*")
-    for_people = bump_record.not_patches(top)
-
-    def ignored(folder: str, names: list[str]) -> set[str]:
-        return {*skipped(folder, names), *(for_people & set(names) if Path(folder) == top else ())}
-
-    return ignored
 
 
 def _build_wheel(root: Path, dest: Path) -> None:

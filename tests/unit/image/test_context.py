@@ -1,0 +1,109 @@
+"""What an image's build context copies of a `--patches DIR` set: never a file from outside DIR.
+A symlink out of DIR, to nothing or to a folder is refused by `image dockerfile` before anything is
+written (exit 6 naming it), and by every command that loads the set for the same reason (`list`
+here, as `apply` loads it); one to a file inside DIR is copied as that file's bytes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from testing.cli import run
+from tests.integration.test_external_patch_sets import write_patch
+
+SECRET = b"-----BEGIN OPENSSH PRIVATE KEY-----\nnot for an image\n"
+
+
+def _snapshot(folder: Path) -> dict[str, bytes | str]:
+    """Every entry under `folder`: a file's bytes, a folder or link as what it is."""
+    found: dict[str, bytes | str] = {}
+    for here, folders, names in os.walk(folder):
+        for name in [*folders, *names]:
+            path = Path(here, name)
+            rel = str(path.relative_to(folder))
+            found[rel] = f"-> {os.readlink(path)}" if path.is_symlink() else "folder" if path.is_dir() \
+                else path.read_bytes()
+    return found
+
+
+def _world(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A patch set (one module patch), a folder outside it with a secret, a fake wheel, and where
+    the Dockerfile goes (its context folder already holding a file of the user's)."""
+    outside = tmp_path / "home" / ".ssh"
+    outside.mkdir(parents=True)
+    (outside / "id_rsa").write_bytes(SECRET)
+    write_patch(outside, "elsewhere-flag")  # patches that load, kept outside the set
+    (outside / "elsewhere.patch").write_text(ELSEWHERE_DIFF)
+    folder = tmp_path / "team-patches"
+    write_patch(folder, "team-flag")
+    wheel = tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
+    out = tmp_path / "ctx" / "Dockerfile"
+    out.parent.mkdir()
+    (out.parent / "mine.txt").write_bytes(b"the user's\n")
+    return folder, outside, out
+
+
+def _dockerfile(folder: Path, out: Path, wheel: Path):
+    return run("--patches", folder, "image", "dockerfile", "--base", "b", "--target", "0.5.17", "--wheel", wheel,
+               "-o", out)
+
+
+ELSEWHERE_DIFF = """\
+--- a/sglang/version.py
++++ b/sglang/version.py
+@@ -1 +1,2 @@
+ __version__ = "0.5.17"
++ELSEWHERE = True
+"""
+
+OUT_OF_DIR = {
+    "a .patch file linked out": lambda d, o: (d / "elsewhere.patch").symlink_to(o / "elsewhere.patch"),
+    "a .py patch file linked out": lambda d, o: (d / "elsewhere_flag.py").symlink_to(o / "elsewhere_flag.py"),
+    "a file linked out": lambda d, o: (d / "notes.txt").symlink_to(o / "id_rsa"),
+    "a sub-folder linked out": lambda d, o: (d / "helpers").symlink_to(o, target_is_directory=True),
+    "a link out deeper down": lambda d, o: (d / "helpers").mkdir() or (d / "helpers" / "key").symlink_to(
+        os.path.relpath(o / "id_rsa", d / "helpers")),
+    "a dangling link": lambda d, o: (d / "notes.txt").symlink_to(d / "moved-away.txt"),
+    "a dangling .patch link": lambda d, o: (d / "gone.patch").symlink_to(o / "moved-away.patch"),
+    "a sub-folder linked inside": lambda d, o: (d / "real").mkdir() or (d / "again").symlink_to(
+        "real", target_is_directory=True),
+    "a link to the folder itself": lambda d, o: (d / "loop").symlink_to(".", target_is_directory=True),
+}
+
+
+@pytest.mark.parametrize("case", OUT_OF_DIR)
+def test_a_symlink_out_of_a_patch_set_to_nothing_or_to_a_folder_is_refused_and_nothing_written(tmp_path, case):
+    folder, outside, out = _world(tmp_path)
+    OUT_OF_DIR[case](folder, outside)
+    link = next(p for p in sorted(folder.rglob("*")) if p.is_symlink())
+    before = _snapshot(out.parent)
+    result = _dockerfile(folder, out, tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl")
+    # Before: exit 0 and id_rsa copied into the context (or a copytree error / loop, or a dangling
+    # link skipped), for the image to carry.
+    assert result.exit_code == 6, (result.exit_code, result.stderr)
+    assert str(link) in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert _snapshot(out.parent) == before  # nothing written: no Dockerfile, no wheel, no patchkit-patches/
+    # The set is refused as a set, for the same reason, by what `apply` loads it with.
+    listed = run("--patches", folder, "list")
+    assert listed.exit_code == 6 and listed.stderr == result.stderr, listed.stderr
+
+
+def test_a_symlink_to_a_file_inside_the_patch_set_is_copied_as_its_bytes(tmp_path):
+    folder, _, out = _world(tmp_path)
+    (folder / "docs").mkdir()
+    (folder / "docs" / "notes.txt").write_bytes(b"how the flag is used\n")
+    (folder / "notes.txt").symlink_to(Path("docs") / "notes.txt")
+    (folder / ".hidden").mkdir()
+    (folder / ".hidden" / "key").symlink_to(tmp_path / "home" / ".ssh" / "id_rsa")  # not part of the set
+    result = _dockerfile(folder, out, tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl")
+    assert result.exit_code == 0, result.stderr
+    copied = out.parent / "patchkit-patches" / "1"
+    assert not (copied / "notes.txt").is_symlink()
+    assert (copied / "notes.txt").read_bytes() == b"how the flag is used\n"
+    assert (copied / "team_flag.py").read_bytes() == (folder / "team_flag.py").read_bytes()
+    assert not (copied / ".hidden").exists()
+    assert not any(SECRET in p.read_bytes() for p in out.parent.rglob("*") if p.is_file())
+    assert run("--patches", folder, "list").exit_code == 0
