@@ -330,10 +330,16 @@ class PatchSets:
             for folder in os.environ.get(ENV_PATCHES, "").split(os.pathsep):
                 if folder:
                     folders.setdefault(folder, f"${ENV_PATCHES}")
+            given: dict[tuple[Path, str | None], PatchSet] = {}
+            for folder, option in folders.items():
+                # One folder (or file) under two spellings (DIR and DIR/, a relative path, an image's
+                # $PATCHKIT_PATCHES and a --patches of it) is one set, as the same spelling twice is.
+                found = self._folder_set(folder, option)
+                given.setdefault((found.folder, found.only), found)
             self._sets = [
                 PatchSet(origin=BUILT_IN, package=PATCHES_PACKAGE, folder=Path(list(builtin.__path__)[0])),
                 *_entry_point_sets(),
-                *(self._folder_set(folder, option) for folder, option in folders.items()),
+                *given.values(),
             ]
         return self._sets
 

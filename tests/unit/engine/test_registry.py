@@ -184,3 +184,26 @@ def test_a_command_run_in_process_leaves_no_patch_set_behind(tmp_path):
     assert listed.exit_code == 2 and "broken.patch" in listed.stderr  # the left-out diff said (a usage error)
     assert syn.FIX in {row["id"] for row in listed.json()["patches"]}
     assert syn.FIX not in registry.patch_ids() and registry.unloadable() == [] and registry.given_folders() == ()
+
+
+def test_one_folder_named_twice_is_one_set_not_a_clash(tmp_path, monkeypatch):
+    """The same folder given twice under two spellings (`--patches DIR` and `--patches DIR/`, or
+    an image's $PATCHKIT_PATCHES and the user's `--patches` of that folder) is one set: each id of it
+    once, never exit 2 saying the folder's own patches are 'defined twice' by it and by it."""
+    from testing import synthetic as syn
+    from testing.cli import run
+
+    first, _ = _two_sets(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    for given in (("--patches", first, "--patches", f"{first}/"), ("--patches", "first", "list", "--patches", first)):
+        listed = run(*given, *(("list",) if "list" not in given else ()), "--json")
+        assert listed.exit_code == 0, listed.stderr
+        ids = [row["id"] for row in listed.json()["patches"]]
+        assert [pid for pid in ids if pid.startswith("syn-")] == list(syn.IDS)
+    monkeypatch.setenv(registry.ENV_PATCHES, f"{first}/")
+    assert run("--patches", first, "list").exit_code == 0
+    # A folder and a diff file of it, or two folders that share an id, are still a clash (exit 2).
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "syn_fix.diff").write_text(_DIFF)
+    clash = run("--patches", tmp_path / "other", "list")
+    assert clash.exit_code == 2 and f"'{syn.FIX}' is defined twice" in clash.stderr
