@@ -250,21 +250,25 @@ def sync(root: Path, rel: str = "") -> None:
         os.fsync(fd)
 
 
-def links_inside(root: Path, skip: Callable[[str, list[str]], set[str]] | None = None) -> None:
-    """Every symlink in the folder `root` (what `skip(folder, names)` leaves out is not looked at,
-    as `shutil.copytree`'s ignore) points to a file inside `root` that exists: NotPlain (exit 6)
-    naming the first that does not. A symlink to a folder, even one inside, is refused too (one
-    that holds the link, or a link back, makes a copy that follows links endless)."""
+def plain_tree(root: Path, skip: Callable[[str, list[str]], set[str]] | None = None) -> None:
+    """Every entry of the folder `root` (what `skip(folder, names)` leaves out is not looked at, as
+    `shutil.copytree`'s ignore) is a plain file, a folder, or a symlink to a plain file inside
+    `root`: NotPlain (exit 6) naming the first that is not (a symlink out of `root`, to nothing, to
+    a folder, even one inside: a copy that follows it may never end; a FIFO, socket or device)."""
     top = os.path.realpath(root)
     for here, folders, names in os.walk(root):
         left_out = skip(here, [*folders, *names]) if skip else set()
         folders[:] = sorted(name for name in folders if name not in left_out)
         for name in sorted({*folders, *names} - left_out):
             path = os.path.join(here, name)
-            if not os.path.islink(path):
-                continue
-            target = os.path.realpath(path)
             rel = os.path.relpath(path, root)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+                continue
+            if not stat.S_ISLNK(mode):
+                raise NotPlain(f"{path}: not a plain file or folder (a FIFO, socket or device); patchkit does not "
+                               "read it (remove it)")
+            target = os.path.realpath(path)
             if not os.path.exists(target):
                 raise NotPlain(f"{path}: a symlink to {target}, which does not exist; patchkit cannot read it "
                                "(remove it, or put back what it points to)")
@@ -273,3 +277,6 @@ def links_inside(root: Path, skip: Callable[[str, list[str]], set[str]] | None =
             if os.path.isdir(target):
                 raise NotPlain(f"{path}: a symlink to the folder {target}; patchkit follows a symlink only to a "
                                "file of its folder (copy the folder there instead)")
+            if not os.path.isfile(target):
+                raise NotPlain(f"{path}: a symlink to {target}, not a plain file (a FIFO, socket or device); "
+                               "patchkit does not read it (remove it)")

@@ -298,7 +298,7 @@ class PatchSets:
         self._refuse_unfinished(path, folder, option)
         # A symlink out of the folder, to nothing or to a folder: exit 6 naming it, for every command
         # (an image's build context copies the folder, and never a file from elsewhere).
-        confined.links_inside(path, left_out(path))
+        confined.plain_tree(path, left_out(path))
         # One package per folder, named after its path: each module gets exactly one module name.
         package = "patchkit_folder_" + sha256(str(path).encode())[:12]
         if package not in sys.modules:

@@ -10,6 +10,7 @@ Planned in memory (`plan`), then written (`write`): nothing is copied before eve
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from patchkit.base import confined
 from patchkit.engine import registry
 from patchkit.image import own_wheel
 from patchkit.base.errors import BuildError, UsageError
+from patchkit.base.util import fsync_dir
 
 PATCHES_DIR = "patchkit-patches"  # in the build context, one numbered folder per patch set
 WHEEL_NAME = own_wheel.NAME  # what `pip wheel` makes of the checkout, and own_wheel of an installed copy
@@ -72,7 +74,7 @@ def plan(wheel: Path | None) -> Context:
         else:
             # Nothing from outside the folder: a symlink out of it, to nothing or to a folder is
             # refused (exit 6) before anything is written; one to a file in it is copied as its bytes.
-            confined.links_inside(patch_set.folder, registry.left_out(patch_set.folder))
+            confined.plain_tree(patch_set.folder, registry.left_out(patch_set.folder))
             copies[where] = patch_set.folder
         sets.append(where)
     return Context(wheel=wheel.name if wheel else WHEEL_NAME, wheel_source=wheel, checkout=root,
@@ -80,23 +82,48 @@ def plan(wheel: Path | None) -> Context:
 
 
 def write(context: Context, folder: Path) -> None:
-    """Put the wheel and the patch sets into `folder` (the build context)."""
-    if context.wheel_source is not None:
-        dest = folder / context.wheel
-        if not (dest.exists() and dest.samefile(context.wheel_source)):  # `-o` beside the wheel given
-            shutil.copyfile(context.wheel_source, dest)
-    elif context.installed is not None:
-        own_wheel.write(context.installed, folder / context.wheel)
-    else:
-        assert context.checkout is not None
-        _build_wheel(context.checkout, folder / context.wheel)
-    for where, source in context.copies.items():
-        dest = folder / where
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, dest, symlinks=False, ignore=registry.left_out(source))
+    """Put the wheel and the patch sets into `folder` (the build context): made in a staging folder
+    inside it, then renamed into place (the wheel, then `patchkit-patches/`, which replaces the one
+    an earlier run wrote there), so that a failure part way leaves `folder` as it was."""
+    staged = Path(tempfile.mkdtemp(prefix=".patchkit-context-", dir=folder))
+    try:
+        wheel = staged / context.wheel
+        if context.wheel_source is not None:
+            dest = folder / context.wheel
+            if not (dest.exists() and dest.samefile(context.wheel_source)):  # `-o` beside the wheel given
+                shutil.copyfile(context.wheel_source, wheel)
+        elif context.installed is not None:
+            own_wheel.write(context.installed, wheel)
         else:
-            shutil.copyfile(source, dest)
+            assert context.checkout is not None
+            _build_wheel(context.checkout, wheel)
+        for where, source in context.copies.items():
+            dest = staged / where
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, dest, symlinks=False, ignore=registry.left_out(source))
+            else:
+                shutil.copyfile(source, dest)
+        if wheel.exists():
+            os.replace(wheel, folder / context.wheel)
+        if context.copies:
+            _replace_folder(staged / PATCHES_DIR, folder / PATCHES_DIR, staged / "earlier")
+        fsync_dir(folder)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def _replace_folder(new: Path, dest: Path, aside: Path) -> None:
+    """`new` renamed to `dest`, what was there moved to `aside` first (and back if the rename fails)."""
+    earlier = dest.exists() or dest.is_symlink()
+    if earlier:
+        os.rename(dest, aside)
+    try:
+        os.rename(new, dest)
+    except BaseException:
+        if earlier:
+            os.rename(aside, dest)
+        raise
 
 
 def _build_wheel(root: Path, dest: Path) -> None:

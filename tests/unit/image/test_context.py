@@ -107,3 +107,59 @@ def test_a_symlink_to_a_file_inside_the_patch_set_is_copied_as_its_bytes(tmp_pat
     assert not (copied / ".hidden").exists()
     assert not any(SECRET in p.read_bytes() for p in out.parent.rglob("*") if p.is_file())
     assert run("--patches", folder, "list").exit_code == 0
+
+
+@pytest.mark.parametrize("where", ["fifo.txt", "sub/fifo", "linked-fifo"])
+def test_a_fifo_in_a_patch_set_is_refused_before_anything_is_written(tmp_path, where):
+    folder, _, out = _world(tmp_path)
+    fifo = folder / where
+    fifo.parent.mkdir(exist_ok=True)
+    if where == "linked-fifo":
+        os.mkfifo(folder / "real-fifo")
+        fifo.symlink_to("real-fifo")
+    else:
+        os.mkfifo(fifo)
+    before = _snapshot(out.parent)
+    result = _dockerfile(folder, out, tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl")
+    # Before: exit 70 (copytree's shutil.Error: `is a named pipe`), the wheel already in the context.
+    assert result.exit_code == 6, (result.exit_code, result.stderr)
+    assert str(fifo) in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert _snapshot(out.parent) == before
+    listed = run("--patches", folder, "list")
+    assert listed.exit_code == 6 and listed.stderr == result.stderr, listed.stderr
+
+
+def test_a_second_dockerfile_into_the_same_folder_replaces_its_context(tmp_path):
+    folder, _, out = _world(tmp_path)
+    wheel = tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl"
+    assert _dockerfile(folder, out, wheel).exit_code == 0
+    (out.parent / "patchkit-patches" / "1" / "stale.txt").write_bytes(b"from an earlier set\n")
+    (folder / "team_flag.py").write_text((folder / "team_flag.py").read_text() + "# edited\n")
+    result = _dockerfile(folder, out, wheel)
+    # Before: exit 70, FileExistsError on patchkit-patches/1 (the wheel already replaced).
+    assert result.exit_code == 0, (result.exit_code, result.stderr)
+    copied = out.parent / "patchkit-patches" / "1"
+    assert sorted(p.name for p in copied.iterdir()) == ["team_flag.py"]
+    assert (copied / "team_flag.py").read_bytes() == (folder / "team_flag.py").read_bytes()
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        "Dockerfile", "mine.txt", "patchkit-patches", "sglang_patchkit-0.1.0-py3-none-any.whl"]
+
+
+def test_a_copy_failing_part_way_leaves_the_context_folder_as_it_was(tmp_path):
+    """The wheel is made and a set copied before a later set fails (its file gone since it was
+    planned): nothing of it is left in the folder (the user's own file there untouched)."""
+    from patchkit.engine import registry
+    from patchkit.image import context
+
+    folder, _, out = _world(tmp_path)
+    wheel = tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl"
+    gone = tmp_path / "gone.patch"
+    gone.write_text("--- a/sglang/version.py\n+++ b/sglang/version.py\n@@ -1 +1 @@\n-a\n+b\n")
+    with registry.running(registry.PatchSets([str(folder), str(gone)])):
+        planned = context.plan(wheel)
+    gone.unlink()
+    before = _snapshot(out.parent)
+    with pytest.raises(FileNotFoundError):
+        context.write(planned, out.parent)
+    # Before: the wheel and patchkit-patches/1 were left in the folder.
+    assert _snapshot(out.parent) == before
