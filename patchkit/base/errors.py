@@ -1,9 +1,14 @@
 """The PatchkitError tree; each error carries the exit code the CLI maps it to."""
 
-import errno
-from typing import Any
+from __future__ import annotations
 
+import errno
+
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.base import constants
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class PatchkitError(Exception):

@@ -7,11 +7,12 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.base.errors import EnvironmentFailure, PatchkitError
 
 if TYPE_CHECKING:
+    from typing import Any, Callable, Sequence
     import subprocess
 
 try:  # OpenSSL's sha256, which hashlib.sha256 is wherever OpenSSL is there, without importing hashlib:

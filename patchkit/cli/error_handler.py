@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import TYPE_CHECKING, Callable
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.base import crash_log
 from patchkit.commands import output
 from patchkit.base.constants import EXIT_BUG, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_OK
 from patchkit.base.errors import INTERRUPTED_EARLY, PatchkitError, environment_failure, is_environment_failure
 
 if TYPE_CHECKING:
+    from typing import Callable
     from patchkit.engine.registry import PatchSets
 
 

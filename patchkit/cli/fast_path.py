@@ -12,7 +12,6 @@ same command function runs under the same error handler, so output and exit code
 from __future__ import annotations
 
 import sys
-from typing import cast
 
 _VALUED = {"--site-packages": "site_packages", "--target": "version"}
 
@@ -41,6 +40,11 @@ def plain(argv: list[str]) -> tuple[str, dict[str, object]] | None:
     return argv[0], values
 
 
+def _text(value: object) -> str | None:
+    """A value `plain` parsed for a valued option: the text given, or None."""
+    return None if value is None else str(value)
+
+
 def main() -> None:
     if sys.stdout is None or sys.stderr is None:  # `patchkit ... >&-`
         from patchkit.cli import error_handler
@@ -58,7 +62,7 @@ def main() -> None:
     from patchkit.engine import registry
 
     sets = registry.PatchSets()  # as the click group makes them without --patches ($PATCHKIT_PATCHES still counts)
-    site_packages, version = cast("str | None", values["site_packages"]), cast("str | None", values["version"])
+    site_packages, version = _text(values["site_packages"]), _text(values["version"])
     as_json = bool(values["as_json"])
     # Only what was parsed; every other parameter keeps the command function's default, which is
     # click's (tests/unit/cli/test_fast_path_agrees.py compares the two calls for every plain line).

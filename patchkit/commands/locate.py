@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.commands import output
 from patchkit.engine import registry
 from patchkit.releases import versions

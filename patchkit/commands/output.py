@@ -1,12 +1,17 @@
 """The only place that writes to stdout and stderr."""
 
+from __future__ import annotations
+
 import contextlib
 import json
 import os
 import sys
-from typing import Any
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.base.control import escaped
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 STDOUT = "<stdout>"  # the file name an OSError of a write to stdout carries (the error line names it)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.commands import output
 from patchkit.base.errors import INTERRUPTED_EARLY, Interrupted
 from patchkit.engine.patch_status import PatchStatus
 from patchkit.store.target import Target
 
 if TYPE_CHECKING:
+    from typing import Iterator
     from patchkit.store import stale
 
 

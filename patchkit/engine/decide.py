@@ -6,8 +6,8 @@ the parsed code; a failed patch's detail says its cause.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.releases import manifest as manifest_mod
 from patchkit.engine import registry
 from patchkit.engine import view as view_mod  # render_file through the module: the fault tests replace it
@@ -20,6 +20,7 @@ from patchkit.store.target import Target
 from patchkit.engine.view import View, before_patchkit_sha, open_view
 
 if TYPE_CHECKING:
+    from typing import Any
     from patchkit.authoring.patch import Patch
 
 

@@ -18,8 +18,8 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.engine import registry
 from patchkit.base.home import home
 from patchkit.base.errors import PatchkitError

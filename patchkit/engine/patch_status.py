@@ -4,11 +4,12 @@ own code raised: that patch is `failed`, never the whole run)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.base.errors import PlanError
 
 if TYPE_CHECKING:
+    from typing import Any
     from patchkit.authoring.patch import Patch
 
 

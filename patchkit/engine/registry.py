@@ -17,8 +17,8 @@ import os
 import sys
 import types
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
+from patchkit.base.lean_typing import TYPE_CHECKING, NamedTuple
 from patchkit.base import confined
 from patchkit.base.constants import DIFF_SUFFIXES
 from patchkit.base.errors import EnvironmentFailure, FetchError, PatchkitError, PlanError, UsageError
@@ -26,6 +26,7 @@ from patchkit.base.patch_id import PATCH_ID_RULE, is_patch_id
 from patchkit.base.util import read_regular, sha256
 
 if TYPE_CHECKING:
+    from typing import Any, Callable, Iterator
     from patchkit.authoring.kind import PatchKind
     from patchkit.authoring.patch import Patch
     from patchkit.diffs.diffpatch import DiffPatch

@@ -9,8 +9,8 @@ part of every such patch's identity (`identity.RENDERING`); `open_view`, `code_v
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.releases import manifest as manifest_mod
 from patchkit.engine import registry
 from patchkit.store import state as state_mod
@@ -21,6 +21,7 @@ from patchkit.store.target import Target
 from patchkit.base.util import sha256
 
 if TYPE_CHECKING:
+    from typing import Any
     import libcst as cst
 
     from patchkit.authoring.patch import Patch

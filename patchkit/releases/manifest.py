@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path, PurePosixPath
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.releases import versions
 from patchkit.base.constants import MANIFEST_SCHEMA, PACKAGE
 from patchkit.base.errors import TargetError
 from patchkit.base.util import read_regular
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MANIFESTS_PACKAGE = "patchkit.manifests"
 MANIFEST_LIMIT = 64 * 1024 * 1024  # a manifest is kilobytes

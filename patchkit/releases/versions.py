@@ -9,8 +9,8 @@ it) was 3% of the instructions a `status` runs (issue 43.3)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.base.errors import PatchkitError, UsageError
 
 if TYPE_CHECKING:

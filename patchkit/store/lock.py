@@ -11,11 +11,14 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import Callable, Iterator
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.base.constants import DEFAULT_LOCK_TIMEOUT, LOCK_FILE, MAX_LOCK_TIMEOUT
 from patchkit.base.errors import LockTimeout, NotPlainStateFile, UnsafeStateError, UsageError, environment_failure
 from patchkit.store.state import check_state_dir, state_dir
+
+if TYPE_CHECKING:
+    from typing import Callable, Iterator
 
 
 _HOLDER_WIDTH = 200  # characters of the holder's command line that a message names

@@ -15,12 +15,14 @@ A release without SGLang's plugin system (0.5.10: no `sglang/srt/plugins/`) gets
 
 from __future__ import annotations
 
-from typing import Collection, Mapping
-
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.base.constants import (
     ENV_DISABLE, RUNTIME_DIST_INFO, RUNTIME_GROUP, RUNTIME_MODULE, RUNTIME_PLUGIN_NAME,
 )
 from patchkit.store.target import Target
+
+if TYPE_CHECKING:
+    from typing import Collection, Mapping
 
 FIELD = "patchkit"  # the key the plugin adds to each DP rank's entry of /server_info's internal_states
 PLUGINS_MODULE = "sglang/srt/plugins/__init__.py"  # SGLang's plugin system (0.5.11 on)

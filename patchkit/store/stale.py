@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
 
+from patchkit.base.lean_typing import NamedTuple
 from patchkit.store import state as state_mod
 from patchkit.base.constants import JOURNAL_FILE, LOCK_FILE, STATE_FILE
 from patchkit.base.errors import DriftError

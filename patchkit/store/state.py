@@ -7,8 +7,6 @@ symlinks, and the state file is validated against its schema before anything tru
 
 from __future__ import annotations
 
-from typing import Any
-
 import errno
 import json
 import os
@@ -16,8 +14,8 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit import __version__
 from patchkit.base.constants import (
     BACKUPS_DIR, JOURNAL_FILE, OVERWRITTEN_DIR, PACKAGE, PENDING_DIR, STATE_DIR,
@@ -33,6 +31,7 @@ from patchkit.base.patch_id import is_patch_id
 from patchkit.base.util import atomic_write, sha256
 
 if TYPE_CHECKING:
+    from typing import Any
     from patchkit.store.target import Target
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")

@@ -10,19 +10,22 @@ imported and keeps `.patchkit/` beside its `sglang/`.
 
 from __future__ import annotations
 
-from typing import Any
 
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchkit.base.lean_typing import TYPE_CHECKING
 from patchkit.base import crash_log, package_path
 from patchkit.releases import versions
 from patchkit.base.constants import PACKAGE, RUNTIME_DIST_INFO, RUNTIME_MODULE
 from patchkit.base.errors import EnvironmentFailure, NotFoundError, TargetError, UsageError, environment_failure, is_environment_failure, undecodable
 from patchkit.base.util import read_regular
 from patchkit.store.naming import Naming
+
+if TYPE_CHECKING:
+    from typing import Any
 
 SITE, EDITABLE, SOURCE = "site-packages", "editable", "source"
 

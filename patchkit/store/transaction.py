@@ -22,8 +22,8 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
 
+from patchkit.base.lean_typing import TYPE_CHECKING, NamedTuple
 from patchkit.store import state as state_mod
 from patchkit.base.constants import BACKUPS_DIR, JOURNAL_FILE, JOURNAL_SCHEMA, LOCK_FILE, OVERWRITTEN_DIR, STATE_DIR
 from patchkit.base.errors import (
@@ -32,6 +32,9 @@ from patchkit.base.errors import (
 from patchkit.store.state import State
 from patchkit.store.target import Target, is_runtime_file
 from patchkit.base.util import atomic_write, fsync_dir, sha256
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass(frozen=True)

@@ -85,11 +85,11 @@ def test_a_plain_command_line_is_parsed_as_click_parses_it():
 # package it imports (the version is read from METADATA directly), the wheel cache (zipfile),
 # shutil and tempfile (nothing is copied or written), the reading of hand-applied diffs, packaging
 # (plain release spellings are compared by `versions.plain`), hashlib (OpenSSL's sha256 is taken from
-# _hashlib) and signal (its functions from _signal); and in `status`, the lock, the leftover search
-# and what only writing needs.
+# _hashlib), signal (its functions from _signal) and typing (base/lean_typing); and in `status`, the
+# lock, the leftover search and what only writing needs.
 NOT_ON_THE_FAST_PATH = ("libcst", "patchkit.engine.stack_clash", "click", "email", "importlib.metadata",
                         "importlib.resources", "zipfile", "shutil", "tempfile", "subprocess",
-                        "packaging.specifiers", "packaging.version", "hashlib", "signal",
+                        "packaging.specifiers", "packaging.version", "hashlib", "signal", "typing",
                         "patchkit.releases.pristine", "patchkit.engine.hand_applied")
 NOT_IN_STATUS = ("patchkit.store.lock", "patchkit.store.stale", "patchkit.store.transaction", "patchkit.engine.planning")
 # Only what the run itself imported: a module the interpreter had loaded before it is not its cost.
