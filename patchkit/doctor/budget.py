@@ -91,6 +91,7 @@ class Budget:
     cuda_graph_capture_sizes: list[int] = field(default_factory=list)
     cuda_graph_prefill_graphs: int = 0
     cuda_graph_max_bs_fits: int | None = None
+    cuda_graph_chunk_fits: int | None = None  # the largest halved --chunked-prefill-size whose capture fits
     # What the budget takes as given rather than from the release's code or a measurement, with its range:
     # [{"term", "value", "low", "high", "why"}] (bytes). --gpu-free is the free memory at load and nothing else.
     assumed: list[dict] = field(default_factory=list)

@@ -91,6 +91,9 @@ class NonStatic:
     capture_bytes: int = 0
     capture_sizes: tuple[int, ...] = ()
     capture_max_bs_fits: int | None = None
+    # The largest --chunked-prefill-size (the launch's chunk halved, down to 256) whose capture fits, where the launch
+    # captures prefill graphs up to its chunk (None: none, no prefill graphs, or not known).
+    capture_chunk_fits: int | None = None
 
     @property
     def capture_short(self) -> bool:
@@ -390,10 +393,17 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
         # the default itself, to the same effect).
         max_bs = min(max_bs, max_running_requests)
     decode_graphs = None if graphs_off(launch, "decode") else max_bs
-    prefill_tokens = _int(launch.get("cuda_graph_max_bs_prefill")) or chunk
-    prefill_graphs = 0
-    if defaults.prefill_graph_mib_each and defaults.prefill_sizes is not None and not graphs_off(launch, "prefill"):
-        prefill_graphs = len(_evaluate_sizes(defaults.prefill_sizes, prefill_tokens))
+    explicit_prefill_tokens = _int(launch.get("cuda_graph_max_bs_prefill"))
+    captures_prefill = bool(defaults.prefill_graph_mib_each and defaults.prefill_sizes is not None
+                            and not graphs_off(launch, "prefill"))
+
+    def prefill_graph_count(chunk_tokens: int) -> int:
+        # The release's prefill capture sizes up to --cuda-graph-max-bs-prefill, else up to the chunk.
+        if not captures_prefill or defaults.prefill_sizes is None:
+            return 0
+        return len(_evaluate_sizes(defaults.prefill_sizes, explicit_prefill_tokens or chunk_tokens))
+
+    prefill_graphs = prefill_graph_count(chunk)
 
     text = model.text
     vocab = _geometry(text)["vocab"]
@@ -419,7 +429,10 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
             ids = (draft.config.get("dflash_config") or {}).get("target_layer_ids")
             layers = len(ids) if isinstance(ids, list) and ids else int(draft.text.get("num_hidden_layers") or 1)
         carried = layers * hidden * act_bytes
-    terms["prefill_activations"] = int(chunk * (max(per_token, draft_per_token) + carried) * ALLOCATOR_FACTOR)
+    def prefill_activations(chunk_tokens: int) -> int:
+        return int(chunk_tokens * (max(per_token, draft_per_token) + carried) * ALLOCATOR_FACTOR)
+
+    terms["prefill_activations"] = prefill_activations(chunk)
     # Logits and sampler: every running request's decode (or verify) rows, eager or graphed.
     terms["logits_sampler"] = logits_bytes(vocab, running * step_tokens, act_bytes)
     def decode_graph_bytes(bs: int) -> int:
@@ -442,11 +455,13 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
         # Graphed at the graph's max batch size, eager at the running requests beyond it.
         terms["draft_forward"] = draft_bytes(max(decode_graphs or 0, running))
 
-    def capture_at(bs: int | None) -> int:
+    def capture_at(bs: int | None, chunk_tokens: int = chunk) -> int:
         # Start-up's capture (after the static pools are allocated): the release's constant metadata, the prefill
         # graphs (each capture runs the forward at its size, the largest first: the prefill chunk's activations,
         # and their non-torch memory), the decode graphs at their largest batch and the draft's graphs.
-        need = terms["fixed"] + prefill_graph_bytes + (terms["prefill_activations"] if prefill_graphs else 0)
+        graphs = prefill_graph_count(chunk_tokens)
+        need = (terms["fixed"] + int(graphs * defaults.prefill_graph_mib_each * MIB)
+                + (prefill_activations(chunk_tokens) if graphs else 0))
         if bs is not None:
             need += decode_graph_bytes(bs) + (draft_bytes(bs) if algo else 0)
         return need
@@ -459,16 +474,21 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
             available = int(free_gib * GIB * (1 - mem_fraction_static))
         max_safe = max_safe_fraction(needed, free_gib)
     capture = capture_at(decode_graphs)
-    fits = None
+    fits = chunk_fits = None
     if decode_graphs is not None and available is not None and capture > available:
         fits = next((bs for bs in range(decode_graphs - 1, 0, -1) if capture_at(bs) <= available), None)
+    if prefill_graphs and available is not None and capture > available:
+        # The prefill graphs are captured up to the chunk: a smaller chunk captures fewer and smaller ones.
+        halves = (chunk >> k for k in range(1, chunk.bit_length()))
+        chunk_fits = next((c for c in halves if c >= 256 and capture_at(decode_graphs, c) <= available), None)
     sizes = () if decode_graphs is None else tuple(decode_capture_sizes(
         defaults, decode_graphs, bool(algo), padding=not launch.get("disable_cuda_graph_padding", False)))
     if isinstance(listed, list) and listed and decode_graphs is not None:
         sizes = tuple(sorted({int(x) for x in listed if int(x) <= decode_graphs}))
     return NonStatic(needed_bytes=needed, available_bytes=available, max_safe_mem_fraction_static=max_safe,
                      chunked_prefill_size=chunk, decode_graph_max_bs=decode_graphs, prefill_graphs=prefill_graphs,
-                     terms=terms, capture_bytes=capture, capture_sizes=sizes, capture_max_bs_fits=fits)
+                     terms=terms, capture_bytes=capture, capture_sizes=sizes, capture_max_bs_fits=fits,
+                     capture_chunk_fits=chunk_fits)
 
 
 def fill(budget: "Budget", release: ReleaseCode, launch: Launch, model: ModelFacts, draft: ModelFacts | None,
@@ -490,4 +510,5 @@ def fill(budget: "Budget", release: ReleaseCode, launch: Launch, model: ModelFac
     budget.cuda_graph_capture_sizes = list(result.capture_sizes)
     budget.cuda_graph_prefill_graphs = result.prefill_graphs
     budget.cuda_graph_max_bs_fits = result.capture_max_bs_fits
+    budget.cuda_graph_chunk_fits = result.capture_chunk_fits
     return result

@@ -684,13 +684,16 @@ def cuda_graph_capture(ctx: Context) -> Iterator[Finding]:
         what.append(f"{b.cuda_graph_prefill_graphs} prefill graphs up to {b.non_static_chunked_prefill_size} tokens")
     graphs = ctx.flag("cuda_graph_max_bs_decode", "") or ctx.flag("cuda_graph_max_bs", "--cuda-graph-max-bs")
     smaller = Fix(args=(graphs, str(b.cuda_graph_max_bs_fits))) if b.cuda_graph_max_bs_fits else None
+    # The prefill graphs are captured up to the chunk: a smaller chunk captures fewer and smaller ones.
+    chunk_flag = ctx.flag("chunked_prefill_size", "--chunked-prefill-size")
+    chunk = Fix(args=(chunk_flag, str(b.cuda_graph_chunk_fits))) if b.cuda_graph_chunk_fits else None
     yield Finding.proposing(
         "cuda-graph-capture", "error",
         f"start-up captures {' and '.join(what) or 'its CUDA graphs'} after the static pools are allocated: about "
         f"{gib(need)} (an estimate), but (1 - {b.mem_fraction_static:.3f}) x {b.free_at_load_gib:.2f} GiB free "
         f"leaves {gib(available)}: the launch dies at graph capture",
-        (ctx.fraction_fix(), smaller),
-        otherwise="no fraction or smaller decode graphs found whose capture fits on this card")
+        (ctx.fraction_fix(), chunk, smaller),
+        otherwise="no fraction, smaller prefill chunk or smaller decode graphs found whose capture fits on this card")
 
 
 RULES: dict[str, Rule] = {

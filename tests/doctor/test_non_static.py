@@ -262,3 +262,29 @@ def test_the_default_graphs_capture_where_256_does_not(version, fraction, extra,
     report = run(version, _launch(q4, fraction, *default), **CARD_32)
     assert "cuda-graph-capture" not in rules(report), report.budget.cuda_graph_capture_bytes
     assert report.budget.cuda_graph_capture_sizes == [1, 2, 4, 8, 12, 16, 24]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version, fraction, chunk", [("0.5.17", "0.95", 2048), ("0.5.23", "0.95", 4096)])
+def test_a_capture_the_prefill_graphs_overfill_offers_a_smaller_chunk(version, fraction, chunk, q4):
+    """cuda-graph-capture counts the prefill graphs, captured up to the prefill chunk, so a smaller
+    --chunked-prefill-size is a fix of its own (the fix set of issue 46's launch cleared it with 1024 while the
+    finding said "no fraction or smaller decode graphs found"): offered, re-checked like the others."""
+    argv = _launch(q4, fraction)
+    report = run(version, argv, **CARD_32)
+    b = report.budget
+    finding = next(f for f in report.findings if f.rule == "cuda-graph-capture")
+    assert b.cuda_graph_prefill_graphs and b.non_static_chunked_prefill_size == chunk
+    assert b.cuda_graph_max_bs_fits is None  # smaller decode graphs alone do not fit: the prefill graphs do not
+    chunks = [fix.args for fix in finding.alternatives if fix.args[:1] == ("--chunked-prefill-size",)]
+    assert len(chunks) == 1, (finding.fix, [fix.text for fix in finding.alternatives])
+    fits = int(chunks[0][1])
+    assert 256 <= fits < chunk and fits == b.cuda_graph_chunk_fits
+    from patchkit.doctor.launch import changed
+
+    table = _release(version).flags
+    again = run(version, changed(argv, table, ("--chunked-prefill-size", str(fits))), **CARD_32)
+    assert not [f for f in again.findings if f.level == "error"], [f.rule for f in again.findings]
+    # The chunk named is the largest half that fits: twice it does not.
+    over = run(version, changed(argv, table, ("--chunked-prefill-size", str(fits * 2))), **CARD_32)
+    assert "cuda-graph-capture" in rules(over)
