@@ -113,8 +113,12 @@ def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], ov
             return advice.verified(check(now, line, ranges=ranges), now, line, lambda again, states_again: check(
                 replace(run, states=states_again), again, advise=False))
 
+        def at_free(line: list[str], fixed_states: dict[str, str], free: float) -> Report:
+            overrides = replace(run.overrides, gpu_free=free)
+            return check(replace(run, states=fixed_states, overrides=overrides), line, advise=False)
+
         return advice.one_set(verified(args, run.states), run, args,
-                              lambda line, fixed_states: verified(line, fixed_states, ranges=False))
+                              lambda line, fixed_states: verified(line, fixed_states, ranges=False), at_free)
 
 
 def _classes(run: Run, args: list[str], gpu: gpu_mod.GpuFacts) -> model_classes.ClassWeights | model_classes.Unavailable:

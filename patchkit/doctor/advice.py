@@ -192,14 +192,19 @@ def _agreeing(fix: Fix, whole: Fix, run: Run) -> Fix:
     return replace(fix, args=args)
 
 
+Settled = tuple[list[tuple[str, Fix]], Report, dict[Fix, Finding]]
+
+
 def _settle(seed: list[tuple[str, Fix]], report: Report, run: Run, args: list[str],
-            check_again: Rerun) -> tuple[list[tuple[str, Fix]], Report] | None:
+            check_again: Rerun) -> Settled | None:
     """`seed` ((rule, fix) pairs) grown round by round with the fixes the launch, with the set applied, still asks
     for (each checked there, as `verified` checks them), until it has no error and no warning the launch did not
-    have; None where no round gets there."""
+    have; None where no round gets there. With the members and that launch's report, the finding that asked for
+    each added fix (on the launch with the fixes before it in place)."""
     before = Counter((f.rule, f.level) for f in report.findings)
     members = list(seed)
-    settled = None
+    asked: dict[Fix, Finding] = {}
+    settled: Settled | None = None
     for _ in range(SET_ROUNDS):
         whole = as_one([fix for _rule, fix in members], run)
         try:
@@ -211,22 +216,28 @@ def _settle(seed: list[tuple[str, Fix]], report: Report, run: Run, args: list[st
         clean = not again.has_errors and not any(
             n > before[key] for key, n in after.items() if key[1] == "warning")
         if clean:
-            settled = (list(members), again)
+            settled = (list(members), again, dict(asked))
         known = {fix for _rule, fix in members}
-        wanted = [(f.rule, fix) for f in again.findings if f.level in ("error", "warning") and f.applicable
+        wanted = [(f, fix) for f in again.findings if f.level in ("error", "warning") and f.applicable
                   for fix in (Fix(f.args, f.remove, f.command, _patches(f, run), f.note),)
                   if fix not in known and _one_fraction(fix, report, run)]
         if not wanted:
             return settled
-        members += wanted
+        members += [(f.rule, fix) for f, fix in wanted]
+        for f, fix in wanted:
+            asked.setdefault(fix, f)
     return settled
 
 
-def one_set(report: Report, run: Run, args: list[str], check_again: Rerun) -> Report:
+RerunAt = Callable[[list[str], dict[str, str], float], Report]
+
+
+def one_set(report: Report, run: Run, args: list[str], check_again: Rerun, check_at: RerunAt | None = None) -> Report:
     """The report whose printed fixes are one set that, applied together, leaves the launch no error and no new
     warning (`Report.fix_set`), each finding's fix at the set's figures; the report as it was where no set of its
     fixes does that (`fix_set` None). `check_again`: the doctor's report, fixes verified, of a launch line with
-    those patch states."""
+    those patch states; `check_at`: its findings with the free memory at load given (GiB), where the set is checked
+    again across the estimate's range (`Report.fix_set_holds`)."""
     fixed = [(f, Fix(f.args, f.remove, f.command, _patches(f, run))) for f in report.findings if f.applicable]
     if not fixed:
         return report
@@ -242,10 +253,72 @@ def one_set(report: Report, run: Run, args: list[str], check_again: Rerun) -> Re
         tried.append(seed)
         found = _settle(seed, report, run, args, check_again)
         if found is not None:
-            members, _again = found
+            members, _again, asked = found
             whole = as_one([fix for _rule, fix in members], run)
-            return replace(report, findings=_with_set(report.findings, members, whole, run), fix_set=whole)
+            findings = _with_set([*report.findings, *_explaining(report, members, asked)], members, whole, run)
+            order = {level: i for i, level in enumerate(("error", "warning", "info"))}
+            holds = _holds(report, whole, run, args, check_at) if check_at is not None else None
+            return replace(report, findings=sorted(findings, key=lambda f: order.get(f.level, 3)), fix_set=whole,
+                           fix_set_holds=holds)
     return report
+
+
+HOLD_STEP = 0.05  # GiB between the free-memory figures the set is checked again at (0.1 s a check)
+
+
+def _holds(report: Report, whole: Fix, run: Run, args: list[str],
+           check_at: RerunAt) -> tuple[tuple[float, float], ...] | None:
+    """The parts of the estimate's free-memory range (GiB) over which the set, applied, leaves the launch no error and
+    no new warning: checked at both ends, the middle (where the set was found) and every HOLD_STEP between, adjacent
+    figures that hold merged into one part. The KV pool does not grow steadily with the free memory (the state pool's
+    slots come in steps), so the parts need not be one. None where the free memory is not a range."""
+    g = report.gpu
+    if g.free_gib is None or g.free_low_gib is None or g.free_high_gib is None or g.free_low_gib >= g.free_high_gib:
+        return None
+    before = Counter((f.rule, f.level) for f in report.findings)
+    line = changed(args, run.release.flags, whole.args, whole.remove)
+    states = _fixed_states(run.states, whole)
+
+    def clean(free: float) -> bool:
+        if free == g.free_gib:
+            return True  # where the set was found and checked
+        try:
+            again = check_at(line, states, free)
+        except UsageError:
+            return False
+        after = Counter((f.rule, f.level) for f in again.findings)
+        return not again.has_errors and not any(n > before[key] for key, n in after.items() if key[1] == "warning")
+
+    steps = max(1, round((g.free_high_gib - g.free_low_gib) / HOLD_STEP))
+    figures = sorted({round(g.free_low_gib + (g.free_high_gib - g.free_low_gib) * i / steps, 4)
+                      for i in range(steps + 1)} | {g.free_gib})
+    parts: list[tuple[float, float]] = []
+    last_held = False
+    for free in figures:
+        held = clean(free)
+        if held and last_held:
+            parts[-1] = (parts[-1][0], free)
+        elif held:
+            parts.append((free, free))
+        last_held = held
+    return tuple(parts)
+
+
+def _explaining(report: Report, members: list[tuple[str, Fix]], asked: dict[Fix, Finding]) -> list[Finding]:
+    """The findings that call for the set's fixes no finding of the launch calls for: each as the launch with the
+    fixes before it in place has it (a --context-length that only the patched launch's kv-below-context asks for),
+    said so; a warning at most, since the launch as given does not have it."""
+    printed = {f.rule for f in report.findings}
+    out: list[Finding] = []
+    for rule, fix in members:
+        source = asked.get(fix)
+        if source is None or rule in printed:
+            continue
+        printed.add(rule)
+        out.append(Finding(source.rule, "warning" if source.level == "error" else source.level,
+                           f"with the fixes before it in place, {source.message}").fixed_by(
+            Fix(source.args, source.remove, source.command, note=_set_note(source.note))))
+    return out
 
 
 def _patches(finding: Finding, run: Run) -> tuple[str, ...]:
@@ -281,6 +354,8 @@ def _with_set(findings: list[Finding], members: list[tuple[str, Fix]], whole: Fi
 
 def _set_note(note: str) -> str:
     """A note for a fix whose figure is the one it has with the other fixes in place."""
+    if note.endswith("with the other fixes in place"):
+        return note
     return f"{note}; with the other fixes in place" if note else "with the other fixes in place"
 
 

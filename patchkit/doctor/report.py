@@ -100,6 +100,9 @@ class Report:
     # The findings' fixes as one set, checked together (patchkit/doctor/advice.py: no error, no new warning);
     # None where the report has no fix or no set of its fixes does that.
     fix_set: Fix | None = None
+    # Where the free memory at load is an estimate: the parts of its range (GiB) over which the set holds, checked
+    # every advice.HOLD_STEP GiB (advice._holds); None where the free memory is no range or there is no set.
+    fix_set_holds: tuple[tuple[float, float], ...] | None = None
 
     @property
     def has_errors(self) -> bool:
@@ -114,7 +117,8 @@ class Report:
             "findings": [f.to_dict() for f in self.findings],
             "fix_set": None if self.fix_set is None else {
                 "fix": self.fix_set.text, "fix_args": list(self.fix_set.args),
-                "fix_remove": list(self.fix_set.remove), "fix_command": list(self.fix_set.command)},
+                "fix_remove": list(self.fix_set.remove), "fix_command": list(self.fix_set.command),
+                "holds_free_gib": None if self.fix_set_holds is None else [list(p) for p in self.fix_set_holds]},
         }
 
 
@@ -186,7 +190,15 @@ def lines(report: Report) -> list[str]:
                 out.append(f"  {'':<7} fix: {f.fix}")
             out += [f"  {'':<7}  or: {a.text}" for a in f.alternatives]
         if report.fix_set is not None:
-            out.append(f"All fixes at once (checked together: no error, no new warning): {report.fix_set.text}")
+            where = ""
+            holds = report.fix_set_holds
+            if holds is not None and g.free_low_gib is not None and g.free_high_gib is not None:
+                span = f"{g.free_low_gib:.2f}-{g.free_high_gib:.2f} GiB"
+                where = (f", across the estimated free memory {span}" if holds == ((g.free_low_gib, g.free_high_gib),)
+                         else f"; of the estimated free memory {span} only at " + ", ".join(
+                             f"{a:.2f}" if a == b else f"{a:.2f}-{b:.2f}" for a, b in holds)
+                         + " GiB (pass --gpu-free for the card's own figure)")
+            out.append(f"All fixes at once (checked together: no error, no new warning{where}): {report.fix_set.text}")
     else:
         out.append("No findings.")
     return out
