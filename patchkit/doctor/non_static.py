@@ -41,6 +41,14 @@ PREFILL_SIZE_FILES = ("srt/arg_groups/cuda_graph_hook.py", "srt/server_args.py")
 DECODE_SIZES = ("generate_decode_cuda_graph_batch_sizes", "_generate_decode_cuda_graph_batch_sizes",
                 "_generate_cuda_graph_batch_sizes")
 
+# The full-attention backends whose decode-graph state is read (`init_cuda_graph_state` of the file's backend class):
+# the launch's --decode-attention-backend / --attention-backend, else the release's default on a CUDA card that is
+# neither Hopper (fa3) nor SM 10.x (trtllm_mha): flashinfer (`_get_default_attn_backend`, every release 0.5.10-0.5.23).
+ATTENTION_FILES = {"flashinfer": ("srt/layers/attention/flashinfer_backend.py", "FlashInferAttnBackend"),
+                   "triton": ("srt/layers/attention/triton_backend.py", "TritonAttnBackend")}
+_DTYPE_BYTES = {"int64": 8, "long": 8, "int32": 4, "int": 4, "float32": 4, "float": 4, "bfloat16": 2, "float16": 2,
+                "half": 2, "uint8": 1, "int8": 1, "bool": 1}
+
 # fla's chunked gated delta rule keeps one fp32 state (value heads x key dim x value dim) per chunk
 # of this many tokens during a prefill (an assumption about the kernel library, not SGLang's code).
 GDN_CHUNK_TOKENS = 64
@@ -75,6 +83,13 @@ class GraphDefaults:
     # The decode graphs' capture-size expressions (max_bs free): without and with speculative decoding.
     decode_sizes: ast.expr | None = None
     decode_sizes_spec: ast.expr | None = None
+    # Per attention backend: the bytes its decode-graph state takes per (captured token row x context token) and per
+    # (captured request x context token): `init_cuda_graph_state`'s buffers sized `max_num_tokens * max_context_len`
+    # (flashinfer: int32 kv indices and a uint8 custom mask, 5 B) or `max_bs * max_context_len`.
+    attention_graph_bytes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # The free memory (GiB) below which the release skips an automatically chosen prefill graph (0.5.16-0.5.17:
+    # `_MIN_AUTO_PREFILL_CUDA_GRAPH_FREE_MEMORY_GB`, 4.0); None where it has no such gate.
+    auto_prefill_min_free_gib: float | None = None
 
 
 @dataclass
@@ -225,7 +240,74 @@ def graph_defaults(release: ReleaseCode) -> GraphDefaults:
     decode, decode_spec = _decode_size_expressions(release)
     return GraphDefaults(tiers=tiers, reserve_floor_mib=float(min(floors, default=512)),
                          decode_graph_mib_per_bs=per_bs, prefill_graph_mib_each=per_prefill, prefill_sizes=sizes,
-                         decode_sizes=decode, decode_sizes_spec=decode_spec)
+                         decode_sizes=decode, decode_sizes_spec=decode_spec,
+                         attention_graph_bytes=_attention_graph_bytes(release),
+                         auto_prefill_min_free_gib=_auto_prefill_gate(release))
+
+
+CAPTURE_SETUP = "srt/model_executor/model_runner_components/cuda_graph_setup.py"
+
+
+def _auto_prefill_gate(release: ReleaseCode) -> float | None:
+    """The module constant `_MIN_AUTO_PREFILL_CUDA_GRAPH_FREE_MEMORY_GB` of the release's graph set-up, where its
+    `should_skip_auto_prefill_cuda_graph_for_memory` reads it (0.5.16-0.5.17; sglang#31204)."""
+    tree = release.tree(CAPTURE_SETUP)
+    body = tree.body if tree is not None else []
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "should_skip_auto_prefill_cuda_graph_for_memory"
+               for n in body):
+        return None
+    for node in body:
+        if isinstance(node, ast.Assign) and any(_name(t) == "_MIN_AUTO_PREFILL_CUDA_GRAPH_FREE_MEMORY_GB"
+                                                for t in node.targets):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float)):
+                return float(node.value.value)
+    return None
+
+
+def _attention_graph_bytes(release: ReleaseCode) -> dict[str, tuple[int, int]]:
+    """Per backend (ATTENTION_FILES), the bytes of the buffers its `init_cuda_graph_state` sizes by the context: a
+    `torch.zeros/empty/full` whose shape is `max_num_tokens * self.max_context_len` (per token row) or `max_bs *
+    self.max_context_len` (per request), by its dtype; 0.5.10-0.5.23's flashinfer: int32 kv indices and a uint8 custom
+    mask per token row (the target's backend prefills too), triton: int64 kv indices."""
+    found: dict[str, tuple[int, int]] = {}
+    for backend, (rel, cls_name) in ATTENTION_FILES.items():
+        tree = release.tree(rel)
+        cls = next((n for n in (tree.body if tree is not None else []) if isinstance(n, ast.ClassDef)
+                    and n.name == cls_name), None)
+        fn = next((n for n in (cls.body if cls is not None else []) if isinstance(n, ast.FunctionDef)
+                   and n.name == "init_cuda_graph_state"), None)
+        per_row = per_bs = 0
+        for node in ast.walk(fn) if fn is not None else []:
+            if not (isinstance(node, ast.Call) and _name(node.func) in ("zeros", "empty", "full") and node.args):
+                continue
+            shape = node.args[0]
+            if isinstance(shape, ast.Tuple) and len(shape.elts) == 1:
+                shape = shape.elts[0]
+            if not (isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Mult)
+                    and {_name(shape.left), _name(shape.right)} & {"max_context_len"}):
+                continue
+            rows = ({_name(shape.left), _name(shape.right)} - {"max_context_len"}).pop()
+            dtype = next((_name(k.value) for k in node.keywords if k.arg == "dtype"), None)
+            size = _DTYPE_BYTES.get(dtype or "", 0)
+            if rows == "max_num_tokens":
+                per_row += size
+            elif rows == "max_bs":
+                per_bs += size
+        if per_row or per_bs:
+            found[backend] = (per_row, per_bs)
+    return found
+
+
+def attention_backend(launch: Launch, sm: tuple[int, int] | None) -> str:
+    """The full-attention backend of the decode graphs: the launch's, else the release's default for the card."""
+    named = launch.get("decode_attention_backend") or launch.get("attention_backend")
+    if named:
+        return str(named)
+    if sm is not None and sm[0] == 9:
+        return "fa3"
+    if sm is not None and sm[0] == 10:
+        return "trtllm_mha"
+    return "flashinfer"
 
 
 def _decode_size_expressions(release: ReleaseCode) -> tuple[ast.expr | None, ast.expr | None]:
@@ -373,7 +455,8 @@ def graphs_off(launch: Launch, phase: str) -> bool:
 def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: ModelFacts | None, gpu: GpuFacts,
              *, tp: int, act_bytes: int, free_gib: float | None, mem_fraction_static: float | None,
              speculative_algorithm: str | None, draft_tokens: int | None,
-             max_running_requests: int | None, running_requests: int | None) -> NonStatic:
+             max_running_requests: int | None, running_requests: int | None,
+             context_length: int | None = None) -> NonStatic:
     """What this launch needs outside the static pools on one GPU (bytes, each term named).
     `max_running_requests` is the ServerArgs value (the flag, or the speculative default) the release
     caps the graphs' batch size with; `running_requests` what the scheduler really runs at once."""
@@ -396,10 +479,19 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
     explicit_prefill_tokens = _int(launch.get("cuda_graph_max_bs_prefill"))
     captures_prefill = bool(defaults.prefill_graph_mib_each and defaults.prefill_sizes is not None
                             and not graphs_off(launch, "prefill"))
+    available = None
+    if free_gib is not None and mem_fraction_static is not None:
+        available = int(free_gib * GIB * (1 - mem_fraction_static))
+    gate = defaults.auto_prefill_min_free_gib
+    # 0.5.16-0.5.17 skip an automatically chosen prefill graph where less than the gate is free before its capture
+    # (after the weights, the pools and the attention backend's constant metadata). Read for start-up's capture only:
+    # the non-static terms keep the prefill graphs their fitted factor was calibrated with (docs/doctor.md).
+    gated = bool(gate is not None and available is not None and not launch.get("cuda_graph_backend_prefill")
+                 and available - defaults.reserve_floor_mib * MIB < (gate or 0) * GIB)
 
-    def prefill_graph_count(chunk_tokens: int) -> int:
+    def prefill_graph_count(chunk_tokens: int, at_startup: bool = False) -> int:
         # The release's prefill capture sizes up to --cuda-graph-max-bs-prefill, else up to the chunk.
-        if not captures_prefill or defaults.prefill_sizes is None:
+        if not captures_prefill or defaults.prefill_sizes is None or (at_startup and gated):
             return 0
         return len(_evaluate_sizes(defaults.prefill_sizes, explicit_prefill_tokens or chunk_tokens))
 
@@ -435,12 +527,17 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
     terms["prefill_activations"] = prefill_activations(chunk)
     # Logits and sampler: every running request's decode (or verify) rows, eager or graphed.
     terms["logits_sampler"] = logits_bytes(vocab, running * step_tokens, act_bytes)
-    def decode_graph_bytes(bs: int) -> int:
+    per_row, per_request = defaults.attention_graph_bytes.get(attention_backend(launch, gpu.sm), (0, 0))
+
+    def decode_graph_bytes(bs: int, at_startup: bool = False) -> int:
         # The largest graph's rows (the release captures largest first into one shared pool: an assumption that
-        # its tensors bound the pool) and the release's own reserve of `max_bs * 2` MiB.
+        # its tensors bound the pool) and the release's own reserve of `max_bs * 2` MiB; at start-up's capture also
+        # the attention backend's graph state, sized by the context (`init_cuda_graph_state(max_bs, max_bs x tokens
+        # per request)`; left out of the non-static terms, whose factor was fitted without it).
         rows = bs * step_tokens
+        state = (rows * per_row + bs * per_request) * (context_length or 0) if at_startup else 0
         return (int(defaults.decode_graph_mib_per_bs * bs * MIB) + rows * per_token
-                + logits_bytes(vocab, rows, act_bytes) - rows * vocab * 4)  # no sampler inside
+                + logits_bytes(vocab, rows, act_bytes) - rows * vocab * 4 + state)  # no sampler inside
 
     def draft_bytes(rows: int) -> int:
         # The draft's decode (topk candidates per request; DFlash: its whole block) and its extend over the
@@ -459,25 +556,22 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
         # Start-up's capture (after the static pools are allocated): the release's constant metadata, the prefill
         # graphs (each capture runs the forward at its size, the largest first: the prefill chunk's activations,
         # and their non-torch memory), the decode graphs at their largest batch and the draft's graphs.
-        graphs = prefill_graph_count(chunk_tokens)
+        graphs = prefill_graph_count(chunk_tokens, at_startup=True)
         need = (terms["fixed"] + int(graphs * defaults.prefill_graph_mib_each * MIB)
                 + (prefill_activations(chunk_tokens) if graphs else 0))
         if bs is not None:
-            need += decode_graph_bytes(bs) + (draft_bytes(bs) if algo else 0)
+            need += decode_graph_bytes(bs, at_startup=True) + (draft_bytes(bs) if algo else 0)
         return need
 
     needed = sum(terms.values())
 
-    available = max_safe = None
-    if free_gib is not None:
-        if mem_fraction_static is not None:
-            available = int(free_gib * GIB * (1 - mem_fraction_static))
-        max_safe = max_safe_fraction(needed, free_gib)
+    max_safe = max_safe_fraction(needed, free_gib) if free_gib is not None else None
     capture = capture_at(decode_graphs)
     fits = chunk_fits = None
     if decode_graphs is not None and available is not None and capture > available:
         fits = next((bs for bs in range(decode_graphs - 1, 0, -1) if capture_at(bs) <= available), None)
-    if prefill_graphs and available is not None and capture > available:
+    startup_prefill_graphs = prefill_graph_count(chunk, at_startup=True)
+    if startup_prefill_graphs and available is not None and capture > available:
         # The prefill graphs are captured up to the chunk: a smaller chunk captures fewer and smaller ones.
         halves = (chunk >> k for k in range(1, chunk.bit_length()))
         chunk_fits = next((c for c in halves if c >= 256 and capture_at(decode_graphs, c) <= available), None)
@@ -486,7 +580,8 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
     if isinstance(listed, list) and listed and decode_graphs is not None:
         sizes = tuple(sorted({int(x) for x in listed if int(x) <= decode_graphs}))
     return NonStatic(needed_bytes=needed, available_bytes=available, max_safe_mem_fraction_static=max_safe,
-                     chunked_prefill_size=chunk, decode_graph_max_bs=decode_graphs, prefill_graphs=prefill_graphs,
+                     chunked_prefill_size=chunk, decode_graph_max_bs=decode_graphs,
+                     prefill_graphs=startup_prefill_graphs,
                      terms=terms, capture_bytes=capture, capture_sizes=sizes, capture_max_bs_fits=fits,
                      capture_chunk_fits=chunk_fits)
 
@@ -499,7 +594,8 @@ def fill(budget: "Budget", release: ReleaseCode, launch: Launch, model: ModelFac
                       speculative_algorithm=budget.speculative_algorithm, draft_tokens=budget.draft_tokens,
                       max_running_requests=budget.requested_max_running_requests if budget.max_running_source in (
                           "flag", "speculative default") else None,
-                      running_requests=budget.effective_max_running_requests or budget.requested_max_running_requests)
+                      running_requests=budget.effective_max_running_requests or budget.requested_max_running_requests,
+                      context_length=budget.context_length)
     budget.non_static_needed_bytes = result.needed_bytes
     budget.non_static_available_bytes = result.available_bytes
     budget.max_safe_mem_fraction_static = result.max_safe_mem_fraction_static

@@ -265,7 +265,7 @@ def test_the_default_graphs_capture_where_256_does_not(version, fraction, extra,
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("version, fraction, chunk", [("0.5.17", "0.95", 2048), ("0.5.23", "0.95", 4096)])
+@pytest.mark.parametrize("version, fraction, chunk", [("0.5.19", "0.95", 2048), ("0.5.23", "0.95", 4096)])
 def test_a_capture_the_prefill_graphs_overfill_offers_a_smaller_chunk(version, fraction, chunk, q4):
     """cuda-graph-capture counts the prefill graphs, captured up to the prefill chunk, so a smaller
     --chunked-prefill-size is a fix of its own (the fix set of issue 46's launch cleared it with 1024 while the
@@ -288,3 +288,40 @@ def test_a_capture_the_prefill_graphs_overfill_offers_a_smaller_chunk(version, f
     # The chunk named is the largest half that fits: twice it does not.
     over = run(version, changed(argv, table, ("--chunked-prefill-size", str(fits * 2))), **CARD_32)
     assert "cuda-graph-capture" in rules(over)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("version, gate", [("0.5.10", None), ("0.5.15", None), ("0.5.16", 4.0), ("0.5.17", 4.0),
+                                           ("0.5.18", None), ("0.5.23", None)])
+def test_the_capture_terms_are_read_from_the_release(version, gate):
+    """Issue 42.4's gap, what the code allocates at capture that the estimate missed: the full-attention backend's
+    decode-graph state, `init_cuda_graph_state(max_bs, max_num_tokens)` sized by the context (flashinfer, the release's
+    default on SM 8.x/12.x: int32 kv indices and a uint8 custom mask, `max_num_tokens * self.max_context_len` each;
+    triton: int64 kv indices), and 0.5.16-0.5.17's gate that skips an automatically chosen prefill graph where less
+    than 4 GiB is free before its capture (cuda_graph_setup.py, sglang#31204)."""
+    defaults = non_static.graph_defaults(_release(version))
+    assert defaults.attention_graph_bytes["flashinfer"] == (4 + 1, 0)
+    assert defaults.attention_graph_bytes["triton"][0] >= 8
+    assert defaults.auto_prefill_min_free_gib == gate
+
+
+@pytest.mark.integration
+def test_the_35777_launch_counts_what_0_5_17_allocates_at_capture(q4):
+    """sglang#35777: 0.5.17 on an RTX 5090 (30.4 GiB free), the 4-bit fixture, no draft, the default 2048-token chunk
+    and decode graphs to 24. The decode graphs' attention state is counted: 24 rows x the context x 5 B (30 MiB at the
+    model's 262,144 tokens); at 0.90-0.94, where the field crashed, less than 4 GiB is left, so the release captures
+    no prefill graph unless one is named, and with it named it captures 42; at 0.80 with the prefill graphs off (what
+    booted) the capture fits. The field's ~5 GB at capture is not reached: docs/doctor.md lists the terms checked."""
+    def budget(*extra):
+        return run("0.5.17", _launch(q4, *extra), **CARD_32).budget
+
+    full, short = budget("0.90"), budget("0.90", "--context-length", "4096")
+    assert full.context_length == 262_144
+    assert full.cuda_graph_capture_bytes - short.cuda_graph_capture_bytes == 24 * 5 * (262_144 - 4096)
+    assert full.cuda_graph_prefill_graphs == 0 and full.non_static_available_bytes == int(30.4 * GIB * 0.10)
+    named = budget("0.90", "--cuda-graph-backend-prefill", "tc_piecewise")
+    assert named.cuda_graph_prefill_graphs == 42
+    assert named.cuda_graph_capture_bytes > full.cuda_graph_capture_bytes
+    assert budget("0.80").cuda_graph_prefill_graphs == 42  # 6.08 GiB left: the gate lets them be captured
+    booted = run("0.5.17", _launch(q4, "0.80", "--cuda-graph-backend-prefill", "disabled"), **CARD_32)
+    assert "cuda-graph-capture" not in rules(booted)
