@@ -153,11 +153,15 @@ def tree_of(name: str, data: bytes, applied: dict[str, bytes], prior: dict[str, 
 
 def apply_on(diff: DiffPatchFile, state: dict[str, bytes], read: Callable[[str], bytes | None]) -> dict[str, bytes] | None:
     """`state` (changed) with `diff` applied on it, each file read from `read` where `state` does not
-    have it; None when a hunk does not apply."""
+    have it; None when a hunk does not apply, when the diff creates a file that is there already or
+    changes one that is not there (an empty file is there: as `git apply` and `status` judge it,
+    never an absent file read as an empty one to add lines to, nor the reverse)."""
     from patchkit.diffs import unit_merge
 
     for file in diff.files:
         now = state[file.path] if file.path in state else read(file.path)
+        if (file.old_path is None) != (now is None):
+            return None
         patched = unit_merge.apply_hunks(b"" if now is None else now, file.hunks)
         if patched is None:
             return None

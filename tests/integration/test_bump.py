@@ -615,3 +615,42 @@ def _applied(data: bytes, diff: bytes, name: str) -> bytes:
     code, files, err = git_apply({"python/" + OFFLOADER: data}, diff)
     assert code == 0, (name, err)
     return files["python/" + OFFLOADER]
+
+
+# Empty on 0.5.14 and on 0.5.15 alike (the mlx backend's moe package, new in 0.5.14).
+EMPTY_MOE_INIT = "sglang/srt/hardware_backend/mlx/moe/__init__.py"
+
+
+@pytest.mark.parametrize("made, v0, states, row", [
+    ("on-the-empty-file", "0.5.14", ("pending", "pending"), ("applies", "applies", "carries over")),
+    ("as-a-new-file", "0.5.14", ("failed", "failed"), ("broken", "broken", "conflicts")),
+    ("on-the-empty-file", "0.5.13", ("not-applicable", "pending"), ("not-applicable", "applies", "carries over")),
+], ids=["made-on-it", "made-as-new-file", "from-a-release-without-it"])
+def test_a_diff_of_an_empty_init_reads_on_v0_as_status_reads_it(tmp_path, monkeypatch, made, v0, states, row):
+    """`X = 1` put into the empty __init__.py, bumped V0 -> 0.5.15: bump's verdict on V0 is status's
+    there. Made on the file (git's `index e69de29..`) it applies on 0.5.14 and 0.5.15 and carries
+    over. Bump read every file as bytes, an absent one as empty: made as a new file (`--- /dev/null`),
+    which status refuses on both releases ("the diff creates it, and it is there"), it `applied` on
+    0.5.14 and was `broken` on 0.5.15, whose file is the same; and from 0.5.13, which has no such
+    file (status: not-applicable), the edit `applied` there."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.13", "0.5.14", "0.5.15"))))
+    assert (pristine("0.5.14") / EMPTY_MOE_INIT).read_bytes() == b"" == (pristine("0.5.15") / EMPTY_MOE_INIT).read_bytes()
+    assert not (pristine("0.5.13") / EMPTY_MOE_INIT).exists()
+    before: dict[str, bytes | None] = {EMPTY_MOE_INIT: b""} if made == "on-the-empty-file" else {}
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "empty-init.patch").write_bytes(git_diff(before, {EMPTY_MOE_INIT: b"X = 1\n"}))
+    status = []
+    for version in (v0, "0.5.15"):
+        shown = run("--patches", tmp_path / "mine", "status", "--source", pristine(version), "--json")
+        assert shown.exit_code in (0, 1), shown.stderr
+        status.append(next(p for p in shown.json()["patches"] if p["id"] == "empty-init")["state"])
+    assert tuple(status) == states
+    done = run("--patches", tmp_path / "mine", "bump", "--from", v0, "--to", "0.5.15", "-o", tmp_path / "bump", "--json")
+    assert done.exit_code == (1 if row[2] == "conflicts" else 0), done.stderr
+    found = next(r for r in done.json()["patches"] if r["id"] == "empty-init")
+    assert (found["on_from"], found["on_to"], found["action"]) == row, found
+    if row[2] == "carries over":
+        assert not found["counts"] and (tmp_path / "bump" / "empty-init.patch").is_file()
