@@ -134,8 +134,32 @@ def _imports(rel: str, tree: ast.Module) -> list[tuple[str, str, int]]:
                 found += [(module, alias.name, node.lineno) for alias in node.names]
             continue
         for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+            if block == "body" and _guarded(node):
+                continue  # a missing module there is the code's own case, never an ImportError raised
             todo.extend(getattr(node, block, ()))
     return sorted(found, key=lambda item: item[2])
+
+
+_CATCHES_IMPORT_ERROR = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def _guarded(node: ast.AST) -> bool:
+    """Whether an import in `node`'s body raises nothing when its module is missing: a `try:`
+    whose handler catches ImportError (or a bare `except:`), an `if TYPE_CHECKING:` (never run)."""
+    if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+        def names(caught: ast.expr | None) -> set[str]:
+            if caught is None:
+                return {"BaseException"}
+            if isinstance(caught, ast.Tuple):
+                return {name for item in caught.elts for name in names(item)}
+            return {caught.attr if isinstance(caught, ast.Attribute) else getattr(caught, "id", "")}
+
+        return any(names(handler.type) & _CATCHES_IMPORT_ERROR for handler in getattr(node, "handlers", ()))
+    if isinstance(node, ast.If):
+        test = node.test
+        return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return False
 
 
 def _new_missing_imports(rel: str, tree: ast.Module, old: ast.Module | None, read: Read,

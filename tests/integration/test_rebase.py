@@ -159,6 +159,39 @@ def test_continue_refuses_a_resolution_that_does_not_work_on_the_release(home, t
     assert out.is_file()
 
 
+def test_continue_takes_a_guarded_import_of_what_the_release_lacks(home, tmp_path):
+    """An import of a module 0.5.17 lacks that the resolution guards (inside `try:` whose handler
+    catches ImportError, or under `if TYPE_CHECKING:`) never runs into an ImportError on 0.5.17: a
+    patch made to serve several releases is written so. `rebase --continue` writes the diff; the
+    same import unguarded is still refused, naming FILE:LINE. Before: the guarded ones were refused
+    too ("breaks on 0.5.17: ... (an ImportError)"), exit 1, no diff written."""
+    diff = tmp_path / "offload-tied.diff"
+    diff.write_bytes(upstream_diff())
+    tree = tmp_path / "fix"
+    assert run("rebase", diff, "--to", "0.5.17", "--tree", tree).exit_code == 1
+    path = tree / OFFLOADER
+    good = re.sub(rb"<<<<<<< release[^\n]*\n=======\n.*?>>>>>>> patch[^\n]*\n", b"", path.read_bytes(), flags=re.S)
+    anchor = b"def set_offloader("
+    missing = b"from sglang.srt.no_such_module import no_such_name\n"
+    out = tmp_path / "offload-tied-0.5.17.diff"
+    for guarded in (b"try:\n    " + missing + b"except ImportError:\n    no_such_name = None\n",
+                    b"try:\n    " + missing + b"except (ModuleNotFoundError, AttributeError):\n    pass\n",
+                    b"from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    " + missing):
+        path.write_bytes(good.replace(anchor, guarded + b"\n\n" + anchor))
+        done = run("rebase", "--continue", tree, "-o", out)
+        assert done.exit_code == 0, done.stderr
+        assert b"no_such_module" in out.read_bytes()
+        out.unlink()
+    line = good[:good.index(anchor)].count(b"\n") + 1
+    for unguarded in (missing, b"try:\n    " + missing + b"except KeyError:\n    pass\n"):
+        path.write_bytes(good.replace(anchor, unguarded + b"\n\n" + anchor))
+        refused = run("rebase", "--continue", tree, "-o", out)
+        assert refused.exit_code == 1, refused.stderr
+        at = line + (1 if unguarded.startswith(b"try") else 0)
+        assert f"{OFFLOADER}:{at}: breaks on 0.5.17: `from sglang.srt.no_such_module import no_such_name`" in refused.stderr
+        assert not out.exists()
+
+
 def test_tree_names_the_diff_to_write_for_the_release_pasteable_as_printed(home, tmp_path):
     """`rebase --tree`'s next step is `rebase --continue TREE -o OUT`, OUT the diff for V beside the
     input (its name with V: offload-tied-0.5.17.diff), never the input: run as printed (once the
