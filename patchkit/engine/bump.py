@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 from patchkit.engine import registry, upstream
 # The actions and the record's and report's names are said once, in bump_record (the registry reads them too).
 from patchkit.engine.bump_record import (BLOCKING as BLOCKING, CARRIES as CARRIES, CONFLICTS as CONFLICTS,
-                                         DROP as DROP, FAILED as FAILED, GONE as GONE, NOT_NEEDED as NOT_NEEDED,
+                                         DROP as DROP, FAILED as FAILED, GONE as GONE,
                                          REBASED as REBASED, RECORD as RECORD, REPORT as REPORT)
 from patchkit.engine.bump_record import JOURNAL as JOURNAL, continue_command
 # The record's rows and its reader are bump_record's too (the registry reads the record through it).
-from patchkit.engine.bump_record import (SCHEMA as SCHEMA, TREE_OPTIONS as TREE_OPTIONS, Conflict as Conflict,
+from patchkit.engine.bump_record import (TREE_OPTIONS as TREE_OPTIONS, Conflict as Conflict,
                                          LaunchChange as LaunchChange, PatchRow as PatchRow)
 # The result and its report (bump_report), and DIR (bump_writer), each a module of its own; named here too.
 from patchkit.engine.bump_report import Bump as Bump
-from patchkit.engine.bump_writer import (check_folder as check_folder, outputs as outputs, read as read,
+from patchkit.engine.bump_writer import (check_folder as check_folder, read as read,
                                          recover as recover, write as write)
 from patchkit.engine.bump_continue import resume as resume
 # A patch's row on V, shared with --continue (bump_rows).

@@ -25,7 +25,6 @@ from patchkit.diffs import format_patch
 from patchkit.engine import registry
 from patchkit.store import stale
 from patchkit.store import state as state_mod
-from patchkit.base.constants import PACKAGE
 from patchkit.base.errors import DriftError, PlanError, TargetError, UsageError
 from patchkit.base.patch_id import PATCH_ID_RULE, is_patch_id
 from patchkit.store.target import Target

@@ -20,7 +20,6 @@ from patchkit.store.target import Target
 from patchkit.engine.view import View, before_patchkit_sha, open_view
 
 if TYPE_CHECKING:
-    from typing import Any
     from patchkit.authoring.patch import Patch
 
 
