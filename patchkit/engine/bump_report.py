@@ -86,8 +86,19 @@ class Bump:
         naming = Naming(option, value, patches=patches)
         image = naming.command("image", "build", "--base", f"lmsysorg/sglang:v{self.to}", "--target", self.to,
                                "-t", f"sglang:v{self.to}-patched")
-        steps.append(f"rebuild the image (your base image and tag in place of these): `{image}`")
-        steps.append(f"apply on the SGLang {self.to} tree: `{naming.command('apply')}`")
+        if self.complete:
+            steps.append(f"rebuild the image (your base image and tag in place of these): `{image}`")
+            steps.append(f"apply on the SGLang {self.to} tree: `{naming.command('apply')}`")
+            return steps
+        # Unfinished: DIR is refused as a set (engine/bump_record.unfinished) until it is finished;
+        # the image and apply only with --allow-incomplete, which leaves out what is not finished.
+        if any(row.action == FAILED and not row.tree for row in self.patches):  # as the folder's refusal says
+            steps.append("fix what failed (REPORT.md), then run this bump again")
+        lacking = ", ".join([row.id for row in self.patches if row.action in BLOCKING]
+                            + [item.split(": ", 1)[0] for item in self.left_out])
+        steps.append(f"or, before it is finished, leaving out {lacking} (--allow-incomplete): rebuild the image "
+                     f"`{image} --allow-incomplete`, or apply on the SGLang {self.to} tree "
+                     f"`{naming.command('apply')} --allow-incomplete`")
         return steps
 
     def markdown(self) -> str:

@@ -292,6 +292,8 @@ class PatchSets:
         """The set a folder (or one diff file) holds; `option`: how the user named it."""
         path = Path(folder).resolve()
         if path.is_file() and _kind_of(path.name) is not None:
+            # One diff of an unfinished bump's folder is refused as the folder is (issue 40.1).
+            self._refuse_unfinished(path.parent, os.path.dirname(folder.rstrip(os.sep)) or ".", option)
             return PatchSet(origin=f"file {path}", package="", folder=path.parent, only=path.name)
         if not path.is_dir():
             suffixes = [suffix for kind in FILE_KINDS.values() for suffix in kind.suffixes]

@@ -111,6 +111,35 @@ def test_an_unfinished_bump_folder_is_refused_until_continue_finishes_it(home, t
     assert sorted(p.name for p in copied.iterdir()) == ["device-fix.patch", "heads-fix.patch", "my_load_fix.py"]
 
 
+def test_one_diff_of_an_unfinished_bump_folder_is_refused_as_the_folder_is(home, tmp_path):  # noqa: F811
+    """issue 40.1: `--patches DIR/x.patch` (one diff file of an unfinished bump's folder) skipped the
+    refusal the folder gets and loaded as finished; it is refused alike (exit 1, naming the patch in
+    conflict and `bump --continue DIR`), nothing written, and taken under --allow-incomplete."""
+    from testing.releases import copy_minimal
+
+    conflicting_set(tmp_path / "mine")
+    out = tmp_path / "bump"
+    made = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", "0.5.23", "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    steps = made.json()["next"]  # never a command the folder refuses
+    assert any(f"`patchkit bump --continue {out}`" in step for step in steps), steps
+    assert all(c.endswith(" --allow-incomplete") for step in steps for c in step.split("`")[1::2]
+               if c.startswith("patchkit --patches")), steps
+    site = copy_minimal("0.5.23", tmp_path / "tree", (MODEL_CONFIG, DEVICE_CONFIG))
+    before = tree_hashes(site)
+    one = out / "device-fix.patch"
+    for refused in (run("--patches", one, "apply", "--site-packages", site), run("list", "--patches", one),
+                    run("--patches", one, "status", "--site-packages", site)):
+        assert refused.exit_code == 1, refused.stderr
+        assert "unfinished bump (SGLang 0.5.17 -> 0.5.23)" in refused.stderr, refused.stderr
+        assert "in conflict: heads-fix" in refused.stderr and f"patchkit bump --continue {out}" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    assert tree_hashes(site) == before
+    applied = run("--patches", one, "--allow-incomplete", "apply", "--site-packages", site)
+    assert applied.exit_code == 0 and "left out: in conflict: heads-fix" in applied.stderr, applied.stderr
+    assert b"Not a supported device type" in (site / DEVICE_CONFIG).read_bytes()
+
+
 def test_a_patch_module_that_conflicts_is_a_tree_to_fix_and_continue_takes_it_back(home, tmp_path):  # noqa: F811
     """A module of the user's set that works on PrefetchOperation.increment (0.5.17; gone on 0.5.23)
     conflicts: it is never copied into DIR as if it worked (issue 40.11d) but written as

@@ -52,7 +52,7 @@ def test_report_md_says_every_part():
     assert "| KV tokens | 315,306 | 310,657 |" in text
     assert "`patchkit bump --continue out`" in text
     assert ("`patchkit --patches out image build --base lmsysorg/sglang:v0.5.23 --target 0.5.23 "
-            "-t sglang:v0.5.23-patched`") in text
+            "-t sglang:v0.5.23-patched --allow-incomplete`") in text  # unfinished: issue 40.1
 
 
 def test_to_finish_is_pasteable_as_printed(tmp_path):
@@ -68,13 +68,14 @@ def test_to_finish_is_pasteable_as_printed(tmp_path):
     bump.write(planned)
     steps = bump.read(folder).next_steps()
     assert steps == planned.next_steps()
-    commands = [step.split("`")[1] for step in steps[-2:]]
+    commands = steps[-1].split("`")[1::2]  # unfinished: both with --allow-incomplete (issue 40.1)
     assert all("..." not in command for command in commands)
     image, apply = (shlex.split(command) for command in commands)
-    assert apply == ["patchkit", "--patches", str(folder), "apply", "--site-packages", "/srv/site packages"]
+    assert apply == ["patchkit", "--patches", str(folder), "apply", "--site-packages", "/srv/site packages",
+                     "--allow-incomplete"]
     assert image[:4] == ["patchkit", "--patches", str(folder), "image"]
     assert image[4:] == ["build", "--base", "lmsysorg/sglang:v0.5.23", "--target", "0.5.23",
-                         "-t", "sglang:v0.5.23-patched"]  # image build's required options, each given
+                         "-t", "sglang:v0.5.23-patched", "--allow-incomplete"]  # image build's required options
     # The step to resolve and continue: `bump --continue DIR` with DIR one word, as the shell reads it.
     (resolve,) = [step for step in steps if step.startswith("resolve the")]
     assert shlex.split(resolve.split("`")[1]) == ["patchkit", "bump", "--continue", str(folder)]
@@ -259,3 +260,26 @@ def test_json_names_what_keeps_the_set_from_being_complete():
         data = Bump("0.5.17", "0.5.23", Path("out"), rows).to_dict()
         assert data["blocked"] == blocked
         assert data["complete"] == (not data["blocked"] and not data["left_out"])
+
+
+def test_an_unfinished_bump_offers_continue_and_never_a_command_its_folder_refuses():
+    """issue 40.1: an unfinished bump's next steps offered `--patches DIR apply` and `image build`,
+    which that folder then refuses (exit 1). While unfinished the step is to finish it (`bump
+    --continue DIR`, or the bump again for what failed), and apply/image come only with
+    --allow-incomplete, naming what they leave out; a finished bump offers them plainly."""
+    failed = PatchRow("broken", "diff", "applies", "broken", bump.FAILED, detail="a hunk header is corrupt")
+    conflicted = Bump("0.5.17", "0.5.23", Path("out"), ROWS).next_steps()
+    assert "`patchkit bump --continue out`" in conflicted[0]
+    for steps, lacking in ((conflicted, "fix, fix-extra"),
+                           (Bump("0.5.17", "0.5.23", Path("out"), (failed, ROWS[3])).next_steps(), "broken"),
+                           (Bump("0.5.17", "0.5.23", Path("out"), ROWS[3:], left_out=("x.diff: bad",)).next_steps(),
+                            "x.diff")):
+        commands = [command for step in steps for command in step.split("`")[1::2]
+                    if command.startswith("patchkit --patches")]
+        assert len(commands) == 2 and all(command.endswith(" --allow-incomplete") for command in commands), steps
+        assert f"leaving out {lacking} (--allow-incomplete)" in steps[-1], steps
+    assert "run this bump again" in Bump("0.5.17", "0.5.23", Path("out"), (failed,)).next_steps()[0]
+    finished = Bump("0.5.17", "0.5.23", Path("out"), ROWS[3:]).next_steps()
+    assert [step.split("`")[1] for step in finished] == [
+        "patchkit --patches out image build --base lmsysorg/sglang:v0.5.23 --target 0.5.23 -t sglang:v0.5.23-patched",
+        "patchkit --patches out apply"]
