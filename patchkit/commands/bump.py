@@ -37,7 +37,7 @@ def bump(to: str | None, first: str | None, out: str | None, launches: tuple[str
         check_overrides(overrides)
     first = versions.normalise(first, "--from") if first else None
     to = releasing.newest() if latest else releasing.on_the_index(versions.normalise(str(to), "--to"))
-    folder = Path(out or DEFAULT_FOLDER.format(to))
+    folder = Path(out or DEFAULT_FOLDER.format(versions.spelled(to)))  # 0.5.21.0: patchkit-bump-0.5.21
     bumping.check_folder(folder)  # before any download
     base = None
     if first is None:

@@ -82,6 +82,18 @@ def normalise(text: str, what: str = "version") -> str:
     return str(parse(text, what))
 
 
+def spelled(text: str) -> str:
+    """One spelling per release, for a name made from it: `normalise`, less the zeros a release's
+    fourth part on adds (`0.5.21.0` -> `0.5.21`, as `v0.5.21` and `0.5.21` are; `0.6.0` stays)."""
+    version = parse(text, "version")
+    release = list(version.release)
+    while len(release) > 3 and release[-1] == 0:
+        release.pop()
+    canonical = str(version)
+    head = ".".join(str(part) for part in version.release)
+    return canonical.replace(head, ".".join(str(part) for part in release), 1)
+
+
 def public(version: Version) -> Version:
     """The public release of a local build: 0.5.19+cu130 -> 0.5.19."""
     from packaging.version import Version

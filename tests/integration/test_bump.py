@@ -654,3 +654,17 @@ def test_a_diff_of_an_empty_init_reads_on_v0_as_status_reads_it(tmp_path, monkey
     assert (found["on_from"], found["on_to"], found["action"]) == row, found
     if row[2] == "carries over":
         assert not found["counts"] and (tmp_path / "bump" / "empty-init.patch").is_file()
+
+
+@pytest.mark.parametrize("spelled", ["0.5.23.0", "v0.5.23"])
+def test_the_default_folder_is_named_by_the_normalised_release(tmp_path, monkeypatch, spelled):
+    """issue 40.1: `bump --to 0.5.21.0` wrote ./patchkit-bump-0.5.21.0 while `0.5.21` and `v0.5.21` wrote
+    ./patchkit-bump-0.5.21: one release, one default folder."""
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.17", "0.5.23"))))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()
+    _own_module(tmp_path / "mine")
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", spelled, "--json")
+    assert done.exit_code == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.glob("patchkit-bump-*")) == ["patchkit-bump-0.5.23"]
+    assert (tmp_path / "patchkit-bump-0.5.23" / "my_load_fix.py").is_file()

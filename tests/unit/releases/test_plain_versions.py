@@ -63,3 +63,13 @@ def test_a_manifest_is_found_and_matched_under_any_spelling_of_its_release(spell
     assert not manifest.matches(found, "0.5.16") and not manifest.matches(found, "0.5.17.post1")
     assert not manifest.matches(found, "not a version")
     assert manifest.find("0.5.17.post1") is None and manifest.find("0.5.1") is None
+
+
+def test_one_release_has_one_spelling_for_a_name():
+    """`bump`'s default folder (issue 40.1): 0.5.21.0, 0.5.21 and v0.5.21 are one release, one name;
+    only zeros from the fourth part on go, so 0.6.0 and a post or pre release keep theirs."""
+    from patchkit.releases.versions import spelled
+
+    assert {spelled(text) for text in ("0.5.21.0", "0.5.21", "v0.5.21", "0.5.21.0.0")} == {"0.5.21"}
+    assert [spelled(text) for text in ("0.6.0", "0.5.21.0.post1", "0.5.21.1", "0.5.21.0rc1")] == [
+        "0.6.0", "0.5.21.post1", "0.5.21.1", "0.5.21rc1"]
