@@ -73,6 +73,10 @@ def plan(first: WheelSource, to: WheelSource, folder: Path, progress: Callable[[
     if cache is not None:
         cache.save()
     order = {p.ID: i for i, p in enumerate(patches)}
+    # The diffs keep the places the load gave them but take them in stack order (as made), never in
+    # the order of their names: `--continue` finishes them in this order, a lower one first.
+    stacked = [row.id for row in rows if row.kind == "diff"]
+    order.update(zip(stacked, sorted(order[pid] for pid in stacked)))
     rows.sort(key=lambda row: order[row.id])
     for row in rows:
         progress(f"{row.id}: {row.on_from} on {first.version}, {row.on_to} on {to.version}: {row.action}")

@@ -53,7 +53,7 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
         rows[pid] = _finish_module(rows[pid], bump, to, files)
         progress(f"{pid}: {rows[pid].action} ({rows[pid].tree})")
     unfinished: dict[str, str] = {}  # a file -> a diff before this one, not finished, that changes it
-    for pid in [row.id for row in bump.patches if row.kind == "diff"]:
+    for pid in _lower_first([row for row in bump.patches if row.kind == "diff"]):
         row = started = rows[pid]
         own = _input_files(bump, pid)
         pending = list(dict.fromkeys([*(lower for lower in row.waits_on if rows[lower].action in BLOCKING),
@@ -291,3 +291,22 @@ def _remake(row: PatchRow, bump: Bump, read_on: Callable[[str], bytes | None], t
     except PlanError as exc:  # the diff or a file it reads cannot be re-made: a failure, never a drop
         return replace(row, action=FAILED, conflicts=(), waits_on=(), detail=str(exc))
     return remade(row, made, name, data, files, to.read)  # its base: the diffs under it
+
+
+def _lower_first(diffs: list[PatchRow]) -> list[str]:
+    """The diffs' ids in their order, each moved after the ones it waits on: in a folder written
+    before its rows were in stack order (they were in the order of their names), a stacked diff and
+    the one under it would otherwise wait on each other at every `--continue`."""
+    waits = {row.id: row.waits_on for row in diffs}
+    done: list[str] = []
+
+    def place(pid: str, seen: tuple[str, ...]) -> None:
+        if pid in done or pid in seen or pid not in waits:  # (a cycle in a damaged record: its order kept)
+            return
+        for lower in waits[pid]:
+            place(lower, (*seen, pid))
+        done.append(pid)
+
+    for row in diffs:
+        place(row.id, ())
+    return done

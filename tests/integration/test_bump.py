@@ -668,3 +668,29 @@ def test_the_default_folder_is_named_by_the_normalised_release(tmp_path, monkeyp
     assert done.exit_code == 0, done.stderr
     assert sorted(p.name for p in tmp_path.glob("patchkit-bump-*")) == ["patchkit-bump-0.5.23"]
     assert (tmp_path / "patchkit-bump-0.5.23" / "my_load_fix.py").is_file()
+
+
+@pytest.mark.slow
+def test_a_stacked_diff_whose_name_sorts_before_its_lower_one_is_finished_after_it(tmp_path, monkeypatch):
+    """--continue finishes the diffs in stack order, never in the order of their names: the diff
+    stacked on the field's diff, named so that it sorts first (`a-upper.patch`), waited on the lower
+    one while the lower one, after it in the loop, waited on it, and every `--continue` exited 1
+    with no block left (found moving an RL framework's real 5-diff stack 0.5.15.post1 -> 0.5.17,
+    whose stacked `pull_weights` sorts before the diffs under it). Resolved, the set is finished."""
+    from testing.field_diffs import field_diff, stacked_diff
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.23"))))
+    (tmp_path / "set").mkdir()
+    field_diff("0.5.15.post1").write(tmp_path / "set")
+    (tmp_path / "set" / "a-upper.patch").write_bytes(stacked_diff("0.5.15.post1").text)
+    out = tmp_path / "bump"
+    made = run("--patches", tmp_path / "set", "bump", "--to", "0.5.23", "--from", "0.5.15.post1", "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    assert {row["id"]: row for row in made.json()["patches"]}["a-upper"]["waits_on"] == [FIELD_ID]
+    done = _round(out)
+    for _ in range(2):  # one more round where the lower one's drop took away what the upper one changes
+        if done.exit_code != 1 or not list(out.glob("*.tree")):
+            break
+        done = _round(out)
+    assert done.exit_code == 0 and done.json()["complete"], done.stderr
+    assert {row["id"]: row["action"] for row in done.json()["patches"]}["a-upper"] in ("rebased", "carries over")
