@@ -189,6 +189,24 @@ class Package:
                 best = Place(rel, found[0], found[1])
         return best
 
+    def header(self, rel: str, name: str) -> int | None:
+        """The line (0-based) of the `def`/`class` line of `rel`'s unit `name` (past its comments and
+        decorators), None where the file has no such unit or does not parse."""
+        import re
+
+        from patchkit.diffs import units
+
+        data = self._read(rel) or b""
+        try:
+            found = next((u for u in units.units(data) if u.name == name), None)
+        except (SyntaxError, ValueError):
+            return None
+        if found is None:
+            return None
+        short = re.compile(rb"\s*(?:async\s+)?(?:def|class)\s+" + re.escape(name.rsplit(".", 1)[-1].encode()) + rb"\b")
+        lines = split_lines(data)
+        return next((n for n in range(found.start, found.end) if short.match(lines[n])), found.start)
+
     def unit_at(self, place: Place) -> str:
         """The unit of the release's file holding the place ("" where the file does not parse)."""
         from patchkit.diffs import units

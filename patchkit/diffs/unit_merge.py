@@ -501,12 +501,23 @@ def _followed(file: FileDiff, base: Callable[[], bytes | None], elsewhere: Elsew
         old, new = _texts(pre_image, rel, "the pre-image"), _texts(patched, rel, "the patched pre-image")
         changes = {u.unit: change_lines(old.get(u.unit, b""), new.get(u.unit, b"")) for u in units
                    if u.outcome == CONFLICT and u.file == rel}
-        units = tuple(dataclasses.replace(u, detail=f"{u.detail}; {gone(rel, changes[u.unit], package)}")
+        units = tuple(dataclasses.replace(u, detail=f"{u.detail}; " + (
+            _by_name(rel, u.unit, elsewhere, package) or gone(rel, changes[u.unit], package)))
                       if u.outcome == CONFLICT and u.file == rel else u for u in units)
         after = b"".join(block(f"{rel}:{u.unit} {u.detail}", changes[u.unit], f"the diff's change to {u.unit}; make "
                                "it where that code is now, or delete the block")
                          for u in units if u.outcome == CONFLICT and u.file == rel) or None
     return FileResolution(rel, ABSENT, None, after, units, found.notes, found.elsewhere, found.moved)
+
+
+def _by_name(rel: str, name: str, elsewhere: Elsewhere, package: code_place.Package | None) -> str:
+    """What a block of a file the release does not have says of a unit found by its name in one other
+    file of the package (changed there too: a conflict): `moved to that file`, at its `def` line."""
+    found = elsewhere(name, rel) if package is not None else []
+    line = package.header(found[0][0], name) if package is not None and len(found) == 1 else None
+    if line is None:
+        return ""
+    return f"{rel} is not in this release; {blocks.describe(blocks.Located(f'{found[0][0]}:{line + 1}', 'moved to that file'))}"
 
 
 def gone(rel: str, lines: Sequence[bytes], package: code_place.Package | None) -> str:

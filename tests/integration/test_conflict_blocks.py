@@ -309,3 +309,25 @@ def test_a_block_of_a_file_v_removed_says_so():
     assert said in block.where and block.place is None, block.where
     (conflict,) = made.conflicts
     assert conflict.unit == "FixFunctionalizationPass.defunctionalize" and said in conflict.detail
+
+
+def test_a_block_of_a_unit_moved_to_another_file_names_its_place_there():
+    """0.5.15.post1's jit_kernel/utils.py is not in 0.5.17: its load_jit is in kernels/jit/utils/compile.py
+    there, found by its name but changed there in the lines the diff changes (a conflict). The block said
+    only that no file has the code as it was ('removed the file'); now it names that file and line."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    rel, home = "sglang/jit_kernel/utils.py", "sglang/kernels/jit/utils/compile.py"
+    before = (pristine("0.5.15.post1") / rel).read_bytes()
+    old = b'    cuda_files = [str((KERNEL_PATH / "csrc" / f).resolve()) for f in cuda_files]\n'
+    after = before.replace(old, old.replace(b"for f in cuda_files]", b"for f in sorted(cuda_files)]"))
+    assert after != before
+    made, source = _rebase_on(git_diff({rel: before}, {rel: after}), "0.5.17")
+    line = _line_of(source, home, b"def load_jit(")
+    said = f"{rel} is not in this release; this release has that code at {home}:{line} (moved to that file)"
+    (conflict,) = made.conflicts
+    assert conflict.unit == "load_jit" and said in conflict.detail, conflict.detail
+    (change,) = made.changes
+    (block,) = blocks(change.after or b"")
+    assert said in block.where and block.place == (home, line), block.where
