@@ -60,6 +60,21 @@ def _header(data: bytes) -> tuple[bytes, bool]:
     return text, cut is not None
 
 
+def name_after(data: bytes, lowers: list[str], named: tuple[str, ...] = ()) -> bytes:
+    """`data` with a `Patchkit-After: ID` trailer for each of `lowers` it does not name yet (`named`),
+    put at the end of its free text (before format-patch's "---" line): a diff re-made on the diffs
+    under it names them, so `patchkit apply` orders the set without the report."""
+    lines = split_lines(data)
+    end = next((i for i in range(len(lines)) if unidiff._is_file_start(lines, i)), len(lines))
+    cut = next((i for i, line in enumerate(lines[:end]) if line.rstrip(b"\r\n") == b"---"), end)
+    new = [f"Patchkit-After: {pid}\n".encode() for pid in lowers if pid not in named]
+    if not new:
+        return data
+    if cut and not lines[cut - 1].endswith(b"\n"):
+        lines[cut - 1] += b"\n"
+    return b"".join([*lines[:cut], *new, *lines[cut:]])
+
+
 def _sides(prefix: str) -> tuple[str, bool]:
     """The input's prefix ("a/python/", "a/", "python/", "") as (path prefix, git's a/ b/ or not)."""
     return (prefix[2:], True) if prefix.startswith("a/") else (prefix, False)

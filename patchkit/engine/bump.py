@@ -125,6 +125,13 @@ def _diff_rows(diffs: list[type[Patch]], before: dict[str, upstream.Verdict], fi
     diffs_by_id = {diff.id: diff for diff, _ in items}
     stack = stacks.stack(diffs_by_id)
     under = stack.under
+    # A stacked diff names the diffs under it (`Patchkit-After:`), in DIR and in what `--continue`
+    # re-makes it from: `apply` and the set's order then need no report to apply it after them.
+    for i, (diff, data) in enumerate(items):
+        if diff.id in under:
+            data = rebasing.name_after(data, sorted(under[diff.id]), diff.after)
+            items[i] = (diff, data)
+            inputs[diff.id] = (inputs[diff.id][0], data)
     failing = apply_in_order([(pid, diffs_by_id[pid]) for pid in stack.order], first.read, first.version)
     before.update({pid: upstream.Verdict(upstream.APPLIES, None, f"on top of {', '.join(under[pid])}"
                                          if pid in under else "") for pid in diffs_by_id if pid not in failing})

@@ -48,8 +48,25 @@ class Bump:
     def complete(self) -> bool:
         return not self.blocked and not self.left_out
 
+    @property
+    def order(self) -> list[str]:
+        """The diff files written into DIR, in the order they must be applied (stack order: a diff
+        stacked on another after it), which may differ from their names' sort order."""
+        return [row.written for row in self.patches if row.kind == "diff" and row.written]
+
+    def order_lines(self) -> list[str]:
+        """REPORT.md's "Apply order": the numbered files, and where a `git apply` loop over the
+        sorted names would go wrong, that it would."""
+        order = self.order
+        out = [f"{i}. `{name}`" for i, name in enumerate(order, 1)]
+        out += ["", "Apply in this order; `patchkit apply` does it."]
+        if order != sorted(order):
+            out.append("This is not their names' sort order: a loop over `DIR/*.patch` (`git apply`) applies them "
+                       "wrong; each stacked diff names its lower one in `Patchkit-After:`.")
+        return out
+
     def to_dict(self) -> dict[str, Any]:
-        return {"from": self.first, "to": self.to, "folder": str(self.folder),
+        return {"order": self.order, "order_sorted": self.order == sorted(self.order), "from": self.first, "to": self.to, "folder": str(self.folder),
                 "patches": [row.to_dict() for row in self.patches],
                 "conflicts": [{"id": pid, "name": c.name, "detail": c.detail} for pid, c in self.conflicts],
                 "drops": [row.id for row in self.patches if row.action == DROP],
@@ -109,6 +126,8 @@ class Bump:
             action = row.action + (f" ({_counts(row.counts)})" if row.counts and row.action in (REBASED, CONFLICTS)
                                    else "")
             out.append(f"| `{row.id}` | {row.on_from} | {row.on_to} | {action} |")
+        if self.order:
+            out += ["", "## Apply order", ""] + self.order_lines()
         if self.conflicts:
             out += ["", "## Conflicts", ""]
             out += [f"- `{pid}`: `{c.name}`: {c.detail}" for pid, c in self.conflicts]

@@ -694,3 +694,37 @@ def test_a_stacked_diff_whose_name_sorts_before_its_lower_one_is_finished_after_
         done = _round(out)
     assert done.exit_code == 0 and done.json()["complete"], done.stderr
     assert {row["id"]: row["action"] for row in done.json()["patches"]}["a-upper"] in ("rebased", "carries over")
+
+
+def test_a_finished_stack_says_the_order_its_diffs_apply_in_and_the_upper_one_names_its_lower(tmp_path, monkeypatch):
+    """A finished bump of a stack says the order its written diffs apply in (REPORT.md's "Apply
+    order", `--json`'s `order`), and that it is not their names' sort order; the stacked diff,
+    named so that it sorts first (`a-upper.patch`), names the field's diff under it in
+    `Patchkit-After:`, so a set loaded from DIR orders it without the report (found bumping an RL
+    framework's 4-diff stack 0.5.13 -> 0.5.15.post1: in its own Dockerfile's order `top_p.patch`
+    fails, and REPORT.md never said the order)."""
+    from patchkit.diffs import unidiff
+    from testing.field_diffs import field_diff, stacked_diff
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.23"))))
+    (tmp_path / "set").mkdir()
+    field_diff("0.5.15.post1").write(tmp_path / "set")
+    (tmp_path / "set" / "a-upper.patch").write_bytes(stacked_diff("0.5.15.post1").text)
+    out = tmp_path / "bump"
+    made = run("--patches", tmp_path / "set", "bump", "--to", "0.5.23", "--from", "0.5.15.post1", "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    done = _round(out)
+    for _ in range(2):
+        if done.exit_code != 1 or not list(out.glob("*.tree")):
+            break
+        done = _round(out)
+    assert done.exit_code == 0 and done.json()["complete"], done.stderr
+    written = {row["id"]: row["written"] for row in done.json()["patches"]}
+    assert done.json()["order"] == [written[FIELD_ID], "a-upper.patch"]
+    assert done.json()["order_sorted"] is False
+    report = (out / "REPORT.md").read_text()
+    assert f"## Apply order\n\n1. `{written[FIELD_ID]}`\n2. `a-upper.patch`\n" in report
+    assert "Apply in this order; `patchkit apply` does it." in report
+    assert "not their names' sort order" in report
+    assert unidiff.load((out / "a-upper.patch").read_bytes(), "a-upper.patch").after == (FIELD_ID,)
+    assert unidiff.load((out / written[FIELD_ID]).read_bytes(), written[FIELD_ID]).after == ()

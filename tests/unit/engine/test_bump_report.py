@@ -283,3 +283,10 @@ def test_an_unfinished_bump_offers_continue_and_never_a_command_its_folder_refus
     assert [step.split("`")[1] for step in finished] == [
         "patchkit --patches out image build --base lmsysorg/sglang:v0.5.23 --target 0.5.23 -t sglang:v0.5.23-patched",
         "patchkit --patches out apply"]
+
+
+def test_an_unfinished_bump_says_the_order_of_the_diffs_written_so_far():
+    planned = Bump("0.5.17", "0.5.23", Path("out"), ROWS)
+    assert not planned.complete and planned.to_dict()["order"] == ["keep.patch"]
+    assert "## Apply order\n\n1. `keep.patch`\n\nApply in this order; `patchkit apply` does it.\n" in planned.markdown()
+    assert "sort order" not in planned.markdown()  # one name: its sort order is its order
