@@ -92,8 +92,10 @@ def test_manifest_verdicts_are_not_used_for_other_inputs(wheels_home, tmp_path):
     readers = {pid for pid, entry in manifest.load("0.5.19").patches.items() if MODEL_CONFIG in entry.reads}
     assert readers and set(registry.patch_ids()) - set(settled) == readers
     # Another patch set (here one patch more, from --patches): the manifest says nothing about it.
-    (tmp_path / "extra_patch.py").write_text("# a patch module of another set\n")
-    with registry.running(registry.PatchSets([str(tmp_path)])):
+    extra = tmp_path / "set"  # (not tmp_path itself: its home/ holds symlinks out, which a set may not hold)
+    extra.mkdir()
+    (extra / "extra_patch.py").write_text("# a patch module of another set\n")
+    with registry.running(registry.PatchSets([str(extra)])):
         assert verdicts.from_manifest(source) == {}
     assert len(verdicts.from_manifest(source)) == len(registry.patch_ids())
 
