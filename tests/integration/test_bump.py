@@ -677,22 +677,9 @@ def test_a_stacked_diff_whose_name_sorts_before_its_lower_one_is_finished_after_
     one while the lower one, after it in the loop, waited on it, and every `--continue` exited 1
     with no block left (found moving an RL framework's real 5-diff stack 0.5.15.post1 -> 0.5.17,
     whose stacked `pull_weights` sorts before the diffs under it). Resolved, the set is finished."""
-    from testing.field_diffs import field_diff, stacked_diff
-
-    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.23"))))
-    (tmp_path / "set").mkdir()
-    field_diff("0.5.15.post1").write(tmp_path / "set")
-    (tmp_path / "set" / "a-upper.patch").write_bytes(stacked_diff("0.5.15.post1").text)
-    out = tmp_path / "bump"
-    made = run("--patches", tmp_path / "set", "bump", "--to", "0.5.23", "--from", "0.5.15.post1", "-o", out, "--json")
-    assert made.exit_code == 1, made.stderr
+    out, made = _upper_sorting_first_bump(tmp_path, monkeypatch)
     assert {row["id"]: row for row in made.json()["patches"]}["a-upper"]["waits_on"] == [FIELD_ID]
-    done = _round(out)
-    for _ in range(2):  # one more round where the lower one's drop took away what the upper one changes
-        if done.exit_code != 1 or not list(out.glob("*.tree")):
-            break
-        done = _round(out)
-    assert done.exit_code == 0 and done.json()["complete"], done.stderr
+    done = _finished(out)
     assert {row["id"]: row["action"] for row in done.json()["patches"]}["a-upper"] in ("rebased", "carries over")
 
 
@@ -704,21 +691,8 @@ def test_a_finished_stack_says_the_order_its_diffs_apply_in_and_the_upper_one_na
     framework's 4-diff stack 0.5.13 -> 0.5.15.post1: in its own Dockerfile's order `top_p.patch`
     fails, and REPORT.md never said the order)."""
     from patchkit.diffs import unidiff
-    from testing.field_diffs import field_diff, stacked_diff
-
-    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.23"))))
-    (tmp_path / "set").mkdir()
-    field_diff("0.5.15.post1").write(tmp_path / "set")
-    (tmp_path / "set" / "a-upper.patch").write_bytes(stacked_diff("0.5.15.post1").text)
-    out = tmp_path / "bump"
-    made = run("--patches", tmp_path / "set", "bump", "--to", "0.5.23", "--from", "0.5.15.post1", "-o", out, "--json")
-    assert made.exit_code == 1, made.stderr
-    done = _round(out)
-    for _ in range(2):
-        if done.exit_code != 1 or not list(out.glob("*.tree")):
-            break
-        done = _round(out)
-    assert done.exit_code == 0 and done.json()["complete"], done.stderr
+    out, made = _upper_sorting_first_bump(tmp_path, monkeypatch)
+    done = _finished(out)
     written = {row["id"]: row["written"] for row in done.json()["patches"]}
     assert done.json()["order"] == [written[FIELD_ID], "a-upper.patch"]
     assert done.json()["order_sorted"] is False
@@ -728,3 +702,30 @@ def test_a_finished_stack_says_the_order_its_diffs_apply_in_and_the_upper_one_na
     assert "not their names' sort order" in report
     assert unidiff.load((out / "a-upper.patch").read_bytes(), "a-upper.patch").after == (FIELD_ID,)
     assert unidiff.load((out / written[FIELD_ID]).read_bytes(), written[FIELD_ID]).after == ()
+
+
+def _upper_sorting_first_bump(tmp_path: Path, monkeypatch):
+    """The field's diff and the diff stacked on it, named so that it sorts first (`a-upper.patch`),
+    bumped 0.5.15.post1 -> 0.5.23: exit 1 (the field diff conflicts). The folder and the result."""
+    from testing.field_diffs import field_diff, stacked_diff
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.23"))))
+    (tmp_path / "set").mkdir()
+    field_diff("0.5.15.post1").write(tmp_path / "set")
+    (tmp_path / "set" / "a-upper.patch").write_bytes(stacked_diff("0.5.15.post1").text)
+    out = tmp_path / "bump"
+    made = run("--patches", tmp_path / "set", "bump", "--to", "0.5.23", "--from", "0.5.15.post1", "-o", out, "--json")
+    assert made.exit_code == 1, made.stderr
+    return out, made
+
+
+def _finished(out: Path):
+    """Rounds of `_round` until the bump is finished, one more where the lower one's drop took away
+    what the upper one changes (at most three): the last `--continue`, finished (exit 0, complete)."""
+    done = _round(out)
+    for _ in range(2):
+        if done.exit_code != 1 or not list(out.glob("*.tree")):
+            break
+        done = _round(out)
+    assert done.exit_code == 0 and done.json()["complete"], done.stderr
+    return done
