@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from patchkit.doctor import rules as rules_mod
 from patchkit.doctor.context import Context
 from patchkit.doctor.launch import Launch, parse, split_command
 from patchkit.doctor.report import Finding, Report
+from patchkit.doctor.run import Run
 from patchkit.doctor.release_files import WheelFiles
 from patchkit.base.errors import TargetError, UsageError
 from patchkit.releases.pristine import WheelSource
@@ -65,24 +66,6 @@ def _draft(launch, model: model_mod.ModelFacts) -> model_mod.ModelFacts | None:
     if not Path(str(path)).is_dir() and model_mod.is_hub_id(str(path)):
         return None  # a hub id: nothing local to read (reported as draft-not-local)
     return model_mod.load(str(path), flag=DRAFT_FLAG)
-
-
-@dataclass(frozen=True)
-class Run:
-    """What stays the same when the doctor checks the same launch again with a fix applied: the release, the
-    GPU's own facts, the launch's environment, the patch states and the options that name the tree."""
-
-    target: Target | WheelSource
-    release: release_mod.ReleaseCode
-    overrides: gpu_mod.Overrides
-    probe: bool
-    seen: dict  # what nvidia-smi said (asked once)
-    environ: dict[str, str]
-    states: dict[str, str]
-    status_note: str | None
-    naming: Naming  # how the run named the SGLang checked: what a printed `patchkit apply` carries
-    python: str | None = None  # where the release's model classes are built (None: no interpreter with torch)
-    tree: str | None = None  # the folder the release imports from there
 
 
 def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], overrides: gpu_mod.Overrides,

@@ -32,7 +32,7 @@ from patchkit.doctor.switches import DISABLED, switch_on, switched_on_by
 from patchkit.base.errors import UsageError
 
 if TYPE_CHECKING:
-    from patchkit.doctor import Run
+    from patchkit.doctor.run import Run
     from patchkit.doctor.budget import Budget
 
 CAP = 0.99  # the highest fraction advised: SGLang takes up to 1, which leaves nothing outside the pools

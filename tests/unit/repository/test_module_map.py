@@ -54,3 +54,12 @@ def test_the_tree_has_no_import_cycle_and_no_upward_import():
     assert "patchkit.engine.planning" in modules and "patchkit.planning" not in modules
     assert module_map.cycles(modules) == []
     assert module_map.upward(modules) == []
+    typed = sorted((m.name, other) for m in modules.values() for other in m.typing
+                   if m.name in modules[other].imports | modules[other].typing)
+    assert typed == TYPE_ONLY_CYCLES_LEFT
+
+
+# Type-only cycles left (each a type read back from a module that imports the reader at run time):
+# non_static reads budget's `Budget`, budget calls non_static.fill. doctor.advice -> doctor (the
+# `Run` type, read from the package that calls advice) is gone: `Run` sits in doctor/run.py.
+TYPE_ONLY_CYCLES_LEFT = [("patchkit.doctor.non_static", "patchkit.doctor.budget")]
