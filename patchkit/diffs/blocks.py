@@ -299,3 +299,23 @@ def in_file(rel: str, old: list[bytes], lines: list[bytes], units: list[units_mo
 def _elsewhere(place: code_place.Place, package: code_place.Package) -> str:
     unit = package.unit_at(place)
     return "moved to that file" + (f", into {unit}" if unit else "")
+
+
+def without_blocks(data: bytes, side: str = "patch") -> bytes:
+    """`data` with each conflict block resolved to one side: a merge's block to its `side`
+    ("patch": the diff's lines, "release": the release's), a block for a change that found no
+    place (`block`) to nothing. What a diff stacked on this one is rebased on before the blocks
+    are resolved: the lower diff's change where it has one, taken as it would be by its own side."""
+    out: list[bytes] = []
+    inside = None  # None: outside a block; else (is it a `block`, which side is being read)
+    for line in units_mod.split_lines(data):
+        bare = line.rstrip(b"\r\n")
+        if inside is None and (bare == OPEN or bare.startswith(OPEN + b": ")):
+            inside = (bare != OPEN, "release")
+        elif inside is not None and inside[1] == "release" and bare == SPLIT:
+            inside = (inside[0], "patch")
+        elif inside is not None and inside[1] == "patch" and (bare == CLOSE or bare.startswith(CLOSE + b": ")):
+            inside = None
+        elif inside is None or not inside[0] and inside[1] == side:
+            out.append(line)
+    return b"".join(out)

@@ -17,9 +17,11 @@ from patchkit.authoring.patch import Patch
 from patchkit.base.errors import PlanError
 from patchkit.diffs import units as units_mod
 from patchkit.diffs.unidiff import DiffPatchFile, FileDiff, load, read_file
-from patchkit.diffs.unit_merge import (PER_UNIT, UPSTREAM, Elsewhere, FileResolution, apply_hunks, base_for,
-                                       created_destination, finder, moved_folder_note, place_moved_unit, relocated,
-                                       resolve_file, with_units)
+from patchkit.diffs.hunk_apply import apply_hunks
+from patchkit.diffs.resolution import PER_UNIT, UPSTREAM, FileResolution
+from patchkit.diffs.unit_merge import resolve_file, with_units
+from patchkit.diffs.unit_moves import (Elsewhere, base_for, created_destination, finder, moved_folder_note,
+                                       place_moved_unit, relocated)
 
 
 class DiffPatch(Patch):

@@ -1,5 +1,5 @@
 """git's own 3-way merge of one file (`git merge-file -p`), for `rebase` and `bump` only: where
-merge3's whole-file merge (unit_merge._file_merge) conflicts because it aligns the lines otherwise
+merge3's whole-file merge (three_way.merge_whole_file) conflicts because it aligns the lines otherwise
 than git does, git's may be clean, and patchkit is never worse than `git apply --3way` (issue 40
 item 3). A subprocess, so never on `status` / `apply`'s path (they judge with merge3 alone)."""
 

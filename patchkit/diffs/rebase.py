@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from patchkit.diffs import code_place, format_patch, git_merge, release_blobs, stacks, unidiff, unit_merge
+from patchkit.diffs import blocks, code_place, format_patch, git_merge, hunk_apply, release_blobs, stacks, unidiff, unit_merge
 from patchkit.base.errors import PlanError
 from patchkit.diffs.unidiff import DiffPatchFile, FileDiff
+from patchkit.diffs import units
 from patchkit.diffs.units import split_lines
 
 
@@ -106,7 +107,7 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
             if file.conflicts or not file.units:
                 # Not in this release, and not every change found a place elsewhere: the section
                 # creates it holding a block per change, so that nothing is dropped.
-                after = file.after or unit_merge.absent_blocks(own[file.rel], f"{file.rel} is not in SGLang {to}",
+                after = file.after or hunk_apply.absent_blocks(own[file.rel], f"{file.rel} is not in SGLang {to}",
                                                                package if file.rel.endswith(".py") else None)
                 changes.append(format_patch.FileChange(file.rel, None, after))
             continue  # else what it changed is in other files of the release now (its notes say which)
@@ -122,7 +123,7 @@ def rebase(diff: DiffPatchFile, data: bytes, to: str, read: Callable[[str], byte
         resolution = unit_merge.Resolution(tuple(
             f if f.how != unit_merge.ABSENT or f.units else unit_merge.FileResolution(
                 f.rel, f.how, None, None, (unit_merge.UnitOutcome(f.rel, "<file>", unit_merge.CONFLICT, f"not in SGLang {to}" + (
-                    f"; {unit_merge.gone(f.rel, own[f.rel].hunks[0].lines, package)}" if package is not None
+                    f"; {hunk_apply.gone(f.rel, own[f.rel].hunks[0].lines, package)}" if package is not None
                     and f.rel.endswith(".py") and own[f.rel].hunks else "")),))
             for f in resolution.files), resolution.notes)
     if not changes and not resolution.conflicts:
@@ -158,7 +159,7 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
     it): one stacked on another is rebased onto the other's rebased files (its pre-image: the
     other's post-image), so the rebased diffs stack again (the upper's index lines are the lower's
     new post-image blobs). Where the lower one conflicts in a file, the upper is rebased on the
-    lower's file there with each block taken as the lower's side (`unit_merge.without_blocks`; the
+    lower's file there with each block taken as the lower's side (`blocks.without_blocks`; the
     release's, where that does not parse), so that its own conflicts are found now, and a
     resolution of them differs from that base by its own change only; it depends on the lower
     there (`Rebased.depends_on`, `stacks.Unfinished`) and says so."""
@@ -182,9 +183,9 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
                 after = change.after
                 if after is not None and change.rel in conflicted:  # each block taken as the lower's side
                     whole = after
-                    after = unit_merge.without_blocks(whole, "patch")
-                    if not unit_merge.parses(change.rel, after):  # its side does not parse there: V's
-                        after = unit_merge.without_blocks(whole, "release")
+                    after = blocks.without_blocks(whole, "patch")
+                    if not units.parses(change.rel, after):  # its side does not parse there: V's
+                        after = blocks.without_blocks(whole, "release")
                     if change.before is None and not after.strip():  # a file V lacks, only blocks
                         continue
                 if after is not None:
@@ -217,7 +218,7 @@ def stacked_base(lowers: list[DiffPatchFile]) -> Callable[[FileDiff], bytes | No
     for lower in lowers:
         for file in lower.files:
             pre = release_blobs.pre_image(file)
-            patched = None if pre is None else unit_merge.apply_hunks(pre, file.hunks)
+            patched = None if pre is None else hunk_apply.apply_hunks(pre, file.hunks)
             if patched is not None:
                 post[file.path] = patched
 

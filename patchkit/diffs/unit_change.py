@@ -19,7 +19,7 @@ from difflib import SequenceMatcher
 
 from patchkit.diffs.units import split_lines
 
-# (base, ours, theirs) -> (merged bytes, clean): the unit merge (unit_merge._merge without markers).
+# (base, ours, theirs) -> (merged bytes, clean): the unit merge (three_way.merge_unit_plain).
 Merge = Callable[[bytes, bytes, bytes], tuple[bytes, bool]]
 
 

@@ -111,3 +111,14 @@ def texts(data: bytes) -> dict[str, bytes]:
 def containing(found: list[Unit], line: int) -> Unit | None:
     """The unit holding a line (0-based)."""
     return next((unit for unit in found if unit.start <= line < unit.end), None)
+
+
+def parses(rel: str, data: bytes) -> bool:
+    """Whether `data` splits into units (a file that is not Python always does)."""
+    if not rel.endswith(".py"):
+        return True
+    try:
+        units(data)
+    except (SyntaxError, ValueError):
+        return False
+    return True

@@ -156,13 +156,13 @@ def apply_on(diff: DiffPatchFile, state: dict[str, bytes], read: Callable[[str],
     have it; None when a hunk does not apply, when the diff creates a file that is there already or
     changes one that is not there (an empty file is there: as `git apply` and `status` judge it,
     never an absent file read as an empty one to add lines to, nor the reverse)."""
-    from patchkit.diffs import unit_merge
+    from patchkit.diffs import hunk_apply
 
     for file in diff.files:
         now = state[file.path] if file.path in state else read(file.path)
         if (file.old_path is None) != (now is None):
             return None
-        patched = unit_merge.apply_hunks(b"" if now is None else now, file.hunks)
+        patched = hunk_apply.apply_hunks(b"" if now is None else now, file.hunks)
         if patched is None:
             return None
         state[file.path] = patched

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textwrap import dedent
 
-from patchkit.diffs import unit_change, unit_merge
+from patchkit.diffs import three_way, unit_change, unit_merge
 
 BEFORE = dedent("""\
     def validate(args):
@@ -25,7 +25,7 @@ RELEASE = BEFORE.replace(b'    log(\n        "disabling a"\n    )\n    disable()
 
 
 def merge(base: bytes, ours: bytes, theirs: bytes) -> tuple[bytes, bool]:
-    return unit_merge._merge(base, ours, theirs, False)
+    return three_way.merge_unit(base, ours, theirs, False)
 
 
 def test_a_merged_unit_with_the_release_s_change_beside_the_diff_s_holds_it():
