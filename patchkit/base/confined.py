@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from patchkit.base.errors import EnvironmentFailure
+from patchkit.base.lean_typing import NamedTuple
 from patchkit.base.util import read_regular
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -250,20 +251,34 @@ def sync(root: Path, rel: str = "") -> None:
         os.fsync(fd)
 
 
-def plain_tree(root: Path, skip: Callable[[str, list[str]], set[str]] | None = None) -> None:
+class Checked(NamedTuple):
+    """One entry `plain_tree` checked: a folder, or the plain file it found there (for a symlink to a
+    file inside the root, that file), known by its device and inode to the copy that follows."""
+    rel: str  # '/'-separated, relative to the root
+    folder: bool
+    dev: int
+    ino: int
+    via_link: bool = False  # a symlink to a file inside the root: opened through it, its target checked
+
+
+def plain_tree(root: Path, skip: Callable[[str, list[str]], set[str]] | None = None) -> list[Checked]:
     """Every entry of the folder `root` (what `skip(folder, names)` leaves out is not looked at, as
     `shutil.copytree`'s ignore) is a plain file, a folder, or a symlink to a plain file inside
     `root`: NotPlain (exit 6) naming the first that is not (a symlink out of `root`, to nothing, to
-    a folder, even one inside: a copy that follows it may never end; a FIFO, socket or device)."""
+    a folder, even one inside: a copy that follows it may never end; a FIFO, socket or device).
+    Returns what it checked, folders before what they hold (`copy_checked` copies exactly that)."""
     top = os.path.realpath(root)
+    checked: list[Checked] = []
     for here, folders, names in os.walk(root):
         left_out = skip(here, [*folders, *names]) if skip else set()
         folders[:] = sorted(name for name in folders if name not in left_out)
         for name in sorted({*folders, *names} - left_out):
             path = os.path.join(here, name)
-            rel = os.path.relpath(path, root)
-            mode = os.lstat(path).st_mode
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            info = os.lstat(path)
+            mode = info.st_mode
             if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+                checked.append(Checked(rel, stat.S_ISDIR(mode), info.st_dev, info.st_ino))
                 continue
             if not stat.S_ISLNK(mode):
                 raise NotPlain(f"{path}: not a plain file or folder (a FIFO, socket or device); patchkit does not "
@@ -280,3 +295,69 @@ def plain_tree(root: Path, skip: Callable[[str, list[str]], set[str]] | None = N
             if not os.path.isfile(target):
                 raise NotPlain(f"{path}: a symlink to {target}, not a plain file (a FIFO, socket or device); "
                                "patchkit does not read it (remove it)")
+            reached = os.stat(target)
+            checked.append(Checked(rel, False, reached.st_dev, reached.st_ino, via_link=True))
+    return checked
+
+
+def copy_checked(root: Path, checked: list[Checked], dest: Path) -> None:
+    """Copy what `plain_tree` checked of `root` into the new folder `dest`, and nothing else: each
+    folder on the way opened without following a symlink, each file opened without following one
+    (through the link for a link `plain_tree` let through), and refused (NotPlain, exit 6) unless
+    the file opened is the one checked (its device and inode): an entry swapped for a symlink, or
+    for another file, since the check is never followed or copied. Each copy is synced."""
+    os.mkdir(dest)
+    for entry in checked:
+        if entry.folder:
+            os.mkdir(dest / entry.rel)
+            continue
+        parent, name = _split(entry.rel)
+        with folder(root, parent) as fd:
+            flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if entry.via_link else os.O_NOFOLLOW)
+            try:
+                source = os.open(name, flags, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise _refuse(root, entry.rel, "a symlink since it was checked") from None
+                raise
+        try:
+            info = os.fstat(source)
+            if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (entry.dev, entry.ino):
+                raise _refuse(root, entry.rel, "another file than the one checked (it was swapped since)")
+            _copy_fd(source, dest / entry.rel, stat.S_IMODE(info.st_mode))
+        finally:
+            os.close(source)
+
+
+def copy_file(source: Path, dest: Path, checked: Checked | None = None) -> None:
+    """`source`'s bytes (and mode) into the new file `dest`, synced; with `checked`, refused
+    (NotPlain) unless the file opened is that one (its device and inode)."""
+    fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotPlain(f"{source}: not a plain file; patchkit does not copy it")
+        if checked is not None and (info.st_dev, info.st_ino) != (checked.dev, checked.ino):
+            raise NotPlain(f"{source}: another file than the one checked (it was swapped since); patchkit does not "
+                           "copy it (run again)")
+        _copy_fd(fd, dest, stat.S_IMODE(info.st_mode))
+    finally:
+        os.close(fd)
+
+
+def _copy_fd(source: int, dest: Path, mode: int) -> None:
+    os.set_blocking(source, True)
+    out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        while chunk := os.read(source, 1 << 20):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view):]
+        os.fchmod(out, mode)
+        os.fsync(out)
+    except OSError as exc:
+        if exc.filename is None:  # a failed write or fsync: name the file in the one-line error
+            raise OSError(exc.errno, exc.strerror, str(dest)) from None
+        raise
+    finally:
+        os.close(out)

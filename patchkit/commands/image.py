@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +13,6 @@ from patchkit.engine import manifest_describe
 from patchkit.releases import manifest, versions
 from patchkit.base.constants import EXIT_OK
 from patchkit.base.errors import EnvironmentFailure, TargetError, UsageError
-from patchkit.base.util import atomic_write
 
 CA_NAME = "patchkit-ca-certificates.crt"  # the --ca-cert file's name in the build context
 
@@ -70,10 +68,10 @@ def _same_release_as_the_tag(spec: dockerfile.ImageSpec) -> None:
                           f"run with --target {tagged} (the build's apply would refuse {spec.version})")
 
 
-def _write_context(context: image_context.Context, ca_path: Path | None, folder: Path) -> None:
-    image_context.write(context, folder)
-    if ca_path:
-        shutil.copyfile(ca_path, folder / CA_NAME)
+def _write_context(context: image_context.Context, ca_path: Path | None, folder: Path, dockerfile_name: str,
+                   text: str) -> None:
+    """The context and the Dockerfile, written together, all or nothing (`image_context.write`)."""
+    image_context.write(context, folder, {**({CA_NAME: ca_path} if ca_path else {}), dockerfile_name: text.encode()})
 
 
 def _reference(option: str, value: str) -> None:
@@ -98,8 +96,7 @@ def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None
         folder = Path(out).resolve().parent
         if not folder.is_dir():
             raise UsageError(f"-o {out}: no folder {folder}")
-        _write_context(context, ca_path, folder)
-        atomic_write(Path(out), text.encode(), 0o644)
+        _write_context(context, ca_path, folder, Path(out).name, text)
     if as_json:
         output.as_json({"sglang": spec.version, "path": out, "dockerfile": text, "labels": dockerfile.labels(spec),
                         "context_needs": needs, "context_written": bool(out)})
@@ -127,8 +124,7 @@ def build(base: str, version: str, wheel: str | None, tag: str, builder: str | N
     say = output.progress if as_json else output.line  # with --json, stdout is the result alone
     say(f"building {tag} with {chosen}" + (f" (skipped {skipped})" if skipped else ""))
     with tempfile.TemporaryDirectory(prefix="patchkit-image-") as folder:
-        _write_context(context, ca_path, Path(folder))
-        Path(folder, "Dockerfile").write_text(text)
+        _write_context(context, ca_path, Path(folder), "Dockerfile", text)
         builders.build(chosen, Path(folder), tag, output.progress)
     say(f"built {tag} with {chosen}: SGLang {spec.version}, {len(patches)} patches applied and verified")
     digest = builders.push(chosen, tag, push, output.progress) if push else None

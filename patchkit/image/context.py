@@ -38,6 +38,8 @@ class Context:
     installed: Path | None = None  # the dist-info of the installed copy patchkit runs as (no checkout)
     patch_sets: tuple[str, ...] = ()  # context paths of the patch sets, in load order
     copies: dict[str, Path] = field(default_factory=dict)  # context path -> file or folder to copy
+    # context path -> what the plan checked there (confined.plain_tree; a --patches FILE: that file)
+    checked: dict[str, list[confined.Checked]] = field(default_factory=dict)
 
     def names(self) -> list[str]:
         """What the context holds beside the Dockerfile, for the messages."""
@@ -62,7 +64,7 @@ def plan(wheel: Path | None) -> Context:
             raise UsageError("patchkit runs neither from a checkout nor from an install pip made of its wheel (no "
                              "RECORD lists it): give its wheel with --wheel FILE (the image installs exactly that "
                              "patchkit)")
-    sets, copies = [], {}
+    sets, copies, checked = [], {}, {}
     for number, patch_set in enumerate((s for s in registry.patch_sets() if s.origin != registry.BUILT_IN), 1):
         where = f"{PATCHES_DIR}/{number}"
         if patch_set.only:  # `--patches FILE`: the one diff file, under its own name (its id may be it)
@@ -71,59 +73,114 @@ def plan(wheel: Path | None) -> Context:
                                  "(letters, digits, . _ + -) to be copied into the build context")
             where = f"{where}/{patch_set.only}"
             copies[where] = patch_set.folder / patch_set.only
+            info = os.stat(copies[where])
+            checked[where] = [confined.Checked(patch_set.only, False, info.st_dev, info.st_ino, via_link=True)]
         else:
             # Nothing from outside the folder: a symlink out of it, to nothing or to a folder is
             # refused (exit 6) before anything is written; one to a file in it is copied as its bytes.
-            confined.plain_tree(patch_set.folder, registry.left_out(patch_set.folder))
+            # What is checked here is what is copied (an entry swapped since is refused, never followed).
+            checked[where] = confined.plain_tree(patch_set.folder, registry.left_out(patch_set.folder))
             copies[where] = patch_set.folder
         sets.append(where)
     return Context(wheel=wheel.name if wheel else WHEEL_NAME, wheel_source=wheel, checkout=root,
-                   patch_sets=tuple(sets), copies=copies, installed=installed)
+                   patch_sets=tuple(sets), copies=copies, checked=checked, installed=installed)
 
 
-def write(context: Context, folder: Path) -> None:
-    """Put the wheel and the patch sets into `folder` (the build context): made in a staging folder
-    inside it, then renamed into place (the wheel, then `patchkit-patches/`, which replaces the one
-    an earlier run wrote there), so that a failure part way leaves `folder` as it was."""
+def write(context: Context, folder: Path, files: dict[str, Path | bytes] | None = None) -> None:
+    """Put the wheel, `files` ({name in `folder`: a file to copy, or bytes}: the --ca-cert file, the
+    Dockerfile) and the patch sets into `folder` (the build context), all or nothing: each is made
+    and synced in a staging folder inside it (`.patchkit-context-*`, removed in every case), then
+    renamed into place (the wheel, `files` in their order, then `patchkit-patches/`, present only
+    when there are sets), each earlier one moved aside first; the folder is synced. A failure at
+    any step, the folder's sync included, moves back what was renamed, so `folder` is as it was.
+    A stale `patchkit-patches/` is removed when this run has no sets (the image must not carry it)."""
     staged = Path(tempfile.mkdtemp(prefix=".patchkit-context-", dir=folder))
     try:
-        wheel = staged / context.wheel
+        names: list[str] = []
         if context.wheel_source is not None:
             dest = folder / context.wheel
             if not (dest.exists() and dest.samefile(context.wheel_source)):  # `-o` beside the wheel given
-                shutil.copyfile(context.wheel_source, wheel)
-        elif context.installed is not None:
-            own_wheel.write(context.installed, wheel)
+                confined.copy_file(context.wheel_source, staged / context.wheel)
+                names.append(context.wheel)
         else:
-            assert context.checkout is not None
-            _build_wheel(context.checkout, wheel)
+            if context.installed is not None:
+                own_wheel.write(context.installed, staged / context.wheel)
+            else:
+                assert context.checkout is not None
+                _build_wheel(context.checkout, staged / context.wheel)
+            _sync_file(staged / context.wheel)
+            names.append(context.wheel)
+        for name, content in (files or {}).items():
+            if isinstance(content, bytes):
+                _write_new(staged / name, content)
+            else:
+                confined.copy_file(content, staged / name)
+            names.append(name)
+        sets = staged / PATCHES_DIR
+        sets.mkdir()
         for where, source in context.copies.items():
             dest = staged / where
             dest.parent.mkdir(parents=True, exist_ok=True)
             if source.is_dir():
-                shutil.copytree(source, dest, symlinks=False, ignore=registry.left_out(source))
+                confined.copy_checked(source, context.checked[where], dest)
             else:
-                shutil.copyfile(source, dest)
-        if wheel.exists():
-            os.replace(wheel, folder / context.wheel)
-        if context.copies:
-            _replace_folder(staged / PATCHES_DIR, folder / PATCHES_DIR, staged / "earlier")
-        fsync_dir(folder)
+                confined.copy_file(source, dest, context.checked[where][0])
+        for here, _, _ in os.walk(sets):
+            fsync_dir(Path(here))
+        names.append(PATCHES_DIR)
+        _swap(staged, folder, names, keep_absent={PATCHES_DIR} if not context.copies else set())
     finally:
         shutil.rmtree(staged, ignore_errors=True)
 
 
-def _replace_folder(new: Path, dest: Path, aside: Path) -> None:
-    """`new` renamed to `dest`, what was there moved to `aside` first (and back if the rename fails)."""
-    earlier = dest.exists() or dest.is_symlink()
-    if earlier:
-        os.rename(dest, aside)
+def _swap(staged: Path, folder: Path, names: list[str], keep_absent: set[str]) -> None:
+    """Each of `names` renamed from `staged` into `folder` (one in `keep_absent` is not put there:
+    what was there is only moved aside), the earlier entry moved into `staged/earlier` first; the
+    folder synced. On any failure every step is undone, last first, and the error raised."""
+    aside = staged / "earlier"
+    aside.mkdir()
+    done: list[tuple[str, bool, bool]] = []  # (name, an earlier one moved aside, the new one put in)
     try:
-        os.rename(new, dest)
+        for name in names:
+            earlier = os.path.lexists(folder / name)
+            if earlier:
+                os.rename(folder / name, aside / name)
+            done.append((name, earlier, False))
+            if name not in keep_absent:
+                os.rename(staged / name, folder / name)
+                done[-1] = (name, earlier, True)
+        fsync_dir(folder)
     except BaseException:
-        if earlier:
-            os.rename(aside, dest)
+        for name, earlier, put in reversed(done):
+            if put:
+                os.rename(folder / name, staged / name)
+            if earlier:
+                os.rename(aside / name, folder / name)
         raise
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fchmod(fd, 0o644)
+        os.fsync(fd)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    finally:
+        os.close(fd)
+
+
+def _sync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    finally:
+        os.close(fd)
 
 
 def _build_wheel(root: Path, dest: Path) -> None:

@@ -163,3 +163,75 @@ def test_a_copy_failing_part_way_leaves_the_context_folder_as_it_was(tmp_path):
         context.write(planned, out.parent)
     # Before: the wheel and patchkit-patches/1 were left in the folder.
     assert _snapshot(out.parent) == before
+
+
+def test_a_second_dockerfile_without_patch_sets_leaves_no_stale_sets_in_the_context(tmp_path):
+    folder, _, out = _world(tmp_path)
+    wheel = tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl"
+    assert _dockerfile(folder, out, wheel).exit_code == 0
+    assert (out.parent / "patchkit-patches" / "1" / "team_flag.py").is_file()
+    result = run("image", "dockerfile", "--base", "b", "--target", "0.5.17", "--wheel", wheel, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    # Before: patchkit-patches/1 (the earlier run's set) was left in the context the image is built from.
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        "Dockerfile", "mine.txt", "sglang_patchkit-0.1.0-py3-none-any.whl"]
+    assert "patchkit-patches" not in out.read_text()
+
+
+_SWAPPER = """
+import os, sys
+path, original, secret = sys.argv[1:]
+link, back = path + ".link", path + ".back"
+print("swapping", flush=True)
+while True:
+    os.symlink(secret, link)
+    os.rename(link, path)  # the checked file is now a symlink out of the set
+    os.link(original, back)
+    os.rename(back, path)  # and the checked file again (the same inode)
+"""
+
+
+def test_a_file_swapped_for_a_link_out_after_the_check_is_never_followed(tmp_path):
+    """A racing process swaps a checked file of the set for a symlink to a secret outside it and
+    back, over and over, while the context is written again and again from the one plan: each write
+    copies the file checked or refuses the entry (exit 6's NotPlain), never the secret. The race is
+    shown hit: writes that found the link there."""
+    import subprocess
+    import sys
+    import time
+
+    from patchkit.base.confined import NotPlain
+    from patchkit.engine import registry
+    from patchkit.image import context
+
+    folder, outside, out = _world(tmp_path)
+    wheel = tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl"
+    target = folder / "team_flag.py"
+    original = tmp_path / "original-team_flag.py"
+    os.link(target, original)  # the checked inode, kept to swap back in
+    with registry.running(registry.PatchSets([str(folder)])):
+        planned = context.plan(wheel)
+    swapper = subprocess.Popen([sys.executable, "-c", _SWAPPER, str(target), str(original), str(outside / "id_rsa")],
+                               stdout=subprocess.PIPE, text=True)
+    hit = copied = 0
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == "swapping\n"
+        deadline = time.monotonic() + 20
+        while (hit < 3 or copied < 1) and time.monotonic() < deadline:
+            try:
+                context.write(planned, out.parent)
+            except NotPlain as exc:
+                assert str(target) in str(exc), exc
+                hit += 1
+                continue
+            except FileNotFoundError:  # caught between the rename of the link and that of the file
+                continue
+            copied += 1
+            bytes_there = (out.parent / "patchkit-patches" / "1" / "team_flag.py").read_bytes()
+            # Before: the link followed, the secret copied into the build context.
+            assert SECRET not in bytes_there and bytes_there == original.read_bytes()
+    finally:
+        swapper.kill()
+        swapper.wait()
+    assert hit >= 3 and copied >= 1, (hit, copied)  # the race was hit, and the copy still works between
+    assert not any(SECRET in p.read_bytes() for p in out.parent.rglob("*") if p.is_file())
