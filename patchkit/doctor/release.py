@@ -221,7 +221,8 @@ class ReleaseCode:
 
     @cached_property
     def env_defaults(self) -> dict[str, object]:
-        """`SGLANG_X = EnvInt(100)` and the like in `srt/environ.py`."""
+        """`SGLANG_X = EnvInt(100)` and the like in `srt/environ.py`; a product of int literals too
+        (`EnvInt(1 * 1024)`, `SGLANG_MM_FEATURE_CACHE_MB`), which `literal_eval` refuses."""
         tree = self.tree("srt/environ.py")
         found: dict[str, object] = {}
         for node in ast.walk(tree) if tree else []:
@@ -230,7 +231,9 @@ class ReleaseCode:
                 try:
                     found[node.targets[0].id] = ast.literal_eval(node.value.args[0])
                 except (ValueError, TypeError, SyntaxError):
-                    continue
+                    product = _constant_int(node.value.args[0])
+                    if product is not None:
+                        found[node.targets[0].id] = product
         return found
 
     @cached_property
@@ -321,20 +324,11 @@ class ReleaseCode:
                         v1 = _constant_int(stmt.value) or v1
                         break
         v2 = None
-        v2_kb = _int_or_none(environ.get("SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB")) or self._env_default_int(
-            "SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB")
+        v2_kb = _int_or_none(environ.get("SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB")) or _int_or_none_value(
+            self.env_defaults.get("SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB"))
         if v2_kb is not None and self.env_flag("SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2", environ):
             v2 = 2 * int(v2_kb) * 1024
         return AllReduceBuffers(v1_bytes=3 * v1, v2_bytes=v2)
-
-    def _env_default_int(self, name: str) -> int | None:
-        """An `EnvInt` default written as arithmetic (`EnvInt(16 * 1024)`), which `env_defaults` skips."""
-        tree = self.tree("srt/environ.py")
-        for node in ast.walk(tree) if tree else []:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and node.targets[0].id == name and isinstance(node.value, ast.Call) and node.value.args):
-                return _constant_int(node.value.args[0])
-        return None
 
     @cached_property
     def dflash_draft_tp(self) -> str | None:
@@ -441,6 +435,10 @@ def _int_or_none(text: str | None) -> int | None:
         return None if text is None else int(text)
     except ValueError:
         return None
+
+
+def _int_or_none_value(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _constant_int(node: ast.AST) -> int | None:

@@ -93,6 +93,24 @@ def test_budget_0_5_20_by_hand(tmp_path):
 
 
 @pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
+def test_the_multimodal_reserve_counts_the_cuda_ipc_feature_pool(tmp_path):
+    """0.5.20's `mm_runtime_reservation_gb` adds `SGLANG_MM_FEATURE_CACHE_MB` where the transport is cuda_ipc; the
+    release writes its default as `EnvInt(1 * 1024)`, a product the env reader refused (the reserve was 100 MiB)."""
+    import re
+
+    from testing import releases
+
+    environ_py = (releases.pristine("0.5.20") / "sglang" / "srt" / "environ.py").read_text()
+    a, b_ = re.search(r"SGLANG_MM_FEATURE_CACHE_MB = EnvInt\((\d+) \* (\d+)\)", environ_py).groups()
+    pool_mib = int(a) * int(b_)
+    argv = ["--model-path", str(model_folder(tmp_path / "m")), "--mem-fraction-static", "0.88",
+            "--mm-feature-transport", "cuda_ipc"]
+    assert run("0.5.20", argv).budget.multimodal_reserve_bytes == int((100 + pool_mib) / 1024 * GIB)
+    b = run("0.5.20", argv, environ={"SGLANG_MM_FEATURE_CACHE_MB": "16"}).budget
+    assert b.multimodal_reserve_bytes == int((100 + 16) / 1024 * GIB)
+
+
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_explicit_cache_size_and_radix_off_paths(tmp_path):
     folder = model_folder(tmp_path / "m")
     base = ["--model-path", str(folder), "--mem-fraction-static", "0.88"]
