@@ -237,7 +237,7 @@ def one_set(report: Report, run: Run, args: list[str], check_again: Rerun, check
     warning (`Report.fix_set`), each finding's fix at the set's figures; the report as it was where no set of its
     fixes does that (`fix_set` None). `check_again`: the doctor's report, fixes verified, of a launch line with
     those patch states; `check_at`: its findings with the free memory at load given (GiB), where the set is checked
-    again across the estimate's range (`Report.fix_set_holds`)."""
+    again across the estimate's range and re-sized to hold across it (`_cover`, `Report.fix_set_holds`)."""
     fixed = [(f, Fix(f.args, f.remove, f.command, _patches(f, run))) for f in report.findings if f.applicable]
     if not fixed:
         return report
@@ -254,67 +254,170 @@ def one_set(report: Report, run: Run, args: list[str], check_again: Rerun, check
         found = _settle(seed, report, run, args, check_again)
         if found is not None:
             members, _again, asked = found
+            covered = _cover(report, members, asked, run, args, check_at) if check_at is not None else None
+            holds, short = None, None
+            if covered is not None:
+                members, asked, holds, short = covered
             whole = as_one([fix for _rule, fix in members], run)
-            findings = _with_set([*report.findings, *_explaining(report, members, asked)], members, whole, run)
+            findings = _with_set([*report.findings, *_explaining(report, members, asked, run)], members, whole, run)
             order = {level: i for i, level in enumerate(("error", "warning", "info"))}
-            holds = _holds(report, whole, run, args, check_at) if check_at is not None else None
             return replace(report, findings=sorted(findings, key=lambda f: order.get(f.level, 3)), fix_set=whole,
-                           fix_set_holds=holds)
+                           fix_set_holds=holds, fix_set_short=short)
     return report
 
 
 HOLD_STEP = 0.05  # GiB between the free-memory figures the set is checked again at (0.1 s a check)
 
 
-def _holds(report: Report, whole: Fix, run: Run, args: list[str],
-           check_at: RerunAt) -> tuple[tuple[float, float], ...] | None:
-    """The parts of the estimate's free-memory range (GiB) over which the set, applied, leaves the launch no error and
-    no new warning: checked at both ends, the middle (where the set was found) and every HOLD_STEP between, adjacent
-    figures that hold merged into one part. The KV pool does not grow steadily with the free memory (the state pool's
-    slots come in steps), so the parts need not be one. None where the free memory is not a range."""
-    g = report.gpu
-    if g.free_gib is None or g.free_low_gib is None or g.free_high_gib is None or g.free_low_gib >= g.free_high_gib:
-        return None
-    before = Counter((f.rule, f.level) for f in report.findings)
-    line = changed(args, run.release.flags, whole.args, whole.remove)
-    states = _fixed_states(run.states, whole)
+def range_figures(low: float, high: float, middle: float) -> list[float]:
+    """The free-memory figures (GiB) a set is checked at over an estimate's range: both ends, the middle and every
+    HOLD_STEP between."""
+    steps = max(1, round((high - low) / HOLD_STEP))
+    return sorted({round(low + (high - low) * i / steps, 4) for i in range(steps + 1)} | {middle})
 
-    def clean(free: float) -> bool:
-        if free == g.free_gib:
-            return True  # where the set was found and checked
-        try:
-            again = check_at(line, states, free)
-        except UsageError:
-            return False
-        after = Counter((f.rule, f.level) for f in again.findings)
-        return not again.has_errors and not any(n > before[key] for key, n in after.items() if key[1] == "warning")
 
-    steps = max(1, round((g.free_high_gib - g.free_low_gib) / HOLD_STEP))
-    figures = sorted({round(g.free_low_gib + (g.free_high_gib - g.free_low_gib) * i / steps, 4)
-                      for i in range(steps + 1)} | {g.free_gib})
+def _parts(held: list[tuple[float, bool]]) -> tuple[tuple[float, float], ...]:
+    """Adjacent figures that hold (or that do not) merged into (first, last) parts."""
     parts: list[tuple[float, float]] = []
-    last_held = False
-    for free in figures:
-        held = clean(free)
-        if held and last_held:
+    last = False
+    for free, ok in held:
+        if ok and last:
             parts[-1] = (parts[-1][0], free)
-        elif held:
+        elif ok:
             parts.append((free, free))
-        last_held = held
+        last = ok
     return tuple(parts)
 
 
-def _explaining(report: Report, members: list[tuple[str, Fix]], asked: dict[Fix, Finding]) -> list[Finding]:
-    """The findings that call for the set's fixes no finding of the launch calls for: each as the launch with the
-    fixes before it in place has it (a --context-length that only the patched launch's kv-below-context asks for),
-    said so; a warning at most, since the launch as given does not have it."""
-    printed = {f.rule for f in report.findings}
+Covered = tuple[list[tuple[str, Fix]], dict[Fix, Finding], tuple[tuple[float, float], ...], str | None]
+
+
+def _cover(report: Report, members: list[tuple[str, Fix]], asked: dict[Fix, Finding], run: Run, args: list[str],
+           check_at: RerunAt) -> Covered | None:
+    """The set found at the free memory's middle figure, re-sized to hold across the estimate's range: checked at
+    every `range_figures` figure (no error, no new warning); where it fails at one, the fixes the launch with the set
+    applied asks for there (at the failing figure with the fewest KV tokens: a shorter --context-length, ...) take
+    the place of the set's fixes of the same rule and flags, and the whole range is checked again (a few rounds).
+    The KV pool does not grow steadily with the free memory (the state pool's slots come in steps), so the figure
+    that asks the most need not be the lowest. Returns the members, the findings that asked for them, the parts of
+    the range where the set holds and, where it does not hold across the whole range, one line saying which part it
+    cannot cover and why; None where the free memory is not a range."""
+    g = report.gpu
+    if g.free_gib is None or g.free_low_gib is None or g.free_high_gib is None or g.free_low_gib >= g.free_high_gib:
+        return None
+    middle = g.free_gib
+    figures = range_figures(g.free_low_gib, g.free_high_gib, middle)
+    before = Counter((f.rule, f.level) for f in report.findings)
+
+    def new_findings(again: Report) -> list[Finding]:
+        after = Counter((f.rule, f.level) for f in again.findings)
+        return [f for f in again.findings
+                if f.level == "error" or (f.level == "warning" and after[(f.rule, f.level)] > before[(f.rule, f.level)])]
+
+    best: tuple[int, Covered] | None = None
+    for round_ in range(SET_ROUNDS):
+        whole = as_one([fix for _rule, fix in members], run)
+        line = changed(args, run.release.flags, whole.args, whole.remove)
+        states = _fixed_states(run.states, whole)
+        failing: list[tuple[float, Report | None]] = []
+        held: list[tuple[float, bool]] = []
+        for free in figures:
+            if round_ == 0 and free == middle:
+                held.append((free, True))  # where the set was found and checked
+                continue
+            try:
+                again: Report | None = check_at(line, states, free)
+            except UsageError:
+                again = None
+            ok = again is not None and not new_findings(again)
+            held.append((free, ok))
+            if not ok:
+                failing.append((free, again))
+        holds = _parts(held)
+        middle_holds = dict(held)[middle]
+        count = sum(ok for _free, ok in held)
+        if middle_holds and (best is None or count > best[0]):
+            best = (count, (list(members), dict(asked), holds, _short(failing, g.free_low_gib, g.free_high_gib,
+                                                                       held, new_findings)))
+        if not failing:
+            break
+        reports = [(free, again) for free, again in failing if again is not None]
+        if not reports:
+            break
+        free, worst = min(reports, key=lambda p: (p[1].budget.kv_tokens or 0, p[0]))
+        known = {fix for _rule, fix in members}
+        wanted = [(f, fix) for f in new_findings(worst) if f.applicable
+                  for fix in (Fix(f.args, f.remove, f.command, _patches(f, run), f.note),)
+                  if fix not in known and _one_fraction(fix, report, run)]
+        if not wanted:
+            break
+        for f, fix in wanted:
+            at = next((i for i, (rule, old) in enumerate(members) if rule == f.rule and fix.args and not fix.command
+                       and _keys(old, run) == _keys(fix, run)), None)
+            if at is None:
+                members.append((f.rule, fix))
+            else:
+                # The finding as the launch has it there without the fix it replaces (its message then speaks of
+                # the launch's own figure, not of the replaced fix's: the 262,144-token context, not 41,187).
+                f, fix = _without(members, at, f, fix, run, args, free, check_at)
+                members[at] = (f.rule, fix)
+            asked[fix] = replace(f, message=f"at {free:.2f} GiB free (of the estimated {g.free_low_gib:.2f}-"
+                                            f"{g.free_high_gib:.2f} GiB), {f.message}")
+    return None if best is None else best[1]
+
+
+def _keys(fix: Fix, run: Run) -> set[str]:
+    return {_key(p) for p in written(fix.args, run.release.flags)}
+
+
+def _without(members: list[tuple[str, Fix]], at: int, finding: Finding, fix: Fix, run: Run, args: list[str],
+             free: float, check_at: RerunAt) -> tuple[Finding, Fix]:
+    """`finding` and its `fix` as the launch has them at `free` GiB with the set applied less its member `at` (the fix
+    of the same rule and flags that `fix` replaces); as given where that launch does not ask for the same flags."""
+    rest = as_one([x for i, (_rule, x) in enumerate(members) if i != at], run)
+    try:
+        again = check_at(changed(args, run.release.flags, rest.args, rest.remove), _fixed_states(run.states, rest), free)
+    except UsageError:
+        return finding, fix
+    for f in again.findings:
+        if f.rule == finding.rule and f.level == finding.level and f.applicable and not f.command:
+            plain = Fix(f.args, f.remove, f.command, (), f.note)
+            if _keys(plain, run) == _keys(fix, run):
+                return f, plain
+    return finding, fix
+
+
+def _short(failing: list[tuple[float, Report | None]], low: float, high: float, held: list[tuple[float, bool]],
+           new_findings: Callable[[Report], list[Finding]]) -> str | None:
+    """One line: the parts of the range where the set does not hold, and why (the first failing figure's first new
+    finding, errors first); None where it holds across the range."""
+    if not failing:
+        return None
+    gaps = _parts([(free, not ok) for free, ok in held])
+    where = ", ".join(f"{a:.2f}" if a == b else f"{a:.2f}-{b:.2f}" for a, b in gaps)
+    free, again = failing[0]
+    if again is None:
+        why = "the launch with the set applied is refused there"
+    else:
+        found = sorted(new_findings(again), key=lambda f: f.level != "error")
+        why = f"{found[0].rule}: {found[0].message}" if found else "no fix found"
+    return f"no set of the fixes found holds at {where} GiB of the estimated {low:.2f}-{high:.2f} GiB: at {free:.2f} GiB, {why}"
+
+
+def _explaining(report: Report, members: list[tuple[str, Fix]], asked: dict[Fix, Finding], run: Run) -> list[Finding]:
+    """The findings that call for the set's fixes no finding of the launch calls for (no printed finding of that
+    rule sets those flags): each as the launch with the fixes before it in place has it (a --context-length that
+    only the patched launch's kv-below-context asks for; a --chunked-prefill-size the range's low end asks for
+    where the launch's own finding of that rule sets a fraction), said so; a warning at most, since the launch as
+    given does not have it."""
+    printed = {(f.rule, frozenset(_keys(Fix(f.args), run))) for f in report.findings}
     out: list[Finding] = []
     for rule, fix in members:
         source = asked.get(fix)
-        if source is None or rule in printed:
+        key = (rule, frozenset(_keys(fix, run)))
+        if source is None or key in printed:
             continue
-        printed.add(rule)
+        printed.add(key)
         out.append(Finding(source.rule, "warning" if source.level == "error" else source.level,
                            f"with the fixes before it in place, {source.message}").fixed_by(
             Fix(source.args, source.remove, source.command, note=_set_note(source.note))))

@@ -101,8 +101,11 @@ class Report:
     # None where the report has no fix or no set of its fixes does that.
     fix_set: Fix | None = None
     # Where the free memory at load is an estimate: the parts of its range (GiB) over which the set holds, checked
-    # every advice.HOLD_STEP GiB (advice._holds); None where the free memory is no range or there is no set.
+    # every advice.HOLD_STEP GiB (advice._cover); None where the free memory is no range or there is no set.
     fix_set_holds: tuple[tuple[float, float], ...] | None = None
+    # Where the set, re-sized, still does not hold across the whole range: one line naming the part it cannot
+    # cover and why (advice._cover); None where it holds across it (or there is no range).
+    fix_set_short: str | None = None
 
     @property
     def has_errors(self) -> bool:
@@ -118,7 +121,8 @@ class Report:
             "fix_set": None if self.fix_set is None else {
                 "fix": self.fix_set.text, "fix_args": list(self.fix_set.args),
                 "fix_remove": list(self.fix_set.remove), "fix_command": list(self.fix_set.command),
-                "holds_free_gib": None if self.fix_set_holds is None else [list(p) for p in self.fix_set_holds]},
+                "holds_free_gib": None if self.fix_set_holds is None else [list(p) for p in self.fix_set_holds],
+                "short_of_range": self.fix_set_short},
         }
 
 
@@ -199,6 +203,8 @@ def lines(report: Report) -> list[str]:
                              f"{a:.2f}" if a == b else f"{a:.2f}-{b:.2f}" for a, b in holds)
                          + " GiB (pass --gpu-free for the card's own figure)")
             out.append(f"All fixes at once (checked together: no error, no new warning{where}): {report.fix_set.text}")
+            if report.fix_set_short is not None:
+                out.append(f"  {report.fix_set_short}")
     else:
         out.append("No findings.")
     return out
