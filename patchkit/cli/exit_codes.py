@@ -57,7 +57,8 @@ COMMAND_MEANINGS: dict[tuple[str, int], str] = {
     ("rebase", EXIT_PLAN): "a unit conflicts (the diff is written with conflict markers) or V already has the change; "
                            "--continue: a block left, or the resolution does not work on V (nothing written)",
     ("bump", EXIT_PLAN): "conflicts remain (DIR written with the blocks to resolve; the tree untouched), or a patch fails, "
-                         "or a diff breaks on V (an undefined name; with --python, an import)",
+                         "or a diff breaks on V (an undefined name, a model class registered twice; with --python, an "
+                         "import)",
     ("bump", EXIT_USAGE): "usage (-o DIR not new, empty or a bump's, or not makeable; --to older than V0; DIR's "
                           "record damaged; a file in DIR it would remove or overwrite not the one it wrote), or a "
                           "patch file could not be loaded (DIR written without it, named in REPORT.md: "

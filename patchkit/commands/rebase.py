@@ -108,7 +108,7 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
     target = releases.WheelSource(versions.normalise(str(record["to"]), "the record's release"), output.progress)
     again = rebase_tree.continue_command(folder, out)
     done = rebase_tree.finish(folder, target.read, again)
-    _works_on_v(done, folder, target.read, again)
+    _works_on_v(done, folder, target.read, target.python_files, again)
     if path is not None:
         atomic_write(path, done.data, 0o644)
     for note in done.notes:
@@ -129,15 +129,17 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
     return EXIT_OK
 
 
-def _works_on_v(done, folder: Path, read, again: str) -> None:
+def _works_on_v(done, folder: Path, read, listing, again: str) -> None:
     """The resolved files checked on V as `bump --continue` checks a resolution (works_on.static:
-    compiled, no name left undefined that the tree's base defines): each finding `FILE:LINE`,
-    exit 1 (PlanError), nothing written."""
+    compiled, no name left undefined that the tree's base defines, no import of what V lacks, no
+    model class V registers already; `listing`: V's Python files): each finding `FILE:LINE`, exit 1
+    (PlanError), nothing written."""
     from patchkit.engine import works_on
 
     changed = {c.rel: c for c in done.changes}
     found = works_on.static(list(changed), lambda rel: changed[rel].after if rel in changed else read(rel),
-                            lambda rel: changed[rel].before if rel in changed else read(rel), done.to)
+                            lambda rel: changed[rel].before if rel in changed else read(rel), done.to,
+                            lambda: sorted({*listing(), *(rel for rel, c in changed.items() if c.after is not None)}))
     if found:
         raise PlanError(f"{folder}: the resolution does not work on SGLang {done.to}: "
                         + "; ".join(f"{item.file}:{item.line}: {item.detail}" for item in found)

@@ -207,7 +207,9 @@ def _works_on_v(rows: list[PatchRow], to: WheelSource, folder: Path, python: str
         found = imported(python, to, state, changed_by, progress)
         notes = found.notes
         for finding in found.findings:
-            broken[changed_by[finding.file]].append(Conflict(finding.file, str(finding.line), finding.detail))
+            said = broken[changed_by[finding.file]]
+            if not any(item.file == finding.file and item.unit == str(finding.line) for item in said):
+                said.append(Conflict(finding.file, str(finding.line), finding.detail))  # else said already, statically
     out = []
     for row in rows:
         if not broken.get(row.id):

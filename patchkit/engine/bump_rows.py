@@ -121,12 +121,14 @@ def _gone(made: Rebased) -> list[str]:
 def breaks_on_v(diff: DiffPatchFile, applied: dict[str, bytes], state: dict[str, bytes],
                  to: WheelSource) -> list[Conflict]:
     """What `diff`, applied on V's files as `state` leaves them (`applied`), breaks there: its Python
-    files compiled and checked for names left undefined (works_on.static), each `FILE:LINE`."""
+    files compiled and checked for names left undefined, imports of what V lacks and model classes
+    registered twice (works_on.static), each `FILE:LINE`."""
     from patchkit.engine import works_on
 
     found = works_on.static([file.path for file in diff.files],
                             lambda rel: applied[rel] if rel in applied else to.read(rel),
-                            lambda rel: state[rel] if rel in state else to.read(rel), to.version)
+                            lambda rel: state[rel] if rel in state else to.read(rel), to.version,
+                            lambda: sorted({*to.python_files(), *(rel for rel, data in applied.items() if data)}))
     return [Conflict(item.file, str(item.line), item.detail) for item in found]
 
 

@@ -64,12 +64,17 @@ class Imported:
 # --- static: compile, undefined names, imports of names a module does not define ----------------
 
 
-def static(changed: Sequence[str], after: Read, before: Read, version: str) -> list[Finding]:
+def static(changed: Sequence[str], after: Read, before: Read, version: str,
+           files: Callable[[], Sequence[str]]) -> list[Finding]:
     """The Python files of `changed` as `after` has them (the set applied), each against `before`
     (the same file without the change; None: a new file): compile errors first, else the names
-    the change leaves undefined. `after` also answers for the modules an import names."""
+    the change leaves undefined, and the model classes it registers that another model module
+    registers too (`model_registry`). `after` also answers for the modules an import names;
+    `files`: V's Python files and those the set adds (asked only where the change registers a model
+    class anew)."""
     found: list[Finding] = []
     bound: dict[str, set[str] | None] = {}  # a module's top-level names, read once per check
+    trees: dict[str, tuple[ast.Module, ast.Module | None]] = {}
     for rel in changed:
         data = after(rel)
         if data is None or not rel.endswith(".py"):
@@ -88,9 +93,23 @@ def static(changed: Sequence[str], after: Read, before: Read, version: str) -> l
             old_tree = ast.parse(old, rel) if old is not None else None
         except (SyntaxError, ValueError):
             old_tree = None
+        trees[rel] = (tree, old_tree)
         found += _new_undefined(rel, tree, old_tree, version)
         found += _new_missing_imports(rel, tree, old_tree, after, bound, version)
+    found += _new_duplicates(trees, after, files, version)
     return found
+
+
+def _new_duplicates(trees: dict[str, tuple[ast.Module, ast.Module | None]], after: Read,
+                    files: Callable[[], Sequence[str]], version: str) -> list[Finding]:
+    """A model class a changed model module registers that another module of V (the set applied)
+    registers too: the model registry's import raises (every server), found without importing."""
+    from patchkit.engine import model_registry
+
+    return [Finding(d.file, d.line, f"breaks on {version}: registers the model class {d.name}, which "
+                                    f"{d.other_file}:{d.other_line} registers too: SGLang's model registry "
+                                    f"raises \"{d.message} {d.name}\" when it is imported (every server)")
+            for d in model_registry.duplicates(trees, after, files)]
 
 
 def undefined(rel: str, tree: ast.Module) -> list[tuple[str, str, int]]:

@@ -56,8 +56,8 @@ def test_a_model_class_v_registers_itself_is_a_conflict(tmp_path, monkeypatch):
     """Made on 0.5.16, where no model module registers Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM,
     a diff adds them to qwen3_5.py's EntryClass. On 0.5.17 it applies as it is, and compiles, but
     0.5.17's qwen3_5_text.py registers both: the model registry's import dies with "Duplicated model
-    implementation" (every server). A conflict at the EntryClass line, exit 1; `--continue` with the
-    tree as it is checks it again (exit 1)."""
+    implementation" (every server). A conflict at each added EntryClass line (found without the
+    import too), exit 1; `--continue` with the tree as it is checks it again (exit 1)."""
     entries = [line for path in (pristine("0.5.16") / "sglang/srt/models").glob("*.py")
                for line in path.read_bytes().splitlines() if line.startswith(b"EntryClass")]
     assert not any(b"Qwen3_5ForCausalLM," in line or b"Qwen3_5ForCausalLM]" in line for line in entries)
@@ -74,13 +74,25 @@ def test_a_model_class_v_registers_itself_is_a_conflict(tmp_path, monkeypatch):
     row = _row(done, "qwen3-5-text-entries")
     assert row["action"] == "conflicts" and not row["written"] and row["tree"] == "qwen3-5-text-entries.tree"
     tree = out / row["tree"] / QWEN
-    line = _line(tree, b"    Qwen3_5MoeForCausalLM,")
-    assert [(c["name"], c["detail"]) for c in row["conflicts"]] == [(
-        f"{QWEN}:{line}", "breaks on 0.5.17: importing sglang.srt.models.registry raises AssertionError: "
-                          "Duplicated model implementation for Qwen3_5MoeForCausalLM")]
+    lines = [_line(tree, b"    Qwen3_5MoeForCausalLM,"), _line(tree, b"    Qwen3_5ForCausalLM,")]
+    assert _duplicates(row) == [f"{QWEN}:{line}" for line in lines]
+    assert "importing 1 of them from SGLang 0.5.17's own files, to compare" in done.stderr  # the import failed too
     again = run("bump", "--continue", out, "--json")
     assert again.exit_code == 1, again.stderr
-    assert [c["name"] for c in _row(again, "qwen3-5-text-entries")["conflicts"]] == [f"{QWEN}:{line}"]
+    assert [c["name"] for c in _row(again, "qwen3-5-text-entries")["conflicts"]] == [f"{QWEN}:{line}" for line in lines]
+
+
+def _duplicates(row: dict) -> list[str]:
+    """The conflicts of a row that adds Qwen3_5MoeForCausalLM and Qwen3_5ForCausalLM to qwen3_5.py's
+    EntryClass on 0.5.17: found statically, each at its line (works_on's registry check), and the
+    registry's import failing at the first of them ("Duplicated model implementation for
+    Qwen3_5MoeForCausalLM") is not said a second time there."""
+    found = [(c["name"], c["detail"]) for c in row["conflicts"]]
+    assert [detail for _, detail in found] == [
+        f"breaks on 0.5.17: registers the model class {name}, which sglang/srt/models/qwen3_5_text.py:208 registers "
+        f"too: SGLang's model registry raises \"Duplicated model implementation for {name}\" when it is imported "
+        "(every server)" for name in ("Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM")], found
+    return [name for name, _ in found]
 
 
 def test_a_dataclass_on_a_msgspec_base_is_a_conflict_until_fixed(tmp_path, monkeypatch):
@@ -128,7 +140,7 @@ def test_a_duplicated_model_is_blamed_on_the_diff_that_registers_it(tmp_path, mo
     diff's added line that only shares a plain word of the message ("model"). As a real 27-diff
     stack moved 0.5.16 -> 0.5.17 had it: a comment added to gemma4_mm.py's video path (its diff
     first by name) mentioning "the model", and qwen3_5.py's EntryClass extended. The second diff is
-    the conflict, at the EntryClass line; the first carries over."""
+    the conflict, at its EntryClass lines; the first carries over."""
     monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.16", "0.5.17"))))
     gemma = "sglang/srt/models/gemma4_mm.py"
     video = b"    def get_video_feature(self, items: List[MultimodalDataItem]) -> torch.Tensor:\n"
@@ -147,6 +159,4 @@ def test_a_duplicated_model_is_blamed_on_the_diff_that_registers_it(tmp_path, mo
     row = _row(done, "035-qwen3-5-text-entries")
     assert row["action"] == "conflicts" and not row["written"], row
     line = _line(out / row["tree"] / QWEN, b"    Qwen3_5MoeForCausalLM,")
-    assert [(c["name"], c["detail"]) for c in row["conflicts"]] == [(
-        f"{QWEN}:{line}", "breaks on 0.5.17: importing sglang.srt.models.registry raises AssertionError: "
-                          "Duplicated model implementation for Qwen3_5MoeForCausalLM")]
+    assert _duplicates(row) == [f"{QWEN}:{line}", f"{QWEN}:{line + 1}"]

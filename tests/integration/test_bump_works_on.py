@@ -73,6 +73,46 @@ def test_a_unit_calling_a_name_v_no_longer_imports_is_a_conflict(tmp_path, monke
         (out / "glm-dp-encoder.patch").read_bytes()
 
 
+QWEN = "sglang/srt/models/qwen3_5.py"
+ENTRIES = b"EntryClass = [Qwen3_5MoeForConditionalGeneration, Qwen3_5ForConditionalGeneration]\n"
+WITH_CAUSAL_LM = (b"EntryClass = [\n    Qwen3_5MoeForConditionalGeneration,\n    Qwen3_5MoeForCausalLM,\n"
+                  b"    Qwen3_5ForConditionalGeneration,\n    Qwen3_5ForCausalLM,\n]\n")  # as the field's patch writes it
+
+
+def test_a_model_class_v_registers_itself_is_a_conflict_without_importing(tmp_path, monkeypatch):
+    """Made on 0.5.16, a diff adds Qwen3_5MoeForCausalLM and Qwen3_5ForCausalLM to qwen3_5.py's
+    EntryClass (a real stack's half-upstreamed patch): on 0.5.17 it applies as it is, and
+    qwen3_5_text.py registers both, so SGLang's model registry dies at import with "Duplicated model
+    implementation". Without --python (nothing imported) it is a conflict at each added line naming
+    the other registration, exit 1, and `--continue` finds it again; bumped onto 0.5.16, where no
+    module registers them, the same diff carries over (exit 0)."""
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.15.post1", "0.5.16", "0.5.17"))))
+    old = (pristine("0.5.16") / QWEN).read_bytes()
+    _one_diff(tmp_path / "mine", "qwen3-5-causal-lm.patch", "0.5.16", QWEN, old.replace(ENTRIES, WITH_CAUSAL_LM, 1))
+    text = "sglang/srt/models/qwen3_5_text.py"
+    native = (pristine("0.5.17") / text).read_bytes().split(b"\n").index(
+        b"EntryClass = [Qwen3_5MoeForCausalLM, Qwen3_5ForCausalLM]") + 1
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.16", "--to", "0.5.17", "-o", out, "--json")
+    assert done.exit_code == 1, done.stderr
+    row = _rows(done)["qwen3-5-causal-lm"]
+    assert row["action"] == "conflicts" and not row["written"] and row["tree"] == "qwen3-5-causal-lm.tree", row
+    lines = (out / row["tree"] / QWEN).read_bytes().split(b"\n")
+    expected = [(f"{QWEN}:{lines.index(b'    ' + name.encode() + b',') + 1}",
+                 f"breaks on 0.5.17: registers the model class {name}, which {text}:{native} registers too: SGLang's "
+                 f"model registry raises \"Duplicated model implementation for {name}\" when it is imported (every "
+                 "server)") for name in ("Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM")]
+    assert [(c["name"], c["detail"]) for c in row["conflicts"]] == expected
+    again = run("bump", "--continue", out, "--json")
+    assert again.exit_code == 1, again.stderr
+    assert [(c["name"], c["detail"]) for c in _rows(again)["qwen3-5-causal-lm"]["conflicts"]] == expected
+
+    older = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.15.post1", "--to", "0.5.16", "-o",
+                tmp_path / "bump-0.5.16", "--json")
+    assert older.exit_code == 0, older.stderr
+    assert _rows(older)["qwen3-5-causal-lm"]["action"] == "carries over"
+
+
 def test_a_name_v_itself_leaves_undefined_is_not_blamed_on_the_patch(tmp_path, monkeypatch):
     """Only what the diff brings counts: a comment put at the top of a file that pyflakes already finds
     an undefined name in on 0.5.23 carries over from 0.5.17 (exit 0)."""

@@ -20,7 +20,9 @@ def _reader(site: Path, changed: dict[str, bytes]):
 
 
 def _check(site: Path, changed: dict[str, bytes]) -> list[tuple[str, int, str]]:
-    found = works_on.static(sorted(changed), _reader(site, changed), _reader(site, {}), synthetic.VERSION)
+    files = sorted(path.relative_to(site).as_posix() for path in site.rglob("*.py"))
+    found = works_on.static(sorted(changed), _reader(site, changed), _reader(site, {}), synthetic.VERSION,
+                            lambda: sorted({*files, *changed}))
     return [(f.file, f.line, f.detail) for f in found]
 
 
@@ -66,3 +68,4 @@ def test_module_names():
     assert works_on.module_of("sglang/srt/managers/io_struct.py") == "sglang.srt.managers.io_struct"
     assert works_on.module_of("sglang/srt/models/__init__.py") == "sglang.srt.models"
     assert works_on.module_of("sglang/srt/kernel.cuh") is None and works_on.module_of("other/x.py") is None
+
