@@ -84,10 +84,13 @@ def run(command: Callable[[], int], as_json: bool = False, sets: PatchSets | Non
 
 def _with_unloadable(code: int, sets: PatchSets | None) -> int:
     """The diff files of a patch folder that were left out (`sets.unloadable`), each named with
-    its cause after the command's work, which ran without them; the exit code is then not 0."""
+    its cause after the command's work, which ran without them; the exit code is then not 0. A
+    diff with nothing inside the package (`sets.file_notes`) is named too, the code kept."""
     left = sets.unloadable() if sets is not None else []
     for unfinished in sets.incomplete() if sets is not None else []:  # --allow-incomplete: said, exit kept
         output.warn(unfinished.warning())
+    for said in sets.file_notes() if sets is not None else []:  # a diff with nothing to apply: named, exit kept
+        output.note(said)
     for exc in left:
         output.error(f"{exc} (left out; the other patches of its folder were loaded)")
     return code or (left[0].exit_code if left else code)

@@ -44,7 +44,8 @@ def list_patches(as_json: bool) -> int:
         if row["upstream_narrower"]:
             output.line(f"    upstream's fix, where a release has it, is narrower: {row['upstream_narrower']}")
         if "made_for" in row:
-            output.line(f"    {release_blobs.made_for_text(row['made_for'])}")
+            # A diff of files outside the package only: what it is, in place of the release it was made for.
+            output.line(f"    {row['nothing_inside'] or release_blobs.made_for_text(row['made_for'])}")
             for pid, files in row["stacked_on"].items():
                 output.line(f"    stacked on {pid}: its pre-image is {pid}'s post-image ({len(files)} file(s)); "
                             f"applied after it")

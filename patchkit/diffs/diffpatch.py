@@ -16,7 +16,7 @@ from patchkit.authoring.kind import CREATED, DELETED
 from patchkit.authoring.patch import Patch
 from patchkit.base.errors import PlanError
 from patchkit.diffs import units as units_mod
-from patchkit.diffs.unidiff import DiffPatchFile, FileDiff, load, read_file
+from patchkit.diffs.unidiff import DiffPatchFile, FileDiff, load, nothing_inside, read_file
 from patchkit.diffs.hunk_apply import apply_hunks
 from patchkit.diffs.resolution import PER_UNIT, UPSTREAM, FileResolution
 from patchkit.diffs.unit_merge import resolve_file, with_units
@@ -70,6 +70,10 @@ class DiffPatch(Patch):
 
     def upstream_remedy(self, version: str) -> str | None:
         return f"`patchkit rebase {self.SOURCE} --to {version}` re-makes the diff"
+
+    def precondition(self, read: Callable[[str], bytes | None]) -> str | None:
+        # A diff of files outside the package only: `not-applicable` on every release, saying so.
+        return nothing_inside(self.DIFF)
 
     def before_change(self, path: str, data: bytes) -> bytes | None:
         return apply_hunks(data, self._file(path).hunks, reverse=True) if self._own(path) else None
@@ -264,7 +268,8 @@ def described(cls: type[DiffPatch]) -> dict[str, Any]:
     """What `list` shows of a diff patch: the cached releases it was made for (its index hashes),
     its notes, and {id: files} of each loaded diff it is stacked on."""
     return {"made_for": [match.to_dict() for match in cls.made_for()], "notes": list(cls.NOTES),
-            "stacked_on": {pid: files for pid, files in cls.STACKED_ON.items()}}
+            "stacked_on": {pid: files for pid, files in cls.STACKED_ON.items()}, "outside": list(cls.DIFF.outside),
+            "nothing_inside": nothing_inside(cls.DIFF)}
 
 
 def patch_classes(files: list[tuple[Path, str, DiffPatchFile]]) -> list[type[DiffPatch]]:

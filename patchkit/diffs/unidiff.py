@@ -515,13 +515,23 @@ def _left_out(name: str, outside: list[str], damaged: int) -> list[str]:
 
 
 def load(data: bytes, name: str) -> DiffPatchFile:
-    """A diff patch's file parsed (`parse`), refused when it changes no file of the package
-    (only files outside it, or only modes: the parser's notes say which)."""
+    """A diff patch's file parsed (`parse`), refused when it changes no file at all (only modes:
+    the parser's notes say so). A diff whose every file is outside the package (a checkout's
+    `python/pyproject.toml`, `test/...`) loads: a member of its set with nothing to apply
+    (`nothing_inside`)."""
     diff = parse(data, name)
-    if not diff.files:
-        left_out = f" ({len(diff.outside)} file(s) outside it left out)" if diff.outside else ""
-        raise PlanError(f"{name}: no change to a file of the sglang package in it{left_out}")
+    if not diff.files and not diff.outside:
+        raise PlanError(f"{name}: no change to a file of the sglang package in it")
     return diff
+
+
+def nothing_inside(diff: DiffPatchFile) -> str | None:
+    """What a diff whose every file is outside the installed package is, in words (status's
+    detail, list, the note every command that reads its set prints); None for another diff."""
+    if diff.files or not diff.outside:
+        return None
+    return (f"a diff with nothing inside the sglang package: nothing to apply here; its files belong to an SGLang "
+            f"checkout, yours to carry there: {', '.join(diff.outside)}")
 
 
 def _refuse_conflict_markers(name: str, lines: list[bytes], start: int, end: int) -> None:

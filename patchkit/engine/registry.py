@@ -58,6 +58,9 @@ class FileKind(NamedTuple):
     # What `list` shows of a loaded class beyond the fields every patch has (diffs: the releases it
     # was made for, its notes, the diffs it is stacked on).
     describe: Callable[[type[Patch]], dict[str, Any]] | None = None
+    # What every command that read the set says of one parsed file when it ends, or None (a diff
+    # whose every file is outside the package: "(id): a diff with nothing inside ...").
+    note: Callable[[Any], str | None] | None = None
 
 
 class PatchSet(NamedTuple):  # (not a dataclass: making one costs every command ~1 ms)
@@ -212,7 +215,15 @@ def _describe_diff(cls: type[Patch]) -> dict[str, Any]:
     return described(cls)  # type: ignore[arg-type]
 
 
-FILE_KINDS: dict[str, FileKind] = {"diff": FileKind(DIFF_SUFFIXES, _read_diff, _diff_classes, _describe_diff)}
+def _diff_note(parsed: Any) -> str | None:
+    from patchkit.diffs.unidiff import nothing_inside
+
+    said = nothing_inside(parsed)
+    return f"({parsed.id}): {said}" if said else None
+
+
+FILE_KINDS: dict[str, FileKind] = {"diff": FileKind(DIFF_SUFFIXES, _read_diff, _diff_classes, _describe_diff,
+                                                    _diff_note)}
 
 
 def _kind_of(name: str) -> str | None:
@@ -287,6 +298,16 @@ class PatchSets:
     def unloadable(self) -> list[PatchkitError]:
         """The diff files of the loaded folders that were left out, each error naming its file."""
         return list(self._unloadable)
+
+    def file_notes(self) -> list[str]:
+        """What every command that read the set says of its patch files when it ends, "FILE: note",
+        as each file's kind says it (`FileKind.note`: a diff with nothing inside the package)."""
+        found = []
+        for path, parsed in self._parsed.items():
+            note = FILE_KINDS[_kind_of(path.name)].note  # type: ignore[index]
+            said = note(parsed) if note is not None else None
+            found += [f"{path} {said}"] if said else []
+        return found
 
     def _folder_set(self, folder: str, option: str = "--patches") -> PatchSet:
         """The set a folder (or one diff file) holds; `option`: how the user named it."""

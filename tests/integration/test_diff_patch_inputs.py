@@ -18,6 +18,7 @@ pytestmark = pytest.mark.integration
 
 OFFLOADER = "sglang/srt/utils/offloader.py"
 HF_UTILS = "sglang/srt/utils/hf_transformers_utils.py"
+DEVICE_CONFIG = "sglang/srt/configs/device_config.py"
 
 
 def _release_file(rel: str, version: str = "0.5.20") -> bytes:
@@ -359,3 +360,57 @@ def test_a_rebased_diff_with_its_conflict_block_unresolved_is_exit_2_at_load(tmp
         assert result.exit_code == 2, (command, result.stderr)
         assert "unresolved conflict block" in result.stderr and str(out) in result.stderr, result.stderr
     assert snapshot(site) == before
+
+
+def test_a_diff_wholly_outside_the_package_is_a_member_with_nothing_to_apply(tmp_path, release):
+    """issue 40 item 9: a stack's diff whose every file is outside the installed package (the field's
+    `python/pyproject.toml` pin; `test/...`, `sgl-kernel/...`) was a load error: left out of its folder
+    with exit 1 on every command (`--patches FILE`: refused), so no set holding one could be used. It
+    loads: `not-applicable` on status and apply saying what it is and where its files belong, named
+    on stderr by every command that reads the set (revert, image dockerfile too), copied into an
+    image's context; a set of it alone applies nothing, exit 0."""
+    site = release("0.5.20", extra=(DEVICE_CONFIG,))
+    before = snapshot(site)
+    old = _release_file(DEVICE_CONFIG)
+    new = old.replace(b"Not supported device type", b"Not a supported device")
+    folder = tmp_path / "stack"
+    folder.mkdir()
+    (folder / "device-fix.patch").write_bytes(git_diff({DEVICE_CONFIG: old}, {DEVICE_CONFIG: new}, prefix="python/"))
+    pin = folder / "pin.patch"
+    pin.write_bytes(git_diff({"pyproject.toml": b'dependencies = ["torch"]\n', "test/srt/test_x.py": b"x = 1\n"},
+                             {"pyproject.toml": b'dependencies = ["torch==2.9.1"]\n', "test/srt/test_x.py": b"x = 2\n"},
+                             prefix="python/"))
+    files = "python/pyproject.toml, python/test/srt/test_x.py"
+    said = f"{pin} (pin): a diff with nothing inside the sglang package: nothing to apply here"
+
+    def named(result, *words: str) -> None:
+        assert result.exit_code == 0, (result.exit_code, result.stderr)
+        assert f"note: {said}" in result.stderr and files in result.stderr, result.stderr
+        for word in words:
+            assert word in result.stdout, result.stdout
+
+    listed = run("--patches", folder, "list", "--json")
+    named(listed)
+    row = next(row for row in listed.json()["patches"] if row["id"] == "pin")
+    assert row["targets"] == [] and row["outside"] == files.split(", ") and "nothing to apply here" in row["nothing_inside"]
+    named(run("--patches", folder, "list"), "nothing inside the sglang package")
+    status = run("--patches", folder, "status", "--site-packages", site, "--json")
+    named(status)
+    rows = {row["id"]: row for row in status.json()["patches"]}
+    assert rows["pin"]["state"] == "not-applicable" and files in rows["pin"]["detail"], rows["pin"]
+    assert rows["device-fix"]["state"] == "pending"
+    named(run("--patches", folder, "apply", "--site-packages", site), "not-applicable  pin")
+    assert (site / DEVICE_CONFIG).read_bytes() == new
+    named(run("--patches", folder, "revert", "--site-packages", site))
+    assert snapshot(site) == before
+    # A set of that diff alone: nothing to apply, exit 0, nothing written.
+    alone = run("--patches", pin, "apply", "--site-packages", site, "--only", "pin")
+    named(alone, "nothing to do")
+    assert snapshot(site) == before
+    wheel = tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
+    (tmp_path / "ctx").mkdir()
+    image = run("--patches", folder, "image", "dockerfile", "--base", "b", "--target", "0.5.20", "--wheel", wheel,
+                "-o", tmp_path / "ctx" / "Dockerfile")
+    named(image)
+    assert (tmp_path / "ctx" / "patchkit-patches" / "1" / "pin.patch").read_bytes() == pin.read_bytes()
