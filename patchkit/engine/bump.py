@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from patchkit.engine import registry, upstream
 # The actions and the record's and report's names are said once, in bump_record (the registry reads them too).
 from patchkit.engine.bump_record import (BLOCKING as BLOCKING, CARRIES as CARRIES, CONFLICTS as CONFLICTS,
-                                         DROP as DROP, FAILED as FAILED, GONE as GONE,
+                                         DROP as DROP, FAILED as FAILED, GONE as GONE, NOT_NEEDED as NOT_NEEDED,
                                          REBASED as REBASED, RECORD as RECORD, REPORT as REPORT)
 from patchkit.engine.bump_record import JOURNAL as JOURNAL, continue_command
 # The record's rows and its reader are bump_record's too (the registry reads the record through it).
@@ -112,12 +112,16 @@ def _diff_rows(diffs: list[type[Patch]], before: dict[str, upstream.Verdict], fi
     from patchkit.diffs import rebase as rebasing, release_blobs, stacks, unidiff
 
     items = []
+    outside: list[PatchRow] = []
     for patch in diffs:
         path = registry.source_file(patch.ID)
         data = path.read_bytes()
         diff = unidiff.load(data, path.name)
-        items.append((diff, data))
         inputs[diff.id] = (path.name, data)
+        if unidiff.nothing_inside(diff):
+            outside.append(_outside_row(patch, diff, path.name, data, to.version, files))
+            continue
+        items.append((diff, data))
     # The base of each diff, on its files not made on top of another one of them; V0 is older than V.
     release_blobs.find_bases([diff for diff, _ in items], to.version, progress, last=to.version)
     # On V0, the diffs whose hunks apply there as they are, in stack order (a stacked one on top of
@@ -152,7 +156,19 @@ def _diff_rows(diffs: list[type[Patch]], before: dict[str, upstream.Verdict], fi
             continue
         rows.append(_diff_row(patch, before[pid], made, inputs[pid][1], files))
     # Each diff's files outside the package, named from round one, whatever its action.
-    return [replace(row, outside=diffs_by_id[row.id].outside) for row in rows]
+    return [replace(row, outside=diffs_by_id[row.id].outside) for row in rows] + outside
+
+
+def _outside_row(patch: type[Patch], diff: DiffPatchFile, name: str, data: bytes, to: str,
+                 files: dict[str, bytes]) -> PatchRow:
+    """A diff whose every file is outside the package (a checkout's `python/pyproject.toml` pin):
+    nothing patchkit can judge on either release; written to DIR unchanged, for the user to check
+    against V by hand (`Bump.next_steps`), never a reason the set is not finished."""
+    files[name] = data
+    return PatchRow(id=patch.ID, kind="diff", on_from=upstream.NOT_APPLICABLE, on_to=upstream.NOT_APPLICABLE,
+                    action=NOT_NEEDED, upstream=tuple(patch.UPSTREAM), written=name, outside=diff.outside,
+                    detail=f"nothing inside the sglang package: written to DIR unchanged; check its files against "
+                           f"SGLang {to} by hand (a dependency pin: the version {to} needs)")
 
 
 def _waiting(lower: str) -> str:
@@ -190,7 +206,7 @@ def _works_on_v(rows: list[PatchRow], to: WheelSource, folder: Path, python: str
     broken: dict[str, list[Conflict]] = {}
     changed_by: dict[str, str] = {}  # a file of the set -> the last diff that changes it
     for row in rows:
-        if row.action in BLOCKING or not row.written:
+        if row.action in BLOCKING or not row.written or row.action == NOT_NEEDED:  # (nothing inside the package)
             continue
         diff = unidiff.parse(files[row.written], row.written)
         applied = apply_on(diff, dict(state), to.read)

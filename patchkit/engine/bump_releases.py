@@ -80,7 +80,9 @@ def diffs_base(ids: list[str], to: str, progress: Callable[[str], None]) -> Base
     diffs = []
     for pid in ids:
         path = registry.source_file(pid)
-        diffs.append(unidiff.load(unidiff.read_file(path), path.name))
+        diff = unidiff.load(unidiff.read_file(path), path.name)
+        if not unidiff.nothing_inside(diff):  # (a diff of files outside the package names no release)
+            diffs.append(diff)
     found = _base(diffs, release_blobs.made_for)
     if found is None:  # fetched as rebase does, each diff on its own files (not those stacked on another)
         release_blobs.find_bases(diffs, to, progress, last=to)

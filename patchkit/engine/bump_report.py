@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchkit.engine.bump_record import (BLOCKING, CONFLICTS, DROP, FAILED, GONE, REBASED, Conflict, LaunchChange,
+from patchkit.engine.bump_record import (BLOCKING, CONFLICTS, DROP, FAILED, GONE, NOT_NEEDED, REBASED, Conflict, LaunchChange,
                                          PatchRow, continue_command)
 from patchkit.store.naming import Naming
 
@@ -80,11 +80,17 @@ class Bump:
         steps = []
         if self.left_out:
             steps.append("fix or remove each patch file left out (REPORT.md: Left out), then run this bump again: DIR lacks them")
-        outside = [row for row in self.patches if row.outside]
+        outside = [row for row in self.patches if row.outside and not wholly_outside(row)]
         if outside:
             steps.append(f"carry the files outside the sglang package into your SGLang {self.to} checkout yourself "
                          "(patchkit patches the installed package only; DIR's diffs leave them out): "
                          + "; ".join(f"{row.id}: {', '.join(row.outside)}" for row in outside))
+        whole = [row for row in self.patches if wholly_outside(row)]
+        if whole:
+            steps.append(f"check by hand against SGLang {self.to} each diff with nothing inside the sglang package "
+                         "(written to DIR unchanged; patchkit judges only the installed package's files: a dependency "
+                         f"pin must be the version {self.to} needs): "
+                         + "; ".join(f"{row.written}: {', '.join(row.outside)}" for row in whole))
         modules = [row.tree for row in self.patches if row.tree and row.kind == "module" and row.action in BLOCKING]
         if modules:
             steps.append(f"fix each patch module that does not work on SGLang {self.to} in its tree, against "
@@ -147,8 +153,11 @@ class Bump:
             out += ["", "## Left out (cannot be loaded; not in DIR)", ""] + [f"- {item}" for item in self.left_out]
         outside = [row for row in self.patches if row.outside]
         if outside:
-            out += ["", "## Outside the sglang package (not in DIR: yours to carry to " + self.to + ")", ""]
-            out += [f"- `{row.id}`: " + ", ".join(f"`{rel}`" for rel in row.outside) for row in outside]
+            out += ["", "## Outside the sglang package", ""]
+            out += [f"- `{row.id}`: " + ", ".join(f"`{rel}`" for rel in row.outside)
+                    + (f" (the whole diff: written to DIR unchanged as `{row.written}`; check it against {self.to} by "
+                       "hand)" if wholly_outside(row) else f" (not in DIR: yours to carry to {self.to})")
+                    for row in outside]
         if self.launches:
             out += ["", "## Launch lines", ""]
             for launch in self.launches:
@@ -158,6 +167,11 @@ class Bump:
             out += ["", "## Notes", ""] + [f"- {note}" for note in notes]
         out += ["", "## To finish", ""] + [f"{i}. {step}" for i, step in enumerate(self.next_steps(), 1)]
         return "\n".join(out) + "\n"
+
+
+def wholly_outside(row: PatchRow) -> bool:
+    """A diff whose every file is outside the package (bump._outside_row): in DIR as it was given."""
+    return row.kind == "diff" and bool(row.outside) and row.action == NOT_NEEDED
 
 
 def _counts(counts: dict[str, int]) -> str:

@@ -67,3 +67,42 @@ def test_files_outside_the_package_are_named_from_round_one_with_what_to_do(tmp_
     assert "## Outside the sglang package" in text and all(f"`{rel}`" in text for rel in files)
     # To finish: pasteable, the folder with a space quoted.
     assert f"`patchkit --patches '{out}' apply`" in text
+
+
+def test_a_diff_wholly_outside_the_package_is_named_written_unchanged_and_the_set_finishes(tmp_path, monkeypatch):
+    """issue 40 item 9 (the field's 27-patch stack holds a patch that only pins a dependency in
+    python/pyproject.toml): such a diff was a load error, so the bump could not finish the set
+    (exit 1, the patch file left out). It is named from round one as outside the package with what to
+    do (check it against V by hand), written to DIR unchanged, and the set finishes: exit 0, the
+    diff beside it carried over as before, DIR a set every command loads."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.16", "0.5.17"))))
+    before = (pristine("0.5.16") / DEVICE_CONFIG).read_bytes()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "device-fix.patch").write_bytes(git_diff(
+        {DEVICE_CONFIG: before}, {DEVICE_CONFIG: before.replace(b"Not supported device type", b"Not a supported device")},
+        prefix="python/"))
+    pin = tmp_path / "mine" / "0002-pin-torch.patch"
+    pin.write_bytes(git_diff({"pyproject.toml": b'dependencies = ["torch==2.9.1"]\n'},
+                             {"pyproject.toml": b'dependencies = ["torch==2.9.1", "flashinfer-python==0.6.1"]\n'},
+                             prefix="python/"))
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.16", "--to", "0.5.17", "-o", out, "--json")
+    assert done.exit_code == 0, done.stderr
+    report = done.json()
+    assert report["complete"] and not report["left_out"] and not report["blocked"], report
+    rows = {row["id"]: row for row in report["patches"]}
+    assert (rows["device-fix"]["action"], rows["device-fix"]["written"]) == ("carries over", "device-fix.patch")
+    row = rows["pin-torch"]
+    assert (row["on_from"], row["on_to"], row["action"]) == ("not-applicable", "not-applicable", "not applicable"), row
+    assert row["written"] == pin.name and row["outside"] == ["python/pyproject.toml"], row
+    assert (out / pin.name).read_bytes() == pin.read_bytes()  # unchanged
+    step = next(step for step in report["next"] if "nothing inside the sglang package" in step)
+    assert "check by hand against SGLang 0.5.17" in step and f"{pin.name}: python/pyproject.toml" in step
+    text = (out / "REPORT.md").read_text()
+    assert f"- `pin-torch`: `python/pyproject.toml` (the whole diff: written to DIR unchanged as `{pin.name}`; " \
+           "check it against 0.5.17 by hand)" in text, text
+    assert "| `pin-torch` | not-applicable | not-applicable | not applicable |" in text
+    assert run("--patches", out, "list").exit_code == 0  # a finished set, not refused
