@@ -144,6 +144,96 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[
     fsync_dir(path.parent)
 
 
+def replace_or_keep(path: Path, data: bytes, mode: int | None = None) -> None:
+    """A file the user named (`-o FILE`) replaced by `data` as `atomic_write` does, or, on any
+    failure, the sync of its folder after the rename included, left as it was: the earlier file
+    (hard-linked aside first) put back, or the new one removed where there was none. Not for a
+    commit point (the store's journal): there a rename that happened is kept."""
+    tmp = write_temp_beside(path, data, mode)
+    aside: Path | None = None
+    replaced = False
+    try:
+        if os.path.lexists(path):
+            aside = tmp.with_name(tmp.name + ".earlier")
+            os.link(path, aside, follow_symlinks=False)
+        os.replace(tmp, path)
+        replaced = True
+        fsync_dir(path.parent)
+    except BaseException:
+        if not replaced:
+            tmp.unlink(missing_ok=True)
+        elif aside is not None:
+            os.replace(aside, path)
+            aside = None
+        else:
+            path.unlink(missing_ok=True)
+        raise
+    finally:
+        if aside is not None:
+            aside.unlink(missing_ok=True)
+
+
+def write_new_folder(folder: Path, files: dict[str, bytes], mode: int = 0o644) -> None:
+    """`folder` (absent, or an empty folder) made to hold `files` ({'/'-separated path: bytes}),
+    whole or not at all: written and synced in a staging folder beside it (`.NAME.patchkit-new-*`),
+    then renamed onto it (a rename replaces an empty folder), its parent synced. On any failure,
+    that sync included, the staging folder is removed and `folder` is as it was (absent, or empty
+    with its mode); the error names the file or folder it was about."""
+    import shutil
+    import tempfile
+
+    parent = folder.parent
+    if not parent.is_dir():
+        parent.mkdir(parents=True, exist_ok=True)
+    earlier = os.stat(folder).st_mode & 0o7777 if folder.is_dir() else None
+    try:
+        staged = Path(tempfile.mkdtemp(prefix=f".{folder.name}.patchkit-new-", dir=parent))
+    except OSError as exc:
+        raise type(exc)(exc.errno, exc.strerror, str(parent)) from None
+    renamed = False
+    try:
+        made = {staged}
+        for rel, data in files.items():
+            path = staged / rel
+            if path.parent not in made:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                made.update([path.parent, *path.parent.parents])
+            _write_synced(path, data, mode)
+        for here in sorted(made, key=lambda p: -len(p.parts)):
+            if here == staged or staged in here.parents:
+                fsync_dir(here)
+        os.chmod(staged, 0o755 if earlier is None else earlier)
+        try:
+            os.rename(staged, folder)
+        except OSError as exc:
+            raise type(exc)(exc.errno, exc.strerror, str(folder)) from None
+        renamed = True
+        fsync_dir(parent)
+    except BaseException:
+        if renamed:  # the parent's sync failed: the folder taken back out, the empty one it replaced made again
+            os.rename(folder, staged)
+            if earlier is not None:
+                os.mkdir(folder)
+                os.chmod(folder, earlier)
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+
+
+def _write_synced(path: Path, data: bytes, mode: int) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise _named(exc, path) from None
+
+
 def dies_with_parent() -> Callable[[], None] | None:
     """A `preexec_fn` that makes the child die with this process (Linux PR_SET_PDEATHSIG: the
     kernel sends it SIGKILL when patchkit exits, a SIGKILL of patchkit included), so that no

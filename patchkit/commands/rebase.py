@@ -11,7 +11,7 @@ from patchkit.commands.destination import output_file
 from patchkit.commands.patch_file import read_patch_file
 from patchkit.base.constants import EXIT_OK, EXIT_PLAN
 from patchkit.base.errors import PlanError, UsageError
-from patchkit.base.util import atomic_write
+from patchkit.base.util import replace_or_keep
 
 
 def rebase(patches: tuple[str, ...], to: str | None, first: str | None, out: str | None, as_json: bool,
@@ -47,7 +47,7 @@ def rebase(patches: tuple[str, ...], to: str | None, first: str | None, out: str
     if tree is not None:
         return _tree(made, data, Path(tree), as_json, Path(patch))
     if path is not None:
-        atomic_write(path, made.data, 0o644)
+        replace_or_keep(path, made.data, 0o644)
     conflicts = made.conflicts
     hint = ([] if made.base or not conflicts else
             ["the diff's base is not known (its index lines name no cached release): --from V names the release it "
@@ -110,7 +110,7 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
     done = rebase_tree.finish(folder, target.read, again)
     _works_on_v(done, folder, target.read, target.python_files, again)
     if path is not None:
-        atomic_write(path, done.data, 0o644)
+        replace_or_keep(path, done.data, 0o644)
     for note in done.notes:
         output.warn(note)
     if as_json:
@@ -176,7 +176,7 @@ def _stack(patches: list[str], to: str, folder: Path, as_json: bool, trees: bool
             rows.append({"id": pid, "path": None, "conflicts": [], "notes": [made]})
             continue
         path = folder / made.diff.name
-        atomic_write(path, made.data, 0o644)
+        replace_or_keep(path, made.data, 0o644)
         conflicts += len(made.conflicts)
         rows.append({"id": pid, "path": str(path), "from": list(made.base), "counts": made.resolution.counts(),
                      "conflicts": [u.to_dict() for u in made.conflicts], "notes": list(made.notes)})

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit.base.errors import PlanError, UsageError
-from patchkit.base.util import atomic_write, read_regular, sha256
+from patchkit.base.util import read_regular, sha256, write_new_folder
 from patchkit.diffs import format_patch
 from patchkit.diffs.rebase import Rebased, write_diff
 from patchkit.diffs.unidiff import DiffPatchFile
@@ -66,10 +66,7 @@ def write_tree(made: Rebased, data: bytes, folder: Path) -> list[str]:
     `folder` must be empty or not exist (nothing of the user's is overwritten)."""
     check_empty(folder)
     files = tree_files(made, data)
-    for rel, content in files.items():
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, content, 0o644)
+    write_new_folder(folder, files)  # whole or not at all: a failure leaves `folder` as it was
     return [rel for rel in files if rel != RECORD]
 
 
@@ -336,6 +333,7 @@ def write_stack(stacked: list, inputs: dict[str, bytes], folder: Path) -> list[S
     the lower's resolution): it gets no tree and waits (`waits_on`)."""
     check_empty(folder)
     found: list[StackTree] = []
+    files: dict[str, bytes] = {}  # every tree, written together (whole or not at all)
     for pid, made in stacked:
         if isinstance(made, str):
             found.append(StackTree(pid, "", "", "", upstream=made))
@@ -344,6 +342,10 @@ def write_stack(stacked: list, inputs: dict[str, bytes], folder: Path) -> list[S
             found.append(StackTree(pid, made.diff.name, made.to, "", waits_on=tuple(made.depends_on)))
             continue
         tree = f"{Path(made.diff.name).stem}.tree"
-        written = write_tree(made, inputs[pid], folder / tree)
+        its = tree_files(made, inputs[pid])
+        files.update({f"{tree}/{rel}": content for rel, content in its.items()})
+        written = [rel for rel in its if rel != RECORD]
         found.append(StackTree(pid, made.diff.name, made.to, tree, tuple(written), made.conflicts, made.notes))
+    if files:
+        write_new_folder(folder, files)
     return found

@@ -1,0 +1,117 @@
+"""Faults at the writes of `rebase --tree DIR` and `rebase --continue DIR -o FILE` for a diff that
+deletes a file (the record's `deleted` key, 67a5c56): upstream's empty
+sglang/srt/hardware_backend/mlx/moe/tests/__init__.py deleted beside an edit, made on real 0.5.14,
+rebased onto 0.5.15. EIO or ENOSPC injected by strace at the first and the last write, fsync and
+rename that touch the folder DIR and FILE are made in (each seen delivered), a full tmpfs and a
+read-only folder: each run exits 6 with one line, and that folder (DIR, an earlier FILE, a file of
+the user's) is byte for byte as it was (docs/faults.md). Before, `--tree` wrote DIR's files one
+by one: a failure part way left DIR half written (and the next `--tree DIR` refused it as not
+empty)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from testing import write_faults
+from testing.diffs import git_diff
+from testing.releases import pristine, tree
+from tests.integration.test_diff_moved_and_whole_files import EMPTY_INIT
+
+pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.integration]
+
+MOE_INIT = EMPTY_INIT.replace("tests/", "")
+
+
+@pytest.fixture(scope="module")
+def strace():
+    found = shutil.which("strace")
+    if found is None:
+        pytest.skip("strace is not installed (.ci/run installs it with apt-get; it could not be installed here)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A home with the two wheels, the diff, and `work/` (a file of the user's, the resolved tree
+    `done.tree` and an earlier `fixed.patch`): where the trees and the finished diff go."""
+    from testing.checkout import wheel_home
+
+    root = tmp_path_factory.mktemp("rebase-faults")
+    home = wheel_home(root / "home", ("0.5.14", "0.5.15"))
+    old = {rel: (pristine("0.5.14") / rel).read_bytes() for rel in (EMPTY_INIT, MOE_INIT)}
+    patch = root / "drops-edit.patch"
+    patch.write_bytes(git_diff(old, {EMPTY_INIT: None, MOE_INIT: old[MOE_INIT] + b"X = 1\n"}))
+    work = root / "work"
+    work.mkdir()
+    (work / "mine.txt").write_bytes(b"the user's\n")
+    made = write_faults.run(("rebase", str(patch), "--to", "0.5.15", "--tree", str(work / "done.tree")), root, home)
+    assert made.returncode == 0, made.stderr
+    assert '"deleted"' in (work / "done.tree" / ".patchkit-rebase.json").read_text()
+    (work / "fixed.patch").write_bytes(b"an earlier diff\n")
+    return root, home, patch, work
+
+
+def _commands(world, work: Path) -> dict[str, tuple[str, ...]]:
+    """The two commands, on this test's own copy of `work/`."""
+    patch = world[2]
+    return {"tree": ("rebase", str(patch), "--to", "0.5.15", "--tree", str(work / "new.tree")),
+            "continue": ("rebase", "--continue", str(work / "done.tree"), "-o", str(work / "fixed.patch"))}
+
+
+def _failed_as_it_was(proc: subprocess.CompletedProcess, work: Path, before: dict, cause: str) -> None:
+    assert proc.returncode == 6, (proc.returncode, proc.stderr)
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: ") and f"({cause})" in line, line
+    assert tree(work) == before
+
+
+@pytest.mark.parametrize("which", ["tree", "continue"])
+def test_an_injected_error_at_a_write_leaves_the_folder_as_it_was(strace, world, which, tmp_path):
+    root, home, _, seed = world
+    kept, work = seed, tmp_path / "work"
+    shutil.copytree(kept, work, symlinks=True)
+    args = _commands(world, work)[which]
+    before = tree(work)
+    done, found = write_faults.reference(strace, args, root, home, [work], tmp_path / "reference.strace")
+    assert done.returncode == 0, done.stderr
+    after = tree(work)
+    assert after != before
+    chosen = write_faults.picks(found)
+    assert {name for name, _, _ in chosen} >= {"write", "fsync", "rename"}, found
+    for syscall, n, error in chosen:
+        shutil.rmtree(work)
+        shutil.copytree(kept, work, symlinks=True)
+        proc, undelivered = write_faults.faulted(strace, args, root, home, syscall, n, error, tmp_path / "trial.strace")
+        assert undelivered is None, (syscall, n, error, undelivered)
+        _failed_as_it_was(proc, work, before, error)
+    again = write_faults.run(args, root, home)  # the next run writes it whole
+    assert again.returncode == 0 and tree(work) == after, again.stderr
+
+
+@pytest.mark.parametrize("which", ["tree", "continue"])
+def test_a_full_file_system_leaves_the_folder_as_it_was(world, tmp_path, which):
+    why = write_faults.cannot_mount()
+    if why:
+        pytest.skip(f"a full tmpfs cannot be mounted: {why}")
+    root, home, _, seed = world
+    start = lambda small: shutil.copytree(seed, small / "work", symlinks=True)  # noqa: E731
+    with write_faults.full_tmpfs(tmp_path / "small", 0, start) as small:
+        moved = _commands(world, small / "work")[which]
+        before = tree(small / "work")
+        proc = write_faults.run(moved, root, home)
+        _failed_as_it_was(proc, small / "work", before, "ENOSPC")
+
+
+@pytest.mark.parametrize("which", ["tree", "continue"])
+def test_a_read_only_folder_is_left_as_it_was(world, which, tmp_path):
+    root, home, _, seed = world
+    work = tmp_path / "work"
+    shutil.copytree(seed, work, symlinks=True)
+    before = tree(work)
+    with write_faults.read_only(work) as how:
+        proc = write_faults.run(_commands(world, work)[which], root, home)
+    _failed_as_it_was(proc, work, before, "EROFS" if "mount" in how else "EACCES")
