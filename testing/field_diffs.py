@@ -209,7 +209,7 @@ def take_the_patch_side(text: bytes) -> bytes:
 
     for found in reversed([b for b in blocks(text) if b.where]):
         text = made_below(text, found) or without(text, found)
-    return re.sub(rb"<<<<<<< release\n.*?=======\n(.*?)>>>>>>> patch\n", rb"\1", text, flags=re.S)
+    return re.sub(rb"<<<<<<< release\n.*?=======\n(.*?)>>>>>>> patch[^\n]*\n", rb"\1", text, flags=re.S)
 
 
 # Issue 40 item 6's three shapes of a conflict block, each a diff on a real release's file whose

@@ -4,7 +4,9 @@ diff's change, never a whole old unit set against the release's.
 Two forms, both between `<<<<<<< release` and `>>>>>>> patch` lines:
 - a unit both sides changed in the same few lines: git's block, the release's lines, `=======`,
   the diff's lines (take either side, or both) -- kept where the diff's side holds no more than
-  its own changed lines and CONTEXT lines on each side of them;
+  its own changed lines and CONTEXT lines on each side of them; its `<<<<<<< release` line is
+  bare (what tells it from the other form), its `>>>>>>> patch` line may say how much of the
+  change the release has already (`already_said`), as the other form's marker line does;
 - a change that found no place, or whose conflicting lines would carry far more than the change
   (the release rewrote, moved or emptied the unit: a 3-way merge sets the whole old unit against
   a few lines): the release's side is empty, its marker line saying where this release has the
@@ -77,6 +79,11 @@ class Pending:
     lines: list[bytes]
     outcome: int
     home: str = ""  # the release's unit it was merged with ("": none has the diff's unit's name)
+    already: str = ""  # how much of its change the release has already (`already_said`), "" where not most
+
+    @property
+    def added(self) -> list[bytes]:
+        return [line[1:] for line in self.lines if line[:1] == b"+"]
 
     @property
     def old(self) -> list[bytes]:
@@ -97,9 +104,12 @@ def small(base: list[bytes], ours: list[bytes], theirs: list[bytes]) -> bool:
 
 
 def marked_merge(base: bytes, ours: bytes, theirs: bytes, pending: Callable[[list[bytes]], Pending],
-                 old_start: int = 0, new_start: int = 0) -> list[bytes | Pending]:
+                 old_start: int = 0, new_start: int = 0,
+                 hint: Callable[[list[bytes]], str] | None = None) -> list[bytes | Pending]:
     """A conflicting unit's lines with its blocks: merge3's groups, a small conflict as git's block
-    (`small`), a larger one as the release's lines with a `pending` block of the diff's hunks there."""
+    (`small`), a larger one as the release's lines with a `pending` block of the diff's hunks there.
+    `hint`: what git's block says on its `>>>>>>> patch` line, given the lines the diff adds there
+    ("": nothing; `already_said`)."""
     import merge3
 
     base_lines, ours_lines, theirs_lines = (units_mod.split_lines(x) for x in (base, ours, theirs))
@@ -117,7 +127,9 @@ def marked_merge(base: bytes, ours: bytes, theirs: bytes, pending: Callable[[lis
             _, z1, z2, a1, a2, b1, b2 = region  # type: ignore[misc]  # a conflict region has 7 fields
             mine, yours = ours_lines[a1:a2], theirs_lines[b1:b2]
             if small(base_lines[z1:z2], mine, yours):
-                out += [OPEN + b"\n", *_ended(mine), SPLIT + b"\n", *_ended(yours), CLOSE + b"\n"]
+                said = hint(_added(base_lines[z1:z2], yours)) if hint is not None else ""
+                out += [OPEN + b"\n", *_ended(mine), SPLIT + b"\n", *_ended(yours),
+                        CLOSE + (b": " + _one_line(said) if said else b"") + b"\n"]
                 continue
             # The diff's own change in those lines, with the lines around them that no side changed
             # (the same in the pre-image and the patched form) as its context.
@@ -127,6 +139,25 @@ def marked_merge(base: bytes, ours: bytes, theirs: bytes, pending: Callable[[lis
                                       old_start + z1 - above, new_start + b1 - above)))
             out += mine
     return out
+
+
+def _added(base: list[bytes], theirs: list[bytes]) -> list[bytes]:
+    """The lines of `theirs` that are not `base`'s (the diff's added lines in a conflict region)."""
+    return [line for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, base, theirs, autojunk=False).get_opcodes()
+            if tag != "equal" for line in theirs[j1:j2]]
+
+
+def already_said(rel: str, added: list[bytes], lines: list[bytes], within: tuple[int, int] | None = None) -> str:
+    """What a block says where the release's file (`rel`, its `lines`; `within`: only those of a
+    unit, FIRST to END) already holds most of the lines its hunk adds (`code_place.already`): `N of
+    M added lines already in V at FILE:FIRST-LAST; the rest: `LINE`, ...`, so the maintainer checks
+    only those; "" where it does not."""
+    found = code_place.already(added, lines, within)
+    if found is None:
+        return ""
+    rest = ", ".join("`" + " ".join(line.decode("utf-8", "replace").split()) + "`" for line in found.rest)
+    return (f"{found.found} of {found.of} added lines already in V at {rel}:{found.first + 1}-{found.last + 1}; "
+            f"the rest: {rest or 'none'}")
 
 
 def _sync(regions: list, at: int) -> int:
@@ -238,7 +269,7 @@ def _git_blocks(items: list[bytes | Pending]) -> list[int | None]:
         if item == OPEN + b"\n":
             start = n
         found.append(start)
-        if item == CLOSE + b"\n":
+        if isinstance(item, bytes) and (item == CLOSE + b"\n" or item.startswith(CLOSE + b": ")):
             start = None
     return found
 
@@ -247,6 +278,8 @@ def _render(rel: str, item: Pending, place: Located | None) -> bytes:
     where = f"{rel}:{item.unit} {item.detail}"
     if place is not None:
         where += f"; {describe(place)}"
+    if item.already:
+        where += f"; {item.already}"
     return block(where, item.lines, TODO.format(item.unit))
 
 

@@ -216,3 +216,44 @@ class Package:
         except (SyntaxError, ValueError):
             return ""
         return found.name if found else ""
+
+
+ALREADY = 2 / 3  # of a hunk's added lines V's file must hold, in order, for the block to say so
+
+
+@dataclass(frozen=True)
+class Already:
+    """How much of a hunk's change the release's file has already (`already`)."""
+
+    found: int  # the hunk's added lines (blank ones aside) the file holds, in order, whitespace aside
+    of: int  # the hunk's added lines, blank ones aside
+    first: int  # 0-based, in the release's file: the first and the last of them
+    last: int
+    rest: tuple[bytes, ...]  # the added lines not there, as the diff writes them
+
+
+def already(added: list[bytes], lines: list[bytes], within: tuple[int, int] | None = None) -> Already | None:
+    """Whether the release's file (`lines`; `within`: only its lines FIRST to END, 0-based, a unit's)
+    already holds most of a hunk's added lines (ALREADY of them, at least two, in order, whitespace
+    aside, blank lines aside): a change upstream took in part (a diff half-upstreamed), so the
+    maintainer checks only the rest. Looked for where those lines hold the hunk's telling added
+    lines (`in_lines`: backed by a distinctive one), in a span of twice the hunk's lines plus SLACK
+    each side; None where that is not so."""
+    import difflib
+
+    wanted = [line for line in added if _key(line)]
+    if len(wanted) < 2:
+        return None
+    start, end = within or (0, len(lines))
+    here = in_lines(wanted, lines[start:end])
+    if here is None:
+        return None
+    low, high = max(start + here[0] - SLACK, start), min(start + here[0] + 2 * len(wanted) + SLACK, end)
+    keys = [_key(line) for line in wanted]
+    matcher = difflib.SequenceMatcher(None, keys, [_key(line) for line in lines[low:high]], autojunk=False)
+    pairs = [(a + k, low + b + k) for a, b, size in matcher.get_matching_blocks() for k in range(size)]
+    found = {a for a, _ in pairs}
+    if len(found) < 2 or len(found) < ALREADY * len(wanted):
+        return None
+    return Already(len(found), len(wanted), pairs[0][1], pairs[-1][1],
+                   tuple(line for n, line in enumerate(wanted) if n not in found))

@@ -230,6 +230,7 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
     old_at = {u.name: u.start for u in _units(base, rel, "the pre-image")} if markers else {}
     new_at = {u.name: u.start for u in _units(patched, rel, "the patched pre-image")} if markers else {}
     marked: dict[str, list[bytes | blocks.Pending]] = {}  # unit of the target -> its lines with blocks
+    hints: dict[int, list[str]] = {}  # outcome index -> what its git blocks say the release has already
     ours_units = _units(target, rel, "the installed file")
     lines = units_mod.split_lines(target)
     ours = {u.name: b"".join(lines[u.start:u.end]) for u in ours_units}
@@ -304,11 +305,12 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
             elif markers:  # blocks the size of the change: git's where small, else the diff's hunk (`blocks`)
                 marked[where] = blocks.marked_merge(before or b"", current, target_form,
                                                     _pending(name, why, len(outcomes), where),
-                                                    old_at.get(name, 0), new_at.get(name, 0))
+                                                    old_at.get(name, 0), new_at.get(name, 0),
+                                                    _hint(rel, lines, _span(ours_units, where), len(outcomes), hints))
             outcomes.append(UnitOutcome(rel, where, (MOVED if moved else MERGED) if clean else CONFLICT,
                                         "" if clean else why))
     if marked or any(isinstance(x, blocks.Pending) for added in insert.values() for x in added):
-        after_bytes = _with_blocks(rel, target, ours_units, ours, replace, marked, insert, outcomes, package)
+        after_bytes = _with_blocks(rel, target, ours_units, ours, replace, marked, insert, outcomes, package, hints)
     else:
         out: list[bytes] = [*(x for x in insert.get(None, []) if isinstance(x, bytes))]
         for unit in ours_units:
@@ -326,12 +328,33 @@ def _pending(unit: str, why: str, outcome: int, home: str) -> Callable[[list[byt
     return make
 
 
+def _span(found: list[units_mod.Unit], name: str) -> tuple[int, int] | None:
+    """A unit's lines (first, end; 0-based) in the release's file, None where it has none of that name."""
+    unit = next((u for u in found if u.name == name), None)
+    return None if unit is None else (unit.start, unit.end)
+
+
+def _hint(rel: str, lines: list[bytes], within: tuple[int, int] | None, outcome: int,
+          hints: dict[int, list[str]]) -> Callable[[list[bytes]], str]:
+    """What a git block of the outcome says of the lines its diff side adds (`blocks.already_said`,
+    in the release's unit `within`, whose lines are its release side), kept in `hints` for the
+    conflict's detail."""
+    def hint(added: list[bytes]) -> str:
+        said = blocks.already_said(rel, added, lines, within)
+        if said:
+            hints.setdefault(outcome, []).append(said)
+        return said
+
+    return hint
+
+
 def _with_blocks(rel: str, target: bytes, ours_units: list[units_mod.Unit], ours: dict[str, bytes],
                  replace: dict[str, bytes], marked: dict[str, list[bytes | blocks.Pending]],
                  insert: dict[str | None, list[bytes | blocks.Pending]], outcomes: list[UnitOutcome],
-                 package: code_place.Package | None) -> bytes:
+                 package: code_place.Package | None, hints: dict[int, list[str]]) -> bytes:
     """The file with its blocks set where this release has their code (`blocks.assemble`); each
-    conflict's detail says where that is and what the release did."""
+    conflict's detail says where that is and what the release did, and how much of the change it
+    has already where that is most of it (`blocks.already_said`; `hints`: its git blocks')."""
     def lines(added: list[bytes | blocks.Pending]) -> list[tuple[str | None, list[bytes | blocks.Pending]]]:
         return [(None, [x] if isinstance(x, blocks.Pending) else list(units_mod.split_lines(x))) for x in added]
 
@@ -340,10 +363,26 @@ def _with_blocks(rel: str, target: bytes, ours_units: list[units_mod.Unit], ours
         own = marked.get(unit.name)
         pieces.append((unit.name, own if own is not None else list(units_mod.split_lines(replace.get(unit.name, ours[unit.name])))))
         pieces += lines(insert.get(unit.name, []))
+    target_lines = units_mod.split_lines(target)
+    for _, items in pieces:
+        for item in items:
+            if isinstance(item, blocks.Pending) and (said := _already(rel, item, target_lines, ours_units)):
+                item.already = said
+                hints.setdefault(item.outcome, []).append(said)
     data, places = blocks.assemble(rel, target, ours_units, pieces, package)
     for at, place in places.items():
         outcomes[at] = dataclasses.replace(outcomes[at], detail=f"{outcomes[at].detail}; {blocks.describe(place)}")
+    for at, hinted in hints.items():
+        outcomes[at] = dataclasses.replace(outcomes[at], detail="; ".join([outcomes[at].detail, *hinted]))
     return data
+
+
+def _already(rel: str, item: blocks.Pending, lines: list[bytes], found: list[units_mod.Unit]) -> str:
+    """What a hunk's block says of the lines it adds that the release's file has already: looked for
+    in the release's unit it was merged with (or of its name) first, then in the whole file."""
+    span = _span(found, item.home or item.unit)
+    return (blocks.already_said(rel, item.added, lines, span) if span else "") or \
+        blocks.already_said(rel, item.added, lines)
 
 
 def with_units(data: bytes, replace: dict[str, bytes]) -> bytes:

@@ -331,3 +331,42 @@ def test_a_block_of_a_unit_moved_to_another_file_names_its_place_there():
     (change,) = made.changes
     (block,) = blocks(change.after or b"")
     assert said in block.where and block.place == (home, line), block.where
+
+
+WNA16_MOE = "sglang/srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16_moe.py"
+
+
+def test_a_block_of_a_change_the_release_nearly_has_says_what_is_left(tmp_path, monkeypatch):
+    """Upstream's own change to wNa16_moe.py between 0.5.13 and 0.5.14 (asymmetric zero points), one of
+    its added lines made the user's own, re-applied as a diff onto 0.5.14: create_weights conflicts, git's
+    block sets 26 lines of the release against 26 of the diff that differ in one. The block said nothing
+    of it (a maintainer compared them line by line); now its `>>>>>>> patch` line and the conflict's
+    detail say that 23 of the 24 added lines are there already, where, and the one that is not."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    before, upstream = ((pristine(v) / WNA16_MOE).read_bytes() for v in ("0.5.13", "0.5.14"))
+    line = b'            layer.register_parameter("w2_weight_zero_point", w2_qzeros)\n'
+    mine = upstream.replace(line, line.replace(b"w2_qzeros)", b"w2_qzeros)  # the user's"))
+    assert mine != upstream
+    made, source = _rebase_on(git_diff({WNA16_MOE: before}, {WNA16_MOE: mine}), "0.5.14")
+    first, last = _line_of(source, WNA16_MOE, b"# add zero param"), _line_of(source, WNA16_MOE, b"set_weight_attrs(w2_qzeros")
+    said = (f"23 of 24 added lines already in V at {WNA16_MOE}:{first}-{last}; the rest: "
+            '`layer.register_parameter("w2_weight_zero_point", w2_qzeros) # the user\'s`')
+    (conflict,) = made.conflicts
+    assert conflict.unit == "CompressedTensorsWNA16MoE.create_weights" and conflict.detail.endswith(said), conflict.detail
+    (change,) = made.changes
+    (block,) = blocks(change.after or b"")
+    assert block.where == "" and block.lines == 55  # git's block, as it was
+    assert (">>>>>>> patch: " + said).encode() in (change.after or b"").splitlines()
+    # bump says it in REPORT.md, --json and its tree
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.13", "0.5.14"))))
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / "zero-points.patch").write_bytes(git_diff({WNA16_MOE: before}, {WNA16_MOE: mine}))
+    out = tmp_path / "bump"
+    bumped = run("--patches", tmp_path / "set", "bump", "--to", "0.5.14", "-o", out, "--json")
+    assert bumped.exit_code == 1, bumped.stderr
+    (row,) = [r for r in bumped.json()["patches"] if r["kind"] == "diff"]
+    assert [c["detail"].endswith(said) for c in row["conflicts"]] == [True], row["conflicts"]
+    assert said in (out / "REPORT.md").read_text()
+    assert (">>>>>>> patch: " + said).encode() in (out / row["tree"] / WNA16_MOE).read_bytes().splitlines()

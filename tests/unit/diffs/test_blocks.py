@@ -4,6 +4,7 @@ where both sides changed the same few lines, else the diff's hunk on the code it
 
 from __future__ import annotations
 
+from patchkit.diffs import blocks as blocks_mod
 from patchkit.diffs import code_place, unidiff, unit_merge
 from testing.blocks import blocks
 from testing.diffs import git_diff
@@ -90,3 +91,52 @@ def test_a_lone_common_line_never_places_a_block():
     # a distinctive line found once is a place; a common one found once is not
     assert code_place.in_lines([b"        os.unlink(item)\n"], lines) == (11, 1)
     assert code_place.in_lines([b"    return None\n"], lines[:8]) is None
+
+
+# six log lines after value_20; this release nests the body a level deeper (the diff's hunk is the
+# block) and has some of those lines already, as a diff upstream took in part leaves it
+LOGS = [f'    logger.info("step {i} of twenty done", extra={{"step": {i}}})\n'.encode() for i in range(6)]
+
+
+def _nested_with(logs: list[bytes]) -> tuple[bytes, bytes]:
+    patched = BASE.replace(BODY[20], BODY[20] + b"".join(LOGS))
+    target = b"import os\n\n\ndef long_function():\n    if True:\n" + b"".join(
+        b"    " + line for line in BODY[:21]) + b"".join(b"    " + line for line in logs) + b"".join(
+        b"    " + line for line in BODY[21:]) + b"        return value_0\n"
+    diff = unidiff.parse(git_diff({REL: BASE}, {REL: patched}), "d.patch")
+    found = unit_merge.resolve(diff, {REL: target}.get, markers=True, pre_image=lambda f: BASE,
+                               python_files=lambda: [REL]).files[0]
+    return found.after or b"", found.conflicts[0].detail.encode()
+
+
+def test_a_block_says_how_much_of_its_change_the_release_has_already():
+    """Five of the hunk's six added lines are in the release's file (re-indented, in order): the block
+    and the conflict's detail say so, where, and which line is not there; with three of six (under
+    two thirds) they say nothing of it."""
+    after, detail = _nested_with(LOGS[:3] + LOGS[4:])
+    (block,) = blocks(after)
+    said = (f'5 of 6 added lines already in V at {REL}:27-31; the rest: '
+            '`logger.info("step 3 of twenty done", extra={"step": 3})`')
+    assert block.where.endswith(said) and block.release == b"", block.where
+    assert detail.decode().endswith(said)
+    after, detail = _nested_with(LOGS[:3])
+    (block,) = blocks(after)
+    assert "already in V" not in block.where and b"already in V" not in detail
+
+
+def test_gits_block_says_how_much_of_its_change_the_release_has_already():
+    """A small conflict stays git's block (the `<<<<<<< release` line as it was); where the release's
+    side holds most of the lines the diff adds, its `>>>>>>> patch` line says so."""
+    patched = BASE.replace(BODY[20], b"".join(LOGS))
+    target = BASE.replace(BODY[20], b"".join(LOGS[:5]) + LOGS[5].replace(b"step", b"stage"))
+    diff = unidiff.parse(git_diff({REL: BASE}, {REL: patched}), "d.patch")
+    found = unit_merge.resolve(diff, {REL: target}.get, markers=True, pre_image=lambda f: BASE,
+                               python_files=lambda: [REL]).files[0]
+    (block,) = blocks(found.after or b"")
+    assert block.where == "" and block.release.count(b"\n") == 6, block.release
+    said = (f'5 of 6 added lines already in V at {REL}:25-29; the rest: '
+            '`logger.info("step 5 of twenty done", extra={"step": 5})`')
+    close = next(line for line in (found.after or b"").splitlines() if line.startswith(b">>>>>>> patch"))
+    assert close == b">>>>>>> patch: " + said.encode(), close
+    assert found.conflicts[0].detail.endswith(said)
+    assert blocks_mod.without_blocks(found.after or b"", "patch") == patched  # a side is still taken
