@@ -7,8 +7,8 @@ mypy checks both kinds against it (`engine/registry.py`, `KINDS`).
 
 Facts of the class (asked of a loaded class too, by `list` and `track`) are classmethods; what
 depends on the tree being patched is asked of the instance a View holds. The probes and the
-transform get a file's `Code`: what `works_on_bytes` asks for, the only question of medium, asked by
-the render path alone (engine/view.py)."""
+transform get a file's `Code`, which the kind itself reads (`code`) and renders (`render`) through
+the engine's view of the tree (`Files`): the view never asks which medium a patch works on."""
 
 from __future__ import annotations
 
@@ -19,15 +19,33 @@ Read = Callable[[str], "bytes | None"]  # a file's bytes on a tree, None when ab
 # patch), or the file's bytes (a patch that works on bytes; None for a file it creates).
 Code = Any
 CREATED, DELETED = "created", "deleted"  # what `file_change` says of a file written or removed whole
+# What a stack of patches has made of a file so far, as `render` hands it on: bytes, or a fold of
+# parsed transforms the view turns into bytes when a patch (or the end of the stack) needs them.
+Rendered = Any
+
+
+class Files(Protocol):
+    """What a kind reads and renders a file through: the engine's view of one tree (engine/view.View)."""
+
+    def parse_scoped(self, rel: str, data: bytes) -> Any:
+        """The libcst tree of the part of `data` the patches targeting `rel` read (their parsed parts)."""
+        ...
+
+    def check_decodable(self, rel: str, data: bytes) -> None:
+        """Refuse a file that is not UTF-8 (exit 6, naming it)."""
+        ...
+
+    def fold_parsed(self, rel: str, rendered: Rendered, patch: Any) -> Rendered:
+        """`rendered` with `patch`'s transform folded onto its parsed part (with the folds before it)."""
+        ...
+
+    def transform_bytes(self, rel: str, rendered: Rendered, patch: Any, below: tuple[str, ...]) -> bytes:
+        """`patch`'s transform of the bytes `rendered` stands for; `below`: the patches applied first."""
+        ...
 
 
 class PatchKind(Protocol):
     # --- the class ---
-    def works_on_bytes(self) -> bool:
-        """Whether the probes and transform get a file's bytes and return the new bytes (no libcst
-        tree): the engine hands them the bytes, renders a stack holding one byte by byte."""
-        ...
-
     def all_targets_required(self) -> bool:
         """Whether the patch is one change over all its targets: one missing while others are
         there makes it `failed`, not a patch of the files that are left."""
@@ -74,6 +92,21 @@ class PatchKind(Protocol):
         ...
 
     # --- the patch on one file -------------------------------------------------------------------
+    def parsed_parts(self, path: str) -> tuple[str, ...] | None:
+        """The parts of the file its probes and transform read parsed (`PARTS` entries: `Class`,
+        `Class.member`, `name`), None for the whole module, () for none (it reads the bytes)."""
+        ...
+
+    def code(self, path: str, data: bytes, files: Files) -> Code:
+        """The file as its probes and transform get it (through `files`: a parsed part, or the bytes)."""
+        ...
+
+    def render(self, path: str, rendered: Rendered, below: tuple[str, ...], files: Files) -> Rendered:
+        """What the file is with this patch's change added to `rendered` (what the patches `below`
+        it made of the release's bytes), through `files`: a transform folded onto the parsed part
+        (`Files.fold_parsed`), or the new bytes (`Files.transform_bytes`)."""
+        ...
+
     def is_applied(self, path: str, tree: Code) -> bool:
         """Whether the file already has this patch's change (by shape, not by marker)."""
         ...

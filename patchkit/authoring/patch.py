@@ -31,7 +31,7 @@ from packaging.specifiers import SpecifierSet
 
 from patchkit.authoring.anchor import Anchor, derive
 from patchkit.authoring.edits import Edit, EditError, declared
-from patchkit.authoring.kind import Read
+from patchkit.authoring.kind import Files, Read, Rendered
 from patchkit.base.errors import AnchorError, PatchkitError
 from patchkit.authoring.matchers import classes
 from patchkit.authoring.template import Snippet
@@ -270,7 +270,24 @@ class Patch(m.MatcherDecoratableTransformer):
 
     @classmethod
     def works_on_bytes(cls) -> bool:
-        return False  # its probes and transform get the file's parsed part (a libcst tree)
+        return False  # its probes and transform get the file's parsed part (a libcst tree): `code`
+
+    def parsed_parts(self, path: str) -> tuple[str, ...] | None:
+        """Its `PARTS` of the file, else its `SCOPE` classes whole; None when it works at module
+        level (no SCOPE or PARTS for the file, or a module-level MARK without PARTS)."""
+        parts = self.PARTS.get(path)
+        if parts is None:
+            scope = self.SCOPE.get(path)
+            if not scope or any(cls is None for cls, _ in self.MARKS.get(path, ())):
+                return None
+            parts = scope
+        return tuple(parts)
+
+    def code(self, path: str, data: bytes, files: Files) -> Any:
+        return files.parse_scoped(path, data)
+
+    def render(self, path: str, rendered: Rendered, below: tuple[str, ...], files: Files) -> Rendered:
+        return files.fold_parsed(path, rendered, self)  # with the module patches before it: one parse
 
     @classmethod
     def all_targets_required(cls) -> bool:

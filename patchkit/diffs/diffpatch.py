@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from patchkit.authoring.kind import CREATED, DELETED
+from patchkit.authoring.kind import CREATED, DELETED, Files, Rendered
 from patchkit.authoring.patch import Patch
 from patchkit.base.errors import PlanError
 from patchkit.diffs import units as units_mod
@@ -59,6 +59,16 @@ class DiffPatch(Patch):
     @classmethod
     def works_on_bytes(cls) -> bool:
         return True  # probes and transform get the file's bytes (no libcst parse)
+
+    def parsed_parts(self, path: str) -> tuple[str, ...] | None:
+        return ()  # nothing of a file is parsed for it: it reads the bytes
+
+    def code(self, path: str, data: bytes, files: Files) -> Any:
+        files.check_decodable(path, data)
+        return data  # probes and transform get the file's bytes (no libcst parse)
+
+    def render(self, path: str, rendered: Rendered, below: tuple[str, ...], files: Files) -> Rendered:
+        return files.transform_bytes(path, rendered, self, below)  # on the bytes the patches below it wrote
 
     @classmethod
     def all_targets_required(cls) -> bool:
@@ -207,7 +217,7 @@ class DiffPatch(Patch):
     def _moved_notes(self, path: str) -> list[str]:
         return [f"moved: {rel}:{name} -> {path}:{name}" for rel, name, _, _ in self._moves_into(path)]
 
-    def is_applied(self, path: str, tree: Any) -> bool:  # `tree`: the file's bytes (works_on_bytes)
+    def is_applied(self, path: str, tree: Any) -> bool:  # `tree`: the file's bytes (its `code`)
         # A file already in the diff's patched form reads as upstream's (is_fixed_upstream):
         # only the state file says patchkit wrote it.
         return False

@@ -61,8 +61,9 @@ def _digest(pid: str) -> str | None:
 
 
 def _identity_status(view: View, pid: str, files: list[str]) -> PatchStatus:
-    """APPLIED when every file was rendered by this very patch source, else OUTDATED (the patch
-    changed since: `apply` re-renders the file from its pristine backup)."""
+    """APPLIED when every file was rendered by this very patch source and rendering code, else
+    OUTDATED (the patch or patchkit's rendering code changed since, `identity.RENDERING`: `apply`
+    re-renders the file from its pristine backup; `revert` restores the backup, digests aside)."""
     from patchkit.engine import identity
 
     current = identity.digest(pid)
@@ -73,7 +74,7 @@ def _identity_status(view: View, pid: str, files: list[str]) -> PatchStatus:
     older += [rel for rel in unknown if _rendered_differs(view, rel, tuple(records[rel].patches))]
     if older:
         return PatchStatus(pid, OUTDATED, tuple(files),
-                           f"{older[0]} was patched by an older version of {pid}; "
+                           f"{older[0]} was patched by another version of {pid} or of patchkit; "
                            f"`{view.target.naming.command('apply')}` updates it")
     return PatchStatus(pid, APPLIED, tuple(files))
 

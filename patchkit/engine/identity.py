@@ -54,7 +54,7 @@ RENDERING: dict[str, tuple[str, ...]] = {
     "authoring/runtime_switch.py": (),
     "engine/skeleton.py": (),
     "authoring/template.py": (),
-    "engine/view.py": ("View", "render_file", "transformed", "_with_default_indent", "_part"),
+    "engine/view.py": ("View", "Folded", "render_file", "transformed", "_with_default_indent", "_part"),
 }
 # The folders of the package (issue 34): where a module sits is not what it does, so a module's
 # digest names it by its file name, and an import of `patchkit.<folder>.<module>` is normalised to

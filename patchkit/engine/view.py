@@ -3,7 +3,8 @@
 
 `View`, `render_file` and the helpers they call decide the bytes a module patch renders: they are
 part of every such patch's identity (`identity.RENDERING`); `open_view`, `code_view` and
-`before_patchkit_sha` only say what a view holds.
+`before_patchkit_sha` only say what a view holds. The view never asks a patch which kind it is:
+each kind reads (`code`) and renders (`render`) a file through it (`kind.Files`).
 """
 
 from __future__ import annotations
@@ -96,14 +97,11 @@ class View:
         file is parsed)."""
         wants: dict[str, frozenset[str] | None] = {}
         for patch in self.patches.values():
-            if rel not in patch.TARGETS or patch.works_on_bytes():  # a diff patch reads the bytes, not a tree
+            if rel not in patch.TARGETS:
                 continue
-            parts = patch.PARTS.get(rel)
+            parts = patch.parsed_parts(rel)
             if parts is None:
-                scope = patch.SCOPE.get(rel)
-                if not scope or any(cls is None for cls, _ in patch.MARKS.get(rel, ())):
-                    return None
-                parts = scope
+                return None
             for part in parts:
                 name, selector = _part(part)
                 if selector is None or (name in wants and wants[name] is None):
@@ -122,7 +120,7 @@ class View:
 
         key = (rel, sha256(data))
         if key not in self._skeletons:
-            self._check_decodable(rel, data)
+            self.check_decodable(rel, data)
             wants = self._scope(rel)
             if wants is None:
                 self._skeletons[key] = None
@@ -135,7 +133,7 @@ class View:
             self._skeletons[key] = skeleton.build(data, module, wants)
         return self._skeletons[key]
 
-    def _check_decodable(self, rel: str, data: bytes) -> None:
+    def check_decodable(self, rel: str, data: bytes) -> None:
         """A target file that is not valid UTF-8 is refused whole, exit 6 naming the file, even
         when the odd bytes lie outside the part the patches parse (Python could not import it,
         unless a coding line declares another encoding, which SGLang's sources never do)."""
@@ -166,53 +164,66 @@ class View:
         return self._scoped[key]
 
     def code(self, patch: "Patch", rel: str, data: bytes) -> Any:
-        """What `patch`'s probes and transform get for a file: its parsed part (`parse_scoped`),
-        or the bytes themselves for a patch that works on bytes (a diff patch: no libcst)."""
-        if patch.works_on_bytes():
-            self._check_decodable(rel, data)
-            return data
-        return self.parse_scoped(rel, data)
+        """What `patch`'s probes and transform get for a file (its kind reads it: `PatchKind.code`)."""
+        return patch.code(rel, data, self)
 
     def render(self, rel: str, base: bytes, ids: tuple[str, ...]) -> bytes:
-        """The bytes of `base` with the transforms of `ids` stacked in order (the parsed part
-        regenerated, the parts left out put back)."""
+        """The bytes of `base` with the transforms of `ids` stacked in order: each patch adds its
+        change to what the ones before it made (`PatchKind.render`), folded onto one parsed part
+        (`fold_parsed`) or on bytes (`transform_bytes`); a fold becomes bytes (its parsed part
+        regenerated, the parts left out put back) where a patch or the end of the stack needs them."""
+        key = (rel, sha256(base), ids)
+        if key not in self._byte_folds:
+            rendered: Any = base
+            for at, pid in enumerate(ids):
+                rendered = self._patch(rel, pid).render(rel, rendered, ids[:at], self)
+            self._byte_folds[key] = self.as_bytes(rel, rendered)
+        return self._byte_folds[key]
+
+    def fold_parsed(self, rel: str, rendered: Any, patch: "Patch") -> "Folded":
+        """`rendered` with `patch`'s transform folded onto its parsed part (`fold`)."""
+        if isinstance(rendered, Folded):
+            return Folded(rendered.base, (*rendered.ids, patch.ID))
+        return Folded(rendered, (patch.ID,))
+
+    def transform_bytes(self, rel: str, rendered: Any, patch: "Patch", below: tuple[str, ...]) -> bytes:
+        """`patch`'s transform of the bytes `rendered` stands for (a patch that reads bytes)."""
+        data = self.as_bytes(rel, rendered)
+        self.check_decodable(rel, data)
+        try:
+            new = transformed(patch, rel, data)
+        except PlanError as exc:
+            if not below:
+                raise
+            # A diff is made against the release's bytes: say which patches changed them first.
+            raise PlanError(f"{exc} (on top of {', '.join(below)}, applied first to {rel}; `--skip {below[0]}` "
+                            f"applies {patch.ID} alone, `Patchkit-After:` sets the order)") from None
+        assert isinstance(new, bytes)
+        return new
+
+    def as_bytes(self, rel: str, rendered: Any) -> bytes:
+        """The bytes `rendered` stands for: a fold's parsed part regenerated and spliced back into
+        its base (the parts left out put back), in the file's own encoding (a PEP 263 cookie, a
+        UTF-8 BOM: `.code` is text without the BOM)."""
         from patchkit.engine.skeleton import SkeletonError
 
-        if any(pid in self.patches and self.patches[pid].works_on_bytes() for pid in ids):
-            return self._render_bytes(rel, base, ids)
-
-        # In the file's own encoding (a PEP 263 cookie, a UTF-8 BOM): `.code` is text without the BOM.
-        code = self.fold(rel, base, ids).bytes
-        part = self.skeleton(rel, base)
+        if not isinstance(rendered, Folded):
+            assert isinstance(rendered, bytes)
+            return rendered
+        code = self.fold(rel, rendered.base, rendered.ids).bytes
+        part = self.skeleton(rel, rendered.base)
         if part is None:
             return code
         try:
             return part.restore(code)
         except SkeletonError as exc:
-            raise PlanError(f"patches {', '.join(ids)} on {rel}: {exc}") from None
+            raise PlanError(f"patches {', '.join(rendered.ids)} on {rel}: {exc}") from None
 
-    def _render_bytes(self, rel: str, base: bytes, ids: tuple[str, ...]) -> bytes:
-        """`render` for a stack holding a patch that works on bytes: each patch in turn on the
-        bytes the one before wrote (a tree patch parses them, as on a release file)."""
-        key = (rel, sha256(base), ids)
-        if key not in self._byte_folds:
-            data = self._render_bytes(rel, base, ids[:-1]) if ids[:-1] else base
-            patch = self.patches[ids[-1]]
-            if patch.works_on_bytes():
-                self._check_decodable(rel, data)
-                try:
-                    data = transformed(patch, rel, data)
-                except PlanError as exc:
-                    if not ids[:-1]:
-                        raise
-                    # A diff is made against the release's bytes: say which patches changed them first.
-                    first = ", ".join(ids[:-1])
-                    raise PlanError(f"{exc} (on top of {first}, applied first to {rel}; `--skip {ids[0]}` "
-                                    f"applies {patch.ID} alone, `Patchkit-After:` sets the order)") from None
-            else:
-                data = self.render(rel, data, ids[-1:])
-            self._byte_folds[key] = data
-        return self._byte_folds[key]
+    def _patch(self, rel: str, pid: str) -> "Patch":
+        if pid not in self.patches:
+            raise PlanError(f"{rel} carries patch {pid}, which is not loaded here (a patch set from "
+                            "outside patchkit? pass --patches DIR or install its package)")
+        return self.patches[pid]
 
     def fold(self, rel: str, base: bytes, ids: tuple[str, ...]) -> "cst.Module":
         """The parsed part of `base` (see `skeleton`) with the transforms of `ids` stacked in order."""
@@ -220,12 +231,18 @@ class View:
         if key not in self._folds:
             tree = self.parse_scoped(rel, base) if not ids else self.fold(rel, base, ids[:-1])
             if ids:
-                if ids[-1] not in self.patches:
-                    raise PlanError(f"{rel} carries patch {ids[-1]}, which is not loaded here (a patch set from "
-                                    "outside patchkit? pass --patches DIR or install its package)")
-                tree = transformed(self.patches[ids[-1]], rel, tree)
+                tree = transformed(self._patch(rel, ids[-1]), rel, tree)
             self._folds[key] = tree
         return self._folds[key]
+
+
+@dataclass(frozen=True)
+class Folded:
+    """What a stack has made of a file so far where the last patches fold onto one parsed part:
+    the bytes they were parsed from and their ids (`View.fold`, turned into bytes by `View.as_bytes`)."""
+
+    base: bytes
+    ids: tuple[str, ...]
 
 
 def _with_default_indent(tree: "cst.Module", indent: str) -> "cst.Module":

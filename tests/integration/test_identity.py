@@ -208,3 +208,35 @@ def test_a_state_with_the_file_hash_digests_of_before_is_outdated_and_apply_upda
     assert all(record["patch_sha256"] == identity.digests(record["patches"]) for record in recorded["files"].values())
     states = {p["id"]: p["state"] for p in run("status", "--site-packages", site, "--json").json()["patches"]}
     assert [states[pid] for pid in only[1::2]] == ["applied", "applied"], states
+
+
+def test_a_tree_patched_by_another_rendering_code_reads_outdated_and_reverts_byte_exactly(tmp_path, monkeypatch):
+    """patchkit's rendering code is part of every module patch's digest (identity.RENDERING), so any
+    patchkit whose rendering code differs (issue 44: View's render path asking each kind instead of
+    `works_on_bytes`) recorded other digests. A tree it patched reads `outdated`, saying so, and
+    `revert` restores the release's bytes exactly: revert reads the backups, never the digests."""
+    from patchkit.engine import identity
+    from testing.releases import copy_minimal
+
+    site = copy_minimal("0.5.17", tmp_path / "site")
+    pristine_tree = tree_bytes(site / "sglang")
+    only = ["--only", "draft-lmhead-placeholder", "--only", PATCH_ID]
+    today = identity.digest(PATCH_ID)
+    with monkeypatch.context() as older:  # the patchkit before: another engine digest in every module patch's
+        older.setattr(identity, "engine_digest", lambda package=None: "0" * 64)
+        assert identity.digest(PATCH_ID) != today
+        assert run("apply", "--site-packages", site, *only).exit_code == 0
+    patched = tree_bytes(site / "sglang")
+    assert patched != pristine_tree
+
+    result = run("status", "--site-packages", site, "--json")
+    assert result.exit_code == 0, result.stderr
+    states = {p["id"]: p for p in result.json()["patches"]}
+    assert [states[pid]["state"] for pid in only[1::2]] == ["outdated", "outdated"], states
+    assert "another version of mtp-layer-detection or of patchkit" in states[PATCH_ID]["detail"], states[PATCH_ID]
+    assert tree_bytes(site / "sglang") == patched  # status wrote nothing
+
+    reverted = run("revert", "--site-packages", site)
+    assert reverted.exit_code == 0, reverted.stderr
+    assert tree_bytes(site / "sglang") == pristine_tree
+    assert not (site / ".patchkit").exists()

@@ -225,7 +225,7 @@ CASES = [
     Case("partial-stack", ("revert", "--only", STACK_A), 0, (), (STACK_B,), "nothing to revert: syn-stack-a not applied here",
          {**FRESH, STACK_B: "applied"}),
     # outdated: patched by v1 of syn-fix, v2 loaded now
-    Case("outdated", ("status",), 0, recorded=ALL, after={**APPLIED, FIX: "outdated"}, says="older version of syn-fix"),
+    Case("outdated", ("status",), 0, recorded=ALL, after={**APPLIED, FIX: "outdated"}, says="another version of syn-fix or of patchkit"),
     Case("outdated", ("apply",), 0, (ALPHA, ALPHA_EXT), ALL, after=APPLIED,
          files={ALPHA: syn.patched_alpha(ALPHA, "v2"), ALPHA_EXT: syn.patched_alpha(ALPHA_EXT, "v2")}),
     Case("outdated", ("apply", "--only", FIX), 0, (ALPHA, ALPHA_EXT), ALL, after=APPLIED),

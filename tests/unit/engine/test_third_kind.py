@@ -27,9 +27,14 @@ class WholeFile(Patch):
 
     NEW: bytes
 
-    @classmethod
-    def works_on_bytes(cls) -> bool:
-        return True
+    def parsed_parts(self, path: str) -> tuple[str, ...] | None:
+        return ()  # it reads the bytes
+
+    def code(self, path: str, data: bytes, files: Any) -> Any:
+        return data
+
+    def render(self, path: str, rendered: Any, below: tuple[str, ...], files: Any) -> Any:
+        return files.transform_bytes(path, rendered, self, below)
 
     def is_applied(self, path: str, tree: Any) -> bool:
         return bool(tree == self.NEW)
@@ -93,11 +98,10 @@ def test_a_kind_not_registered_is_not_loaded(scratch):
     assert "syn-whole" not in tree.states()
 
 
-# The engine asks a patch the PatchKind protocol, never which kind it is. View's render path
-# (engine/view.py) still asks `works_on_bytes` to hand a patch bytes or a libcst tree: its code is
-# part of every module patch's digest (identity.RENDERING), so changing it changes every digest.
+# The engine asks a patch the PatchKind protocol, never which kind it is: View's render path
+# (engine/view.py) too, where each kind reads (`code`) and renders (`render`) a file through it.
 KIND_QUESTION = re.compile(r"works_on_bytes\(|isinstance\([^)]*DiffPatch|getattr\([^)]*\"(NOTES|STACKED_ON)\"")
-KINDS_OWN = {"authoring/kind.py", "authoring/patch.py", "diffs/diffpatch.py", "engine/view.py"}
+KINDS_OWN = {"authoring/kind.py", "authoring/patch.py", "diffs/diffpatch.py"}
 
 
 def test_nothing_outside_the_kinds_asks_a_patch_its_kind():
