@@ -174,7 +174,8 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
     defined: dict[bytes, set[str]] = {}
     upstream: dict[str, str] = {}
     for pid in stack.order:
-        written: dict[str, bytes] = {}  # the rebased lower diffs' files (a conflicting one's blocks taken as its side)
+        # The rebased lower diffs' files (a conflicting one's blocks taken as its side; None: one it deletes).
+        written: dict[str, bytes | None] = {}
         for lower in under.get(pid, {}):
             if lower not in done:
                 continue
@@ -188,15 +189,14 @@ def rebase_stack(items: list[tuple[DiffPatchFile, bytes]], to: str, read: Callab
                         after = blocks.without_blocks(whole, "release")
                     if change.before is None and not after.strip():  # a file V lacks, only blocks
                         continue
-                if after is not None:
-                    written[change.rel] = after
+                written[change.rel] = after  # (deleted: absent to the diff on top, which may create it again)
         waits = unfinished.depends_on(pid)
         notes = [f"{rel}: {lower} is not finished there on SGLang {to} (its blocks, or a diff under it); {pid} is "
                  f"rebased on {lower}'s file with each of {lower}'s blocks taken as its own side, and depends on its "
                  "resolution there" for lower, files in waits.items() for rel in files]
         base_of = stacked_base([diffs[lower] for lower in under.get(pid, {}) if lower in done])
 
-        def read_on(rel: str, written: dict[str, bytes] = written) -> bytes | None:
+        def read_on(rel: str, written: dict[str, bytes | None] = written) -> bytes | None:
             return written[rel] if rel in written else read(rel)
 
         label = ", ".join(f"{lower}'s post-image" for lower in under.get(pid, {})) or None

@@ -98,11 +98,11 @@ def tree_files(made: Rebased, data: bytes, release: Callable[[str], bytes | None
 
 
 def applied_tree(diff: DiffPatchFile, data: bytes, to: str, after: Callable[[str], bytes | None],
-                 base: dict[str, bytes] | None = None) -> dict[str, bytes]:
+                 base: dict[str, bytes | None] | None = None) -> dict[str, bytes]:
     """The tree of a diff that applies on V but must be fixed there (`bump`: it breaks on V): each
     file of the diff as `after` has it (V's, the diff applied) and the record, as `tree_files` makes
     them; `base`: its files as the diffs before it left them, where they are not V's (kept in the
-    record: `finish` diffs against them, V's files otherwise)."""
+    record: `finish` diffs against them, V's files otherwise; None: one they deleted)."""
     files = {f.path: content for f in diff.files if f.new_path is not None for content in [after(f.path)]
              if content is not None}
     record: dict[str, object] = {"schema": SCHEMA, "id": diff.id, "name": diff.name, "to": to, "prefix": diff.prefix,
@@ -110,7 +110,8 @@ def applied_tree(diff: DiffPatchFile, data: bytes, to: str, after: Callable[[str
                                  "files": {f.path: f.old_path is not None for f in diff.files}}
     if any(f.new_path is None for f in diff.files):
         record["deleted"] = sorted(f.path for f in diff.files if f.new_path is None)
-    kept = {f.path: (base or {})[f.path] for f in diff.files if f.path in (base or {})}
+    # (a file the diffs before it deleted, None there, is one it creates: no base kept)
+    kept = {f.path: content for f in diff.files for content in [(base or {}).get(f.path)] if content is not None}
     if kept:
         record["base"] = {rel: base64.b64encode(content).decode() for rel, content in kept.items()}
     return {**files, RECORD: json.dumps(record, indent=1).encode()}

@@ -200,9 +200,9 @@ def _works_on_v(rows: list[PatchRow], to: WheelSource, folder: Path, python: str
     of what could not be checked."""
     from patchkit.diffs import unidiff
 
-    state: dict[str, bytes] = {}
-    after: dict[str, dict[str, bytes]] = {}  # each diff's files as it leaves them, on the diffs under it
-    prior: dict[str, dict[str, bytes]] = {}  # ... and as the diffs before it left them
+    state: dict[str, bytes | None] = {}
+    after: dict[str, dict[str, bytes | None]] = {}  # each diff's files as it leaves them, on the diffs under it
+    prior: dict[str, dict[str, bytes | None]] = {}  # ... and as the diffs before it left them
     broken: dict[str, list[Conflict]] = {}
     changed_by: dict[str, str] = {}  # a file of the set -> the last diff that changes it
     for row in rows:
@@ -254,7 +254,7 @@ def apply_in_order(diffs: list[tuple[str, DiffPatchFile]], read: Callable[[str],
                    release: str) -> dict[str, str]:
     """{id: why} of the diffs (lower ones of a stack first) that do not apply, each on the files
     as the diffs before it left them (`read`: the release's files)."""
-    state: dict[str, bytes] = {}
+    state: dict[str, bytes | None] = {}
     failing: dict[str, str] = {}
     for pid, diff in diffs:
         applied = apply_on(diff, dict(state), read)

@@ -40,9 +40,9 @@ def resume(bump: Bump, to: WheelSource, progress: Callable[[str], None]) -> Bump
     rows = {row.id: row for row in bump.patches}
     files: dict[str, bytes] = {}
     digests = dict(bump.digests)  # a resolved tree's files as read: the bump's own from now on
-    state: dict[str, bytes] = {}  # V's files with the diffs so far applied
-    after: dict[str, dict[str, bytes]] = {}  # each applied diff's files as it leaves them
-    prior: dict[str, dict[str, bytes]] = {}  # ... and as the diffs before it left them
+    state: dict[str, bytes | None] = {}  # V's files with the diffs so far applied
+    after: dict[str, dict[str, bytes | None]] = {}  # each applied diff's files as it leaves them
+    prior: dict[str, dict[str, bytes | None]] = {}  # ... and as the diffs before it left them
     changed_by: dict[str, str] = {}  # a file of the set -> the last diff that changes it
     started_rows: dict[str, PatchRow] = {}
 
@@ -148,7 +148,7 @@ def _input_files(bump: Bump, pid: str) -> set[str]:
 
 
 def _broken(started: PatchRow, row: PatchRow, found: tuple[Conflict, ...], bump: Bump, data: bytes,
-            applied: dict[str, bytes], prior: dict[str, bytes], to: WheelSource, files: dict[str, bytes],
+            applied: dict[str, bytes | None], prior: dict[str, bytes | None], to: WheelSource, files: dict[str, bytes],
             progress: Callable[[str], None]) -> PatchRow:
     """`--continue`: a diff that breaks on V goes back to its tree (one written now where it had
     none: V's files with it applied (`applied`), as the diffs before it leave them), its findings

@@ -118,7 +118,7 @@ def _gone(made: Rebased) -> list[str]:
     return [f.path for f in changed]
 
 
-def breaks_on_v(diff: DiffPatchFile, applied: dict[str, bytes], state: dict[str, bytes],
+def breaks_on_v(diff: DiffPatchFile, applied: dict[str, bytes | None], state: dict[str, bytes | None],
                  to: WheelSource) -> list[Conflict]:
     """What `diff`, applied on V's files as `state` leaves them (`applied`), breaks there: its Python
     files compiled and checked for names left undefined, imports of what V lacks and model classes
@@ -132,7 +132,7 @@ def breaks_on_v(diff: DiffPatchFile, applied: dict[str, bytes], state: dict[str,
     return [Conflict(item.file, str(item.line), item.detail) for item in found]
 
 
-def imported(python: str, to: WheelSource, state: dict[str, bytes], changed_by: dict[str, str],
+def imported(python: str, to: WheelSource, state: dict[str, bytes | None], changed_by: dict[str, str],
               progress: Callable[[str], None]) -> Imported:
     """works_on.imports of the whole set (`state`: V's files it changes, as it leaves them)."""
     from patchkit.engine import works_on
@@ -141,7 +141,7 @@ def imported(python: str, to: WheelSource, state: dict[str, bytes], changed_by: 
                             {rel: state.get(rel) for rel in changed_by}, progress)
 
 
-def tree_of(name: str, data: bytes, applied: dict[str, bytes], prior: dict[str, bytes], to: WheelSource,
+def tree_of(name: str, data: bytes, applied: dict[str, bytes | None], prior: dict[str, bytes | None], to: WheelSource,
              files: dict[str, bytes]) -> str:
     """NAME.tree/ in `files` for a diff written for V that breaks there (`data`): its files as
     `applied` holds them (V's, as the diffs before it leave them, with it applied), to fix and
@@ -153,11 +153,14 @@ def tree_of(name: str, data: bytes, applied: dict[str, bytes], prior: dict[str, 
     return put_tree(name, made, files)
 
 
-def apply_on(diff: DiffPatchFile, state: dict[str, bytes], read: Callable[[str], bytes | None]) -> dict[str, bytes] | None:
+def apply_on(diff: DiffPatchFile, state: dict[str, bytes | None],
+             read: Callable[[str], bytes | None]) -> dict[str, bytes | None] | None:
     """`state` (changed) with `diff` applied on it, each file read from `read` where `state` does not
-    have it; None when a hunk does not apply, when the diff creates a file that is there already or
-    changes one that is not there (an empty file is there: as `git apply` and `status` judge it,
-    never an absent file read as an empty one to add lines to, nor the reverse)."""
+    have it (None there: a file a diff before it deleted); None when a hunk does not apply, when the
+    diff creates a file that is there already or changes one that is not there (an empty file is
+    there: as `git apply` and `status` judge it, never an absent file read as an empty one to add
+    lines to, nor the reverse). A file the diff deletes is None in the state, absent, so that a diff
+    after it may create it again."""
     from patchkit.diffs import hunk_apply
 
     for file in diff.files:
@@ -167,5 +170,5 @@ def apply_on(diff: DiffPatchFile, state: dict[str, bytes], read: Callable[[str],
         patched = hunk_apply.apply_hunks(b"" if now is None else now, file.hunks)
         if patched is None:
             return None
-        state[file.path] = patched
+        state[file.path] = None if file.new_path is None else patched
     return state

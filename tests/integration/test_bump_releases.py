@@ -106,3 +106,44 @@ def test_a_diff_wholly_outside_the_package_is_named_written_unchanged_and_the_se
            "check it against 0.5.17 by hand)" in text, text
     assert "| `pin-torch` | not-applicable | not-applicable | not applicable |" in text
     assert run("--patches", out, "list").exit_code == 0  # a finished set, not refused
+
+
+RETIRED = "sglang/srt/configs/interns2preview.py"  # the same bytes on 0.5.16 and 0.5.17
+
+
+def test_an_upper_diff_re_creating_a_file_its_lower_one_deletes_is_made_on_it(tmp_path, monkeypatch):
+    """A lower diff deletes a module (a stack retiring a model), the diff stacked on it creates that
+    file again. bump's stack held the deleted file as empty bytes on V (`apply_on`), and its rebase
+    of the upper diff read V's own file where the lower one had deleted it (`rebase_stack`): the upper
+    one was a conflict, "the diff creates it, and it is there with other bytes", exit 1. A file a
+    diff before it deletes is absent to it, as `git apply` of the two in order leaves it: both
+    written, applying on 0.5.17 in order as on 0.5.16."""
+    from testing.diffs import git_apply, git_diff
+    from testing.releases import pristine
+
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.16", "0.5.17"))))
+    device, retired = ((pristine("0.5.16") / rel).read_bytes() for rel in (DEVICE_CONFIG, RETIRED))
+    middle = device.replace(b"Not supported device type", b"Not a supported device")
+    top = middle.replace(b"Not a supported device", b"Not a supported device here")
+    again = retired.replace(b'model_type = "intern_s2_preview"', b'model_type = "intern_s2_preview_v2"')
+    (tmp_path / "mine").mkdir()
+    lower = tmp_path / "mine" / "a-retire.patch"
+    lower.write_bytes(git_diff({DEVICE_CONFIG: device, RETIRED: retired}, {DEVICE_CONFIG: middle, RETIRED: None},
+                               prefix="python/"))
+    upper = tmp_path / "mine" / "b-again.patch"
+    upper.write_bytes(git_diff({DEVICE_CONFIG: middle, RETIRED: None}, {DEVICE_CONFIG: top, RETIRED: again},
+                               prefix="python/"))
+    assert b"deleted file mode" in lower.read_bytes() and b"new file mode" in upper.read_bytes()
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.16", "--to", "0.5.17", "-o", out, "--json")
+    rows = {row["id"]: row for row in done.json()["patches"]}
+    assert done.exit_code == 0, (rows["a-retire"], rows["b-again"])
+    assert done.json()["order"] == [lower.name, upper.name]
+    for pid in ("a-retire", "b-again"):
+        assert rows[pid]["on_from"] == "applies" and rows[pid]["action"] in ("carries over", "rebased"), rows[pid]
+    files: dict[str, bytes | None] = {"python/" + rel: (pristine("0.5.17") / rel).read_bytes()
+                                      for rel in (DEVICE_CONFIG, RETIRED)}
+    for name in (lower.name, upper.name):
+        code, files, err = git_apply(files, (out / name).read_bytes())
+        assert code == 0, (name, err)
+    assert files == {"python/" + DEVICE_CONFIG: top, "python/" + RETIRED: again}
