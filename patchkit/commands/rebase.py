@@ -108,7 +108,7 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
     target = releases.WheelSource(versions.normalise(str(record["to"]), "the record's release"), output.progress)
     again = rebase_tree.continue_command(folder, out)
     done = rebase_tree.finish(folder, target.read, again)
-    _works_on_v(done, folder, target.read, target.python_files, again)
+    _works_on_v(done, folder, target.read, target.package_files, again)
     if path is not None:
         replace_or_keep(path, done.data, 0o644)
     for note in done.notes:
@@ -132,7 +132,7 @@ def _finish(folder: Path, out: str | None, as_json: bool) -> int:
 def _works_on_v(done, folder: Path, read, listing, again: str) -> None:
     """The resolved files checked on V as `bump --continue` checks a resolution (works_on.static:
     compiled, no name left undefined that the tree's base defines, no import of what V lacks, no
-    model class V registers already; `listing`: V's Python files): each finding `FILE:LINE`, exit 1
+    model class V registers already; `listing`: V's package files): each finding `FILE:LINE`, exit 1
     (PlanError), nothing written."""
     from patchkit.engine import works_on
 

@@ -128,7 +128,7 @@ def breaks_on_v(diff: DiffPatchFile, applied: dict[str, bytes | None], state: di
     found = works_on.static([file.path for file in diff.files],
                             lambda rel: applied[rel] if rel in applied else to.read(rel),
                             lambda rel: state[rel] if rel in state else to.read(rel), to.version,
-                            lambda: sorted({*to.python_files(), *(rel for rel, data in applied.items() if data)}))
+                            lambda: sorted({*to.package_files(), *applied} - {rel for rel, data in applied.items() if data is None}))
     return [Conflict(item.file, str(item.line), item.detail) for item in found]
 
 

@@ -198,7 +198,7 @@ def duplicates(changed: Mapping[str, tuple[ast.Module, ast.Module | None]], afte
                files: Callable[[], Sequence[str]]) -> list[Duplicate]:
     """The model classes the changed modules (`changed`: each one's tree with the set applied and
     without it, None for a new file) register anew that some other registration of the set applied
-    on V (`after`; `files`: V's Python files and the set's, asked only then) takes too, where V without the change
+    on V (`after`; `files`: V's package files and the set's, asked only then) takes too, where V without the change
     does not already register that name as often: the registry's import would stop at them."""
     registry = rule(after(REGISTRY_FILE))
     if registry is None:

@@ -4,9 +4,12 @@ file the set changes is
 
 - compiled (a syntax error: `does not compile`, as `apply` refuses it);
 - checked for names it uses that nothing defines: what pyflakes reports as an undefined name, an
-  undefined local or an undefined name in `__all__` (module level and function bodies), and each
-  `from sglang... import NAME` whose module on V (the set applied) defines no NAME and has no
+  undefined local or an undefined name in `__all__` (module level and function bodies), each
+  `import sglang.X` of a module V lacks, and each `from sglang... import NAME` whose module on V
+  (the set applied) defines no NAME (itself or through its star imports of V's modules) and has no
   submodule of that name;
+- where it is a model module, checked for a model class it registers that another module of V
+  registers too, which stops SGLang's model registry (`model_registry`, read from V's files);
 - and, where a Python that imports SGLang's modules is given (`bump --python PY`), imported on the
   CPU in that Python from a copy of V with the set applied: each changed module, and where the set
   changes a model module, SGLang's model registry (`sglang.srt.models.registry`, which imports
@@ -25,6 +28,7 @@ re-writing pyflakes' binding rules by hand.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import shutil
@@ -68,12 +72,12 @@ def static(changed: Sequence[str], after: Read, before: Read, version: str,
            files: Callable[[], Sequence[str]]) -> list[Finding]:
     """The Python files of `changed` as `after` has them (the set applied), each against `before`
     (the same file without the change; None: a new file): compile errors first, else the names
-    the change leaves undefined, and the model classes it registers that another model module
-    registers too (`model_registry`). `after` also answers for the modules an import names;
-    `files`: V's Python files and those the set adds (asked only where the change registers a model
-    class anew)."""
+    the change leaves undefined, the imports it adds of what V lacks, and the model classes it
+    registers that another model module registers too (`model_registry`). `after` also answers for
+    the modules an import names; `files`: V's package files and those the set adds (asked only for
+    a module with no `.py` file, or where the change registers a model class anew)."""
     found: list[Finding] = []
-    bound: dict[str, set[str] | None] = {}  # a module's top-level names, read once per check
+    bound: dict[str, frozenset[str] | None] = {}  # a module's top-level names, read once per check
     trees: dict[str, tuple[ast.Module, ast.Module | None]] = {}
     for rel in changed:
         data = after(rel)
@@ -95,7 +99,7 @@ def static(changed: Sequence[str], after: Read, before: Read, version: str,
             old_tree = None
         trees[rel] = (tree, old_tree)
         found += _new_undefined(rel, tree, old_tree, version)
-        found += _new_missing_imports(rel, tree, old_tree, after, bound, version)
+        found += _new_missing_imports(rel, tree, old_tree, after, bound, version, files)
     found += _new_duplicates(trees, after, files, version)
     return found
 
@@ -140,10 +144,10 @@ def _new_undefined(rel: str, tree: ast.Module, old: ast.Module | None, version: 
     return found
 
 
-def _imports(rel: str, tree: ast.Module) -> list[tuple[str, str, int]]:
+def _imports(rel: str, tree: ast.Module) -> list[tuple[str, str | None, int]]:
     """(module, name, line) of each `from sglang.X import NAME` of a module (relative ones made
-    absolute; NAME "*" for a star import)."""
-    found = []
+    absolute; NAME "*" for a star import), and (module, None, line) of each `import sglang.X`."""
+    found: list[tuple[str, str | None, int]] = []
     todo: list[ast.AST] = [tree]
     while todo:  # statements only (an import is one): expressions, most of a tree, are never visited
         node = todo.pop()
@@ -151,6 +155,9 @@ def _imports(rel: str, tree: ast.Module) -> list[tuple[str, str, int]]:
             module = _absolute(rel, node.module, node.level)
             if module is not None and module.split(".")[0] == PACKAGE:
                 found += [(module, alias.name, node.lineno) for alias in node.names]
+            continue
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None, node.lineno) for alias in node.names if alias.name.split(".")[0] == PACKAGE]
             continue
         for block in ("body", "orelse", "finalbody", "handlers", "cases"):
             if block == "body" and _guarded(node):
@@ -182,50 +189,132 @@ def _guarded(node: ast.AST) -> bool:
 
 
 def _new_missing_imports(rel: str, tree: ast.Module, old: ast.Module | None, read: Read,
-                         bound: dict[str, set[str] | None], version: str) -> list[Finding]:
-    """The imports the change adds (an import the file without it has too fares the same on V) whose
-    module on V defines no such name and has no such submodule, or is not there. A submodule makes
-    its folder a package, `__init__.py` or not (a namespace package: sglang/srt/weight_sync/)."""
+                         bound: dict[str, frozenset[str] | None], version: str,
+                         files: Callable[[], Sequence[str]]) -> list[Finding]:
+    """The imports the change adds (an import the file without it has too fares the same on V) of a
+    module V does not have (`import sglang.X`, `from sglang.X import ...`), or of a name a module on
+    V neither defines (itself, or through its star imports of V's modules) nor has as a submodule.
+    A submodule makes its folder a package, `__init__.py` or not (a namespace package:
+    sglang/srt/weight_sync/)."""
     then = {(module, name) for module, name, _ in _imports(rel, old)} if old is not None else set()
     found = []
     for module, name, line in _imports(rel, tree):
-        if (module, name) in then or name == "*":
+        if (module, name) in then:
             continue
         path = module.replace(".", "/")
-        if read(f"{path}/{name}.py") is not None or read(f"{path}/{name}/__init__.py") is not None:
+        if name is None:  # `import sglang.X.Y`: each package on the way is one if the module is there
+            if read(path + ".py") is None and read(path + "/__init__.py") is None and not _elsewhere(path, files):
+                found.append(Finding(rel, line, f"breaks on {version}: `import {module}`: {version} has no module "
+                                                 f"{module} (an ImportError)"))
             continue
-        if module not in bound:
-            source = read(path + ".py")
-            text = source if source is not None else read(path + "/__init__.py")
-            bound[module] = _top_level_names(text) if text is not None else {"\0missing"}
-        names = bound[module]
-        if names is not None and "\0missing" in names:
+        if name != "*" and (read(f"{path}/{name}.py") is not None or read(f"{path}/{name}/__init__.py") is not None):
+            continue
+        names = _defined(module, read, bound, files)
+        if names == _MISSING:
             found.append(Finding(rel, line, f"breaks on {version}: `from {module} import {name}`: {version} has no "
                                              f"module {module} (an ImportError)"))
-        elif names is not None and name not in names:
+        elif names is not None and name != "*" and name not in names:
             found.append(Finding(rel, line, f"breaks on {version}: `from {module} import {name}`: {module} defines "
                                              f"no {name} on {version} (an ImportError)"))
     return found
 
 
-def _top_level_names(data: bytes) -> set[str] | None:
-    """The names a module binds at its top level (in `if`/`try`/`with`/`for` blocks too); None when
-    it cannot be told (a star import, a module `__getattr__`, or a module that does not parse)."""
+_MISSING = frozenset({"\0missing"})  # `_defined` of a module V does not have
+
+
+def _defined(module: str, read: Read, bound: dict[str, frozenset[str] | None],
+             files: Callable[[], Sequence[str]]) -> frozenset[str] | None:
+    """The names module `module` of V binds at its top level, its star imports of V's modules
+    followed (their `__all__`, else their names without a leading underscore); none for a folder
+    without `__init__.py` (a namespace package: only its submodules); _MISSING where V has no such
+    module; None where it cannot be told (a compiled module, a module `__getattr__`, a star import from
+    outside the package, an `__all__` not written as a list of strings, a module that does not parse,
+    a cycle of star imports)."""
+    if module in bound:
+        return bound[module]
+    path = module.replace(".", "/")
+    source, file = read(path + ".py"), path + ".py"
+    if source is None:
+        source, file = read(path + "/__init__.py"), path + "/__init__.py"
+    if source is None:
+        kind = _elsewhere(path, files)
+        bound[module] = frozenset() if kind == "namespace" else None if kind == "extension" else _MISSING
+        return bound[module]
+    bound[module] = None  # while its star imports are followed: a cycle is "cannot be told"
+    top = _top_level(source)
+    names: frozenset[str] | None = None
+    if top is not None and not top.hook:
+        names = top.names
+        for star, level in top.stars:
+            other = _absolute(file, star, level)
+            inner = _defined(other, read, bound, files) if other is not None and other.split(".")[0] == PACKAGE else None
+            public = _public(other, read) if inner not in (None, _MISSING) and other is not None else None
+            if inner is None or inner == _MISSING or public is None:
+                names = None
+                break
+            names = names | (public if public is not _ALL_PUBLIC else frozenset(n for n in inner if n[:1] != "_"))
+    bound[module] = names
+    return names
+
+
+def _elsewhere(path: str, files: Callable[[], Sequence[str]]) -> str | None:
+    """A module of V with no `.py` file: "namespace" (a folder of modules without `__init__.py`),
+    "extension" (a compiled module: sglang/srt/server/_core.cpython-311-x86_64-linux-gnu.so, whose
+    names cannot be read), else None (no such module)."""
+    for name in files():
+        if name.startswith(path + "/"):
+            return "namespace"
+        if name.startswith(path + ".") and name.endswith((".so", ".pyd")) and "/" not in name[len(path):]:
+            return "extension"
+    return None
+
+
+_ALL_PUBLIC = frozenset({"\0public"})  # `_public` of a module without `__all__`: its names without "_"
+
+
+def _public(module: str, read: Read) -> frozenset[str] | None:
+    """What `from module import *` binds: its literal `__all__`, or _ALL_PUBLIC where it has none."""
+    path = module.replace(".", "/")
+    source = read(path + ".py")
+    if source is None:
+        source = read(path + "/__init__.py")
+    top = _top_level(source) if source is not None else None
+    if top is None or top.all_unknown:
+        return None
+    return _ALL_PUBLIC if top.exported is None else top.exported
+
+
+@dataclass(frozen=True)
+class _Top:
+    names: frozenset[str]  # bound at the module's top level (in `if`/`try`/`with`/`for` blocks too)
+    stars: tuple[tuple[str | None, int], ...]  # (module, level) of each `from M import *`
+    exported: frozenset[str] | None  # a literal `__all__` (with its `+=`), None where there is none
+    hook: bool  # a module `__getattr__`: any name may be there
+    all_unknown: bool  # an `__all__` that is not a literal list of strings
+
+
+@functools.lru_cache(maxsize=256)
+def _top_level(data: bytes) -> _Top | None:
+    """What a module binds at its top level (None: it does not parse). Cached by the bytes: V's
+    modules (utils/common.py, 4,000 lines) are parsed once per process, not once per diff."""
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError):
         return None
     names: set[str] = set()
+    stars: list[tuple[str | None, int]] = []
+    exported: set[str] | None = None
+    hook = all_unknown = False
     todo: list[ast.stmt] = list(tree.body)
-    while todo:
-        stmt = todo.pop()
+    while todo:  # in source order (an `__all__ +=` after its `__all__ =`), blocks where they stand
+        stmt = todo.pop(0)
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if stmt.name == "__getattr__":
-                return None
+            hook = hook or stmt.name == "__getattr__"
             names.add(stmt.name)
             continue
         if isinstance(stmt, ast.ImportFrom) and any(alias.name == "*" for alias in stmt.names):
-            return None
+            stars.append((stmt.module, stmt.level))
+            continue
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             names.update((alias.asname or alias.name).split(".")[0] for alias in stmt.names)
             continue
@@ -238,16 +327,33 @@ def _top_level_names(data: bytes) -> set[str] | None:
             targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
         elif isinstance(stmt, (ast.If, ast.While)):
             targets = [node for node in ast.walk(stmt.test) if isinstance(node, ast.NamedExpr)]
+        if any(isinstance(target, ast.Name) and target.id == "__all__" for target in targets):
+            value = getattr(stmt, "value", None)
+            strings = _strings(value) if value is not None else None
+            if strings is None:
+                all_unknown = True
+            else:
+                exported = (exported or set()) | strings if isinstance(stmt, ast.AugAssign) else set(strings)
         for target in targets:
             names.update(node.id for node in ast.walk(target) if isinstance(node, ast.Name))
+        inner: list[ast.stmt] = []
         for block in ("body", "orelse", "finalbody", "handlers"):
             for child in getattr(stmt, block, ()):
                 if isinstance(child, ast.ExceptHandler):
                     names.update([child.name] if child.name else [])
-                    todo.extend(child.body)
+                    inner.extend(child.body)
                 else:
-                    todo.append(child)
-    return names
+                    inner.append(child)
+        todo[:0] = inner
+    return _Top(frozenset(names), tuple(stars), None if exported is None else frozenset(exported), hook, all_unknown)
+
+
+def _strings(value: ast.expr) -> set[str] | None:
+    """The strings of a literal list or tuple of them (None: anything else)."""
+    if isinstance(value, (ast.List, ast.Tuple)) and all(
+            isinstance(item, ast.Constant) and isinstance(item.value, str) for item in value.elts):
+        return {str(item.value) for item in value.elts if isinstance(item, ast.Constant)}
+    return None
 
 
 def _absolute(rel: str, module: str | None, level: int) -> str | None:

@@ -69,3 +69,46 @@ def test_module_names():
     assert works_on.module_of("sglang/srt/models/__init__.py") == "sglang.srt.models"
     assert works_on.module_of("sglang/srt/kernel.cuh") is None and works_on.module_of("other/x.py") is None
 
+
+def _on_release(version: str, rel: str, added: str) -> list[tuple[int, str]]:
+    """works_on.static of `added` put at the top of a real release's file (V's files as they are)."""
+    from testing.releases import pristine
+
+    root = pristine(version)
+    new = added.encode() + (root / rel).read_bytes()
+
+    def read(name: str) -> bytes | None:
+        path = root / name
+        return new if name == rel else path.read_bytes() if path.is_file() else None
+
+    files = sorted(path.relative_to(root).as_posix() for path in (root / "sglang").rglob("*") if path.is_file())
+    found = works_on.static([rel], read, lambda name: (root / name).read_bytes(), version, lambda: files)
+    return [(f.line, f.detail) for f in found]
+
+
+def test_a_plain_import_of_a_module_v_lacks():
+    """`import sglang.srt.X` is checked as `from sglang.srt import X` is: a module 0.5.17 lacks is an
+    ImportError; a module, a package, a folder without __init__.py (weight_sync) and a compiled
+    module (server/_core.cpython-311-x86_64-linux-gnu.so, whose names are not read) it has are not,
+    nor is a guarded one."""
+    added = ("import sglang.srt.no_such_module\nimport sglang.srt.utils.common as common\nimport sglang.srt.utils\n"
+             "import sglang.srt.weight_sync\nimport sglang.srt.server._core\nfrom sglang.srt.server._core import Server\n"
+             "try:\n    import sglang.srt.no_such_either\nexcept ImportError:\n    pass\n")
+    assert _on_release("0.5.17", "sglang/srt/models/qwen3_5_text.py", added) == [
+        (1, "breaks on 0.5.17: `import sglang.srt.no_such_module`: 0.5.17 has no module sglang.srt.no_such_module "
+            "(an ImportError)")]
+
+
+def test_a_name_a_star_importing_module_lacks():
+    """sglang/srt/utils/__init__.py is `from sglang.srt.utils.common import *`: a name common.py
+    defines imports from sglang.srt.utils, one nothing defines does not, nor does one of common.py's
+    underscored names (a star import without __all__ leaves them out); sglang.srt.distributed
+    star-imports three modules."""
+    added = ("from sglang.srt.utils import get_bool_env_var, is_cuda\nfrom sglang.srt.utils import no_such_name\n"
+             "from sglang.srt.utils import _load_image\nfrom sglang.srt.utils.common import _load_image as load\n"
+             "from sglang.srt.distributed import get_tp_group, tensor_model_parallel_all_reduce\n")
+    assert _on_release("0.5.17", "sglang/srt/models/qwen3_5_text.py", added) == [
+        (2, "breaks on 0.5.17: `from sglang.srt.utils import no_such_name`: sglang.srt.utils defines no no_such_name "
+            "on 0.5.17 (an ImportError)"),
+        (3, "breaks on 0.5.17: `from sglang.srt.utils import _load_image`: sglang.srt.utils defines no _load_image "
+            "on 0.5.17 (an ImportError)")]
