@@ -39,8 +39,9 @@ class Files(Protocol):
         """`rendered` with `patch`'s transform folded onto its parsed part (with the folds before it)."""
         ...
 
-    def transform_bytes(self, rel: str, rendered: Rendered, patch: Any, below: tuple[str, ...]) -> bytes:
-        """`patch`'s transform of the bytes `rendered` stands for; `below`: the patches applied first."""
+    def transform_bytes(self, rel: str, rendered: Rendered, patch: Any, below: tuple[str, ...]) -> Rendered:
+        """`patch`'s transform of the bytes `rendered` stands for (None for a file it deletes);
+        `below`: the patches applied first."""
         ...
 
 

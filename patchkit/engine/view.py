@@ -186,8 +186,9 @@ class View:
             return Folded(rendered.base, (*rendered.ids, patch.ID))
         return Folded(rendered, (patch.ID,))
 
-    def transform_bytes(self, rel: str, rendered: Any, patch: "Patch", below: tuple[str, ...]) -> bytes:
-        """`patch`'s transform of the bytes `rendered` stands for (a patch that reads bytes)."""
+    def transform_bytes(self, rel: str, rendered: Any, patch: "Patch", below: tuple[str, ...]) -> Any:
+        """`patch`'s transform of the bytes `rendered` stands for (a patch that reads bytes): the
+        new bytes, None for a file it deletes."""
         data = self.as_bytes(rel, rendered)
         self.check_decodable(rel, data)
         try:
@@ -198,7 +199,6 @@ class View:
             # A diff is made against the release's bytes: say which patches changed them first.
             raise PlanError(f"{exc} (on top of {', '.join(below)}, applied first to {rel}; `--skip {below[0]}` "
                             f"applies {patch.ID} alone, `Patchkit-After:` sets the order)") from None
-        assert isinstance(new, bytes)
         return new
 
     def as_bytes(self, rel: str, rendered: Any) -> bytes:
@@ -208,8 +208,8 @@ class View:
         from patchkit.engine.skeleton import SkeletonError
 
         if not isinstance(rendered, Folded):
-            assert isinstance(rendered, bytes)
-            return rendered
+            data: bytes = rendered  # (None for a file a diff deletes, as `transformed` returns it)
+            return data
         code = self.fold(rel, rendered.base, rendered.ids).bytes
         part = self.skeleton(rel, rendered.base)
         if part is None:
