@@ -140,16 +140,24 @@ def write(root: Path, rel: str, data: bytes, mode: int = 0o644) -> None:
                     view = view[os.write(handle, view):]
                 os.fchmod(handle, mode)
                 os.fsync(handle)
+            except OSError as exc:  # a write or fsync on a descriptor names no file: name it
+                raise OSError(exc.errno, exc.strerror, str(root / rel)) from None
             finally:
                 os.close(handle)
-            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            try:
+                os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(root / rel)) from None
         except BaseException:
             try:
                 os.unlink(tmp, dir_fd=fd)
             except OSError:
                 pass
             raise
-        os.fsync(fd)
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(root / parent) if parent else str(root)) from None
 
 
 def rename(root: Path, src: str, dst: str) -> None:
@@ -157,7 +165,10 @@ def rename(root: Path, src: str, dst: str) -> None:
     src_parent, src_name = _split(src)
     dst_parent, dst_name = _split(dst)
     with folder(root, src_parent) as src_fd, folder(root, dst_parent, create=True) as dst_fd:
-        os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        try:
+            os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        except OSError as exc:  # named by the whole paths (it held only the names in their folders)
+            raise OSError(exc.errno, exc.strerror, f"{root / src} -> {root / dst}") from None
 
 
 def unlink(root: Path, rel: str) -> bool:
@@ -246,9 +257,12 @@ def files(root: Path, rel: str = "") -> list[str]:
 
 
 def sync(root: Path, rel: str = "") -> None:
-    """fsync the folder `rel`: the renames and removals in it are on disk."""
+    """fsync the folder `rel`: the renames and removals in it are on disk (an error names it)."""
     with folder(root, rel) as fd:
-        os.fsync(fd)
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(root / rel) if rel else str(root)) from None
 
 
 class Checked(NamedTuple):

@@ -62,7 +62,9 @@ def check_folder(folder: Path, option: str = "-o") -> None:
             os.close(handle)
             os.unlink(probe)
     except OSError as exc:
-        why = f"-o {folder}: cannot make a folder there and write in it ({exc.strerror or exc}); name another"
+        code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        why = (f"{option} {folder}: cannot make a folder there and write in it ({exc.strerror or exc}, {code}); "
+               + ("name another" if option == "-o" else "make it writable and run again"))
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EIO):
             raise EnvironmentFailure(why) from None
         raise UsageError(why) from None
@@ -174,10 +176,17 @@ def write(bump: Bump, fresh: bool = True) -> list[str]:
         raise Interrupted(f"interrupted while {folder} was written; its new set had been committed and was put in "
                           "place first: DIR holds it") from None
     except OSError as exc:
-        if not is_environment_failure(exc) or confined.kind(folder, JOURNAL) != "file":
+        if not is_environment_failure(exc):
             raise
-        raise environment_failure(exc, f"{folder}'s new set was committed ({JOURNAL}): the next `patchkit bump` "
-                                       "on it puts it in place") from None
+        if confined.kind(folder, JOURNAL) == "file":
+            raise environment_failure(exc, f"{folder}'s new set was committed ({JOURNAL}): the next `patchkit bump` "
+                                           "on it puts it in place") from None
+        if confined.kind(folder, f"{_STAGING}/{JOURNAL}") == "file":  # the commit point not reached: DIR as it was
+            confined.remove_tree(folder, _STAGING)
+            raise
+        # The switch was made (the journal gone): only a sync after it failed.
+        raise environment_failure(exc, f"{folder}'s new set is in place, but that it is on disk is not proven (run "
+                                       f"`sync {folder}`)") from None
     return outputs(bump)
 
 
