@@ -24,6 +24,33 @@ from patchkit.diffs.unit_moves import (Elsewhere, base_for, created_destination,
                                        place_moved_unit, relocated)
 
 
+# {where a tree has a file of the diff whose folder moved: (its section, that section at the new path)}
+Relocated = dict[str, tuple[FileDiff, FileDiff]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where a diff's files and moved units are on one tree (`DiffPatch.layout`): the per-tree
+    answer `targets_for` gives and every question about one file reads."""
+
+    targets: tuple[str, ...]  # the files it writes there: its own, then the other files, sorted
+    relocated: Relocated  # its files whose folder moved (`relocated`)
+    # {another file: [(own file, unit, pre-image form, patched form)]}: the units that moved there.
+    moves: dict[str, list[tuple[str, str, bytes, bytes]]]
+
+    def own(self, path: str, files: dict[str, FileDiff]) -> bool:
+        """Whether `path` is a file of the diff here (where its folder moved too)."""
+        return path in files or path in self.relocated
+
+    def file(self, path: str, files: dict[str, FileDiff]) -> FileDiff:
+        """The section of a file (at the path this tree has it, where its folder moved)."""
+        return self.relocated[path][1] if path in self.relocated else files[path]
+
+
+def _change(file: FileDiff) -> str | None:
+    return CREATED if file.old_path is None else DELETED if file.new_path is None else None
+
+
 class DiffPatch(Patch):
     """A patch made from a diff file; one subclass per file (`patch_class`).
 
@@ -48,11 +75,9 @@ class DiffPatch(Patch):
         self._read: Callable[[str], bytes | None] | None = None
         self._folders: set[str] | None = None
         self._package: Callable[[], list[str]] | None = None
-        # {where this tree has a file of the diff whose folder moved: (its section, that section
-        # at the new path)}, from the last targets_for (`relocated`).
-        self._relocated: dict[str, tuple[FileDiff, FileDiff]] = {}
-        # {another file: [(own file, unit, pre-image form, patched form)]}, from the last targets_for.
-        self._moves: dict[str, list[tuple[str, str, bytes, bytes]]] | None = None
+        # Where its files and moved units are on the tree (`layout`): the last `targets_for`'s, else
+        # laid out on the bound tree when a question about one file comes first (`_on_tree`).
+        self._layout: Layout | None = None
 
     # --- kind.PatchKind: a diff patch's answers --------------------------------------------------
 
@@ -86,7 +111,8 @@ class DiffPatch(Patch):
         return nothing_inside(self.DIFF)
 
     def before_change(self, path: str, data: bytes) -> bytes | None:
-        return apply_hunks(data, self._file(path).hunks, reverse=True) if self._own(path) else None
+        layout = self._on_tree()
+        return apply_hunks(data, layout.file(path, self.FILES).hunks, reverse=True) if layout.own(path, self.FILES) else None
 
     def bind_package(self, package_files: Callable[[], list[str]], read: Callable[[str], bytes | None]) -> None:
         """The installed package's other files, where a unit absent from its file is looked for
@@ -103,20 +129,18 @@ class DiffPatch(Patch):
             self._read, self._package = read, package_files
             self._elsewhere = finder(lambda: [rel for rel in python_files() if rel not in self.FILES], read)
 
-    def _file(self, path: str) -> FileDiff:
-        """The section of a file (at the path this tree has it, where its folder moved)."""
-        return self._relocated[path][1] if path in self._relocated else self.FILES[path]
-
-    def _own(self, path: str) -> bool:
-        return path in self.FILES or path in self._relocated
+    def _on_tree(self) -> Layout:
+        """Its layout on the tree: the last `targets_for`'s, else laid out on the bound tree now,
+        so that every question gets the same answer whichever comes first."""
+        if self._layout is None:
+            self._layout = self.layout(self._read or (lambda rel: None))
+        return self._layout
 
     def file_change(self, path: str) -> str | None:
         """CREATED or DELETED for a file the diff creates or deletes (the engine writes or removes
         it whole), else None."""
-        if not self._own(path):
-            return None
-        file = self._file(path)
-        return CREATED if file.old_path is None else DELETED if file.new_path is None else None
+        layout = self._on_tree()
+        return _change(layout.file(path, self.FILES)) if layout.own(path, self.FILES) else None
 
     def creatable(self, path: str) -> str | None:
         """Why a file the diff creates cannot be created on this tree (its folder is not in the
@@ -128,40 +152,49 @@ class DiffPatch(Patch):
         folder = path.rsplit("/", 1)[0]
         return None if folder in self._folders else f"{path}: the diff creates it in {folder}/, which is not in this release"
 
-    def resolution(self, path: str, data: bytes | None) -> FileResolution:
+    def resolution(self, path: str, data: bytes | None, relocated: Relocated | None = None) -> FileResolution:
+        """The diff's section of `path` resolved on `data`; `relocated`: where this tree has the
+        files whose folder moved (default: its layout on the tree, `_on_tree`)."""
+        moved = self._on_tree().relocated if relocated is None else relocated
         key = (path, data)
         if key not in self._resolved:
             from patchkit.diffs import release_blobs
 
-            file = self._file(path)
+            file = moved[path][1] if path in moved else self.FILES[path]
             # A moved file's pre-image is the release file at the diff's own path.
-            own = self._relocated[path][0] if path in self._relocated else file
+            own = moved[path][0] if path in moved else file
             found = resolve_file(file, data, base_for(own, data, release_blobs.pre_image), count=False,
                                  elsewhere=self._elsewhere, follow=True)
-            if path in self._relocated:
+            if path in moved:
                 found = dataclasses.replace(found, notes=(*found.notes, moved_folder_note(path, own.path)))
             self._resolved[key] = found
         return self._resolved[key]
 
     def targets_for(self, read: Callable[[str], bytes | None]) -> tuple[str, ...]:
         """The files this diff writes on the tree `read` gives (see the class docstring), in a
-        fixed order: its own files as the diff lists them, then the other files, sorted."""
+        fixed order: its own files as the diff lists them, then the other files, sorted. Its
+        layout there is what the questions about one file read after it (`_on_tree`)."""
+        self._layout = self.layout(read)
+        return self._layout.targets
+
+    def layout(self, read: Callable[[str], bytes | None]) -> Layout:
+        """Where its files and moved units are on the tree `read` gives (see `Layout`)."""
         from patchkit.diffs import release_blobs
 
         own: list[str] = []
         moves: dict[str, list[tuple[str, str, bytes, bytes]]] = {}
-        self._relocated = {}
+        moved: Relocated = {}
         placed: dict[str, str] = {}  # a file of the diff -> where this tree has it (its folder moved)
         for file in self.DIFF.files:
             if file.old_path and file.new_path and self._package is not None and read(file.path) is None:
                 # A file whose folder moved (any kind: .cuh, .json, .py) is judged where it is now.
                 moved_to = relocated(file, self._package, read, release_blobs.pre_image, set(self.FILES))
                 if moved_to is not None:
-                    self._relocated[moved_to] = (file, dataclasses.replace(file, old_path=moved_to, new_path=moved_to))
+                    moved[moved_to] = (file, dataclasses.replace(file, old_path=moved_to, new_path=moved_to))
                     placed[file.path] = moved_to
         for file in self.DIFF.files:  # then a created file goes where its folder went with them
-            if file.old_path is None and (moved_to := self._created_in_moved_folder(file.path)) is not None:
-                self._relocated[moved_to] = (file, dataclasses.replace(file, new_path=moved_to))
+            if file.old_path is None and (moved_to := self._created_in_moved_folder(file.path, moved)) is not None:
+                moved[moved_to] = (file, dataclasses.replace(file, new_path=moved_to))
                 placed[file.path] = moved_to
         for file in self.DIFF.files:
             rel = file.path
@@ -169,11 +202,11 @@ class DiffPatch(Patch):
                 own.append(placed[rel])
                 continue
             data = read(rel)
-            if self.file_change(rel) is not None or not rel.endswith(".py"):
+            if _change(file) is not None or not rel.endswith(".py"):
                 own.append(rel)
                 continue
             try:
-                found = self.resolution(rel, data)
+                found = self.resolution(rel, data, moved)
             except PlanError:
                 own.append(rel)  # judged (and named) when the engine reads the file
                 continue
@@ -181,21 +214,15 @@ class DiffPatch(Patch):
                 own.append(rel)  # an absent file not followed whole stays: the patch is `failed` naming it
             for other, name, before, after in found.moved:
                 moves.setdefault(other, []).append((rel, name, before, after))
-        self._moves = moves
-        return tuple(dict.fromkeys([*own, *sorted(moves)]))
+        return Layout(tuple(dict.fromkeys([*own, *sorted(moves)])), moved, moves)
 
-    def _created_in_moved_folder(self, rel: str) -> str | None:
+    def _created_in_moved_folder(self, rel: str, moved: Relocated) -> str | None:
         """Where a file the diff creates goes on this tree (`created_destination`), None where
         its folder is there or nothing says where it went (`creatable` then names the folder)."""
         if self.creatable(rel) is None:
             return None
-        moves = {file.path: moved_to for moved_to, (file, _) in self._relocated.items() if file.old_path}
+        moves = {file.path: moved_to for moved_to, (file, _) in moved.items() if file.old_path}
         return created_destination(rel, moves, lambda path: self.creatable(path) is None)
-
-    def _moves_into(self, path: str) -> list[tuple[str, str, bytes, bytes]]:
-        if self._moves is None:
-            self.targets_for(self._read or (lambda rel: None))
-        return (self._moves or {}).get(path, [])
 
     def _placed(self, path: str, tree: bytes) -> tuple[bytes, bool]:
         """Another file's bytes with the diff's units that moved there patched (`place_moved_unit`), and
@@ -206,7 +233,7 @@ class DiffPatch(Patch):
             raise PlanError(f"{path}: the installed file cannot be parsed: {getattr(exc, 'msg', exc)}") from None
         replace: dict[str, bytes] = {}
         upstream = True
-        for rel, name, before, after in self._moves_into(path):
+        for rel, name, before, after in self._on_tree().moves.get(path, []):
             placed = place_moved_unit(before, current.get(name), after)
             if placed is None:
                 raise PlanError(f"{path}:{name} (moved from {rel}:{name}) changed here and by the diff in the same lines")
@@ -215,7 +242,7 @@ class DiffPatch(Patch):
         return with_units(tree, replace) if replace else tree, upstream
 
     def _moved_notes(self, path: str) -> list[str]:
-        return [f"moved: {rel}:{name} -> {path}:{name}" for rel, name, _, _ in self._moves_into(path)]
+        return [f"moved: {rel}:{name} -> {path}:{name}" for rel, name, _, _ in self._on_tree().moves.get(path, [])]
 
     def is_applied(self, path: str, tree: Any) -> bool:  # `tree`: the file's bytes (its `code`)
         # A file already in the diff's patched form reads as upstream's (is_fixed_upstream):
@@ -223,7 +250,7 @@ class DiffPatch(Patch):
         return False
 
     def is_fixed_upstream(self, path: str, tree: Any) -> bool:
-        if not self._own(path):
+        if not self._on_tree().own(path, self.FILES):
             return self._placed(path, tree)[1]
         found = self.resolution(path, tree)
         # A file whose changed units all went elsewhere (or are upstream) has nothing to write.
@@ -245,7 +272,7 @@ class DiffPatch(Patch):
 
     def notes(self, path: str, tree: Any) -> list[str]:
         """What a status detail says about this file: units already upstream, moved units."""
-        if not self._own(path):
+        if not self._on_tree().own(path, self.FILES):
             return self._moved_notes(path)
         found = self.resolution(path, tree)
         said = list(found.notes)
@@ -258,7 +285,7 @@ class DiffPatch(Patch):
     def transform(self, path: str, tree: Any) -> Any:
         """The file's new bytes (the engine compiles them before anything is written); for a file
         the diff creates `tree` is None (absent), for one it deletes the result is None."""
-        if not self._own(path):
+        if not self._on_tree().own(path, self.FILES):
             for note in (*self.NOTES, *self._moved_notes(path)):
                 self.warn(note)
             return self._placed(path, tree)[0]

@@ -135,6 +135,35 @@ def test_a_kill_mid_apply_leaves_both_moved_to_files_as_they_were(tmp_path, rele
     assert snapshot(site) == before
 
 
+def test_a_diff_patch_answers_the_same_whichever_question_comes_first(tmp_path, cached_wheels, moved_diff):
+    """Where this tree has the diff's files (their folder moved) is the patch's layout on the tree:
+    asked of a file before `targets_for` (issue 44 item 4), the patch answers as after it."""
+    from patchkit.diffs import diffpatch
+
+    diff, changed = moved_diff
+    path = tmp_path / "kernels.patch"
+    path.write_bytes(diff)
+    cls = diffpatch.patch_class(path, "test")
+    root = pristine("0.5.16")
+    files = sorted(p.relative_to(root).as_posix() for p in (root / "sglang").rglob("*") if p.is_file())
+
+    def read(rel: str) -> bytes | None:
+        return (root / rel).read_bytes() if (root / rel).is_file() else None
+
+    def answers(targets_first: bool) -> dict:
+        patch = cls()
+        patch.bind_package(lambda: files, read)
+        asked: dict = {"targets": patch.targets_for(read)} if targets_first else {}
+        for rel in sorted(changed):
+            asked[rel] = (patch.file_change(rel), patch.is_fixed_upstream(rel, read(rel)), patch.notes(rel, read(rel)),
+                          patch.transform(rel, read(rel)))
+        return {"targets": patch.targets_for(read), **asked}
+
+    first = answers(targets_first=True)
+    assert first["targets"] == tuple(sorted(changed)) and all(first[rel][3] != read(rel) for rel in changed), first
+    assert answers(targets_first=False) == first
+
+
 # 0.5.21 -> 0.5.22 added sglang/kernels/numerics.py and removed sglang/srt/compilation/weak_ref_tensor.py.
 NUMERICS = "sglang/kernels/numerics.py"
 KERNELS_INIT = "sglang/kernels/__init__.py"
