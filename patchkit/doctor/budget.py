@@ -181,11 +181,14 @@ def default_mem_fraction(release: ReleaseCode, launch: Launch, model: ModelFacts
                          pp: int) -> float:
     """An approximation of `ServerArgs._handle_gpu_memory_settings` (server_args.py; from 0.5.19
     `handle_gpu_memory_settings` in arg_groups/memory_hook.py): reserved MiB = 512 + activations
-    (chunked prefill x 1.5) + decode graphs (max bs x 2, where the launch does not turn them off) + TP x PP / 8
-    GiB, at least 10 GiB above 60 GiB cards; then `adjust_mem_fraction_for_vlm` for multimodal models. The card
-    tier's chunked prefill and decode max bs are the release's own (`non_static.graph_defaults`: 2048 and 24 on a
-    24 GB card in 0.5.10-0.5.19, 4096 and 48 from 0.5.20). Left out: the prefill graphs' term (`len(prefill bs) x
-    8` where the release charges them and their backend is on), attention DP's and DeepEP's terms."""
+    (chunked prefill x 1.5) + decode graphs (max bs x 2, where the launch does not turn them off) + attention DP's
+    padding (max bs x DP size x 3, x 1.5 more above a max bs of 300, with --enable-dp-attention) + TP x PP / 8 GiB,
+    at least 10 GiB above 60 GiB cards, + DeepEP's all-to-all buffers (2 GiB from 0.5.15, with --moe-a2a-backend
+    deepep and decode graphs on); then `adjust_mem_fraction_for_vlm` for multimodal models. The card tier's chunked
+    prefill and decode max bs are the release's own, and so are the constants (`non_static.graph_defaults`: 2048 and
+    24 on a 24 GB card in 0.5.10-0.5.19, 4096 and 48 from 0.5.20). Left out: the prefill graphs' term (`len(prefill
+    bs) x 8` where the release charges them and their backend is on at that point of its resolution), 0.5.10-0.5.13's
+    speculative reserve (4 GiB, STANDALONE 6 GiB), the post-capture sizing branch (0.5.16 on)."""
     from patchkit.doctor import non_static
 
     gpu_mem = gpu_total_gib * 1024
@@ -195,9 +198,20 @@ def default_mem_fraction(release: ReleaseCode, launch: Launch, model: ModelFacts
     max_bs = _int(launch.get("cuda_graph_max_bs_decode") or launch.get("cuda_graph_max_bs"), max_bs) or max_bs
     activation = max(chunked, 2048) if chunked > 0 else max(_int(launch.get("max_prefill_tokens"), 16384) or 16384, 2048)
     graphs = 0.0 if non_static.graphs_off(launch, "decode") else max_bs * defaults.decode_graph_mib_per_bs
+    decoding = launch.get("disaggregation_mode") != "prefill"
+    if launch.get("enable_dp_attention", False) and decoding:
+        # Attention DP's padding, whether or not the decode graphs are captured (0.5.23's memory_hook.py
+        # reserve_for_graph_mb: `max_bs * attn_dp_size * 3`, `* 1.5` more above a max bs of 300).
+        dp = launch.int_value("dp_size") or 1
+        graphs += max_bs * dp * defaults.dp_mib_per_bs
+        if defaults.dp_large_above is not None and max_bs > defaults.dp_large_above:
+            graphs += max_bs * dp * defaults.dp_large_mib_per_bs
     reserved = defaults.reserve_floor_mib + activation * 1.5 + graphs + tp * pp / 8 * 1024
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
+    if launch.get("moe_a2a_backend") == "deepep" and decoding and not non_static.graphs_off(launch, "decode"):
+        # DeepEP's all-to-all buffers, on top of the floor (0.5.15 on: 2 GiB; reserve_for_deepep_a2a_mb from 0.5.16).
+        reserved += defaults.deepep_mib
     fraction = round((gpu_mem - reserved) / gpu_mem, 3)
     vision = model.config.get("vision_config")
     if isinstance(vision, dict) and not launch.get("language_only", False):

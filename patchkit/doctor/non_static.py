@@ -90,6 +90,16 @@ class GraphDefaults:
     # The free memory (GiB) below which the release skips an automatically chosen prefill graph (0.5.16-0.5.17:
     # `_MIN_AUTO_PREFILL_CUDA_GRAPH_FREE_MEMORY_GB`, 4.0); None where it has no such gate.
     auto_prefill_min_free_gib: float | None = None
+    # Attention data parallel's reserve (`if enable_dp_attention` / `attn_dp_enabled_of`: `max_bs * dp_size * 3`, and
+    # `* 1.5` more above a decode max bs of 300; every release 0.5.10-0.5.23): the MiB per (decode max bs x DP rank)
+    # and, above `dp_large_above`, the MiB more.
+    dp_mib_per_bs: float = 0.0
+    dp_large_mib_per_bs: float = 0.0
+    dp_large_above: int | None = None
+    # DeepEP's all-to-all reserve on top of the floor (2 GiB where the decode graphs are on and --moe-a2a-backend is
+    # deepep: inside the settings in 0.5.15, `reserve_for_deepep_a2a_mb` from 0.5.16), MiB; 0 where the release has
+    # none (0.5.10-0.5.14).
+    deepep_mib: float = 0.0
 
 
 @dataclass
@@ -238,11 +248,75 @@ def graph_defaults(release: ReleaseCode) -> GraphDefaults:
             sizes = node.value
             break
     decode, decode_spec = _decode_size_expressions(release)
+    dp, dp_large, dp_above = _dp_reserve(fns)
+    deepep = _deepep_reserve(fns + _functions(release, MEMORY_FILES, ("reserve_for_deepep_a2a_mb",)))
     return GraphDefaults(tiers=tiers, reserve_floor_mib=float(min(floors, default=512)),
                          decode_graph_mib_per_bs=per_bs, prefill_graph_mib_each=per_prefill, prefill_sizes=sizes,
                          decode_sizes=decode, decode_sizes_spec=decode_spec,
                          attention_graph_bytes=_attention_graph_bytes(release),
-                         auto_prefill_min_free_gib=_auto_prefill_gate(release))
+                         auto_prefill_min_free_gib=_auto_prefill_gate(release), dp_mib_per_bs=dp,
+                         dp_large_mib_per_bs=dp_large, dp_large_above=dp_above, deepep_mib=deepep)
+
+
+def _deepep_reserve(fns: list[ast.FunctionDef]) -> float:
+    """DeepEP's decode-side reserve, MiB: `reserve_for_deepep_a2a_mb`'s `return 2 * 1024` (0.5.16 on), or 0.5.15's
+    `if ... moe_a2a_backend == "deepep": reserved_mem += 2 * 1024` inside the settings; not the prefill breakable
+    graphs' DeepEP delta (`if ... == Backend.BREAKABLE and ... == "deepep"`, 0.5.19 on: a prefill backend doctor does
+    not pick); 0 where the release has none (0.5.10-0.5.14)."""
+    for fn in fns:
+        if fn.name == "reserve_for_deepep_a2a_mb":
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Return) and node.value is not None and _constant(node.value):
+                    return _constant(node.value)
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.If):
+                continue
+            test = list(ast.walk(node.test))
+            if not any(isinstance(n, ast.Constant) and n.value == "deepep" for n in test) \
+                    or any(_name(n) == "BREAKABLE" for n in test):
+                continue
+            for stmt in node.body:
+                if isinstance(stmt, ast.AugAssign) and _name(stmt.target) == "reserved_mem" and _constant(stmt.value):
+                    return _constant(stmt.value)
+    return 0.0
+
+
+_DP_SIZES = ("dp_size", "attn_dp_size")
+
+
+def _constant(node: ast.AST) -> float:
+    """A number written as constants (`2 * 1024`, `1.5`); 0 for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return float(node.value)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _constant(node.left) * _constant(node.right)
+    return 0.0
+
+
+def _dp_reserve(fns: list[ast.FunctionDef]) -> tuple[float, float, int | None]:
+    """Attention DP's terms of the release's reserve: the constants `k` of `<max_bs> * <dp_size> * k` in the order
+    written (the first always, the second above the decode max bs that the `if <max_bs> > N` around it names)."""
+    found: list[tuple[float, int | None]] = []
+    for fn in fns:
+        parents = {child: node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(fn):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and _constant(node.right)
+                    and isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Mult)
+                    and _name(node.left.right) in _DP_SIZES and _name(node.left.left) in _MAX_BS):
+                continue
+            above = None
+            up = parents.get(node)
+            while up is not None and above is None:
+                test = up.test if isinstance(up, ast.If) else None
+                if isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.Gt) \
+                        and _name(test.left) in _MAX_BS and _constant(test.comparators[0]):
+                    above = int(_constant(test.comparators[0]))
+                up = parents.get(up)
+            found.append((_constant(node.right), above))
+    base = next((k for k, above in found if above is None), 0.0)
+    large = next(((k, above) for k, above in found if above is not None), (0.0, None))
+    return base, large[0], large[1]
 
 
 CAPTURE_SETUP = "srt/model_executor/model_runner_components/cuda_graph_setup.py"

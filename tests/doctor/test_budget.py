@@ -232,6 +232,55 @@ def test_default_mem_fraction_is_the_releases_tier_and_graphs(tmp_path, version,
     assert graphs.mem_fraction_static == pytest.approx(round((24 * 1024 - reserved_mib - max_bs * 2) / (24 * 1024), 3)
                                                        * vlm)
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
+def test_the_default_fraction_counts_attention_dp_and_deepep_as_0_5_23_does(tmp_path):
+    """0.5.20 on read the card's memory themselves (`get_device_memory_capacity`), so their default is held to the
+    arithmetic of 0.5.23's sglang/srt/arg_groups/memory_hook.py: handle_gpu_memory_settings, lines 311-319 (512 +
+    activation tokens x 1.5 + TP x PP / 8 x 1024 + reserve_for_graph_mb, at least 10 GiB above 60 GiB cards, then +
+    reserve_for_deepep_a2a_mb); reserve_for_graph_mb, lines 357-399 (decode max bs x 2; with attention DP max bs x
+    attn_dp_size x 3, and x 1.5 more above a max bs of 300); reserve_for_deepep_a2a_mb, lines 402-414 (2 GiB with
+    --moe-a2a-backend deepep and decode graphs on). Before, doctor left both terms out (0.720 for all three 24 GB
+    launches). 0.5.10-0.5.19 take the memory as an argument: tests/behaviour/test_doctor_default_fraction.py calls
+    theirs. Prefill graphs off: their term is not modelled."""
+    import json
+
+    from patchkit.doctor import model as model_mod
+    from patchkit.doctor import non_static, release_code
+    from patchkit.doctor.budget import default_mem_fraction
+    from patchkit.doctor.launch import parse
+    from patchkit.store.target import find_in
+    from testing.doctor import QWEN38
+    from testing.releases import pristine
+
+    config = json.loads(QWEN38.read_text())
+    config.pop("vision_config", None)  # no `adjust_mem_fraction_for_vlm`
+    model = str(model_folder(tmp_path / "m", config=config))
+    code, facts = release_code(find_in(pristine("0.5.23"))), model_mod.load(model)
+
+    def fraction(gib: int, *argv: str) -> float:
+        launch = parse(["--model-path", model, "--disable-prefill-cuda-graph", *argv], code.flags)
+        assert launch.get("disable_prefill_cuda_graph") is True
+        return default_mem_fraction(code, launch, facts, float(gib), launch.int_value("tp_size") or 1, 1)
+
+    # 24 GB (below 35 GB): chunked prefill 4096, decode max bs 48 at TP < 4.
+    base = 512 + 4096 * 1.5 + 48 * 2 + 2 / 8 * 1024
+    assert fraction(24, "--tp", "2", "--dp-size", "2", "--enable-dp-attention") == round(
+        (24576 - (base + 48 * 2 * 3)) / 24576, 3)
+    assert fraction(24, "--tp", "2", "--ep-size", "2", "--moe-a2a-backend", "deepep") == round(
+        (24576 - (base + 2048)) / 24576, 3)
+    assert fraction(24, "--tp", "2") == round((24576 - base) / 24576, 3)
+    # 80 GB (below 90 GB): chunked prefill 8192, decode max bs 512 at TP >= 4: above 300.
+    reserved = 512 + 8192 * 1.5 + 512 * 2 + 4 / 8 * 1024 + 512 * 4 * 3 + 512 * 4 * 1.5
+    assert fraction(80, "--tp", "4", "--dp-size", "4", "--enable-dp-attention") == round(
+        (81920 - max(reserved, 10 * 1024)) / 81920, 3)
+    # The constants are the release's: 0.5.10-0.5.14 reserve nothing for DeepEP, 0.5.15 inline, 0.5.16 on in
+    # reserve_for_deepep_a2a_mb.
+    for version, deepep in (("0.5.10", 0.0), ("0.5.14", 0.0), ("0.5.15", 2048.0), ("0.5.23", 2048.0)):
+        defaults = non_static.graph_defaults(release_code(find_in(pristine(version))))
+        assert (defaults.dp_mib_per_bs, defaults.dp_large_mib_per_bs, defaults.dp_large_above,
+                defaults.deepep_mib) == (3.0, 1.5, 300, deepep), version
+
+
 OLD_STRATEGY_RELEASES = ["0.5.10", "0.5.11", "0.5.12", "0.5.13"]
 
 
