@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from patchkit.doctor import dflash, tp_sharding
+from patchkit.doctor import dflash, mm_feature_pool, tp_sharding
 from patchkit.doctor.gpu import GIB, GpuFacts
 from patchkit.doctor.launch import Launch
 from patchkit.doctor.model import CONFIG_DTYPE_BYTES, ModelFacts, model_dtype_bytes
@@ -45,6 +45,9 @@ class Budget:
     not_computed: str | None = None
     slack_bytes: int | None = None  # free-at-load x (1 - mem-fraction-static): activations and graphs (None: unknown)
     multimodal_reserve_bytes: int = 0
+    # The multimodal feature-transport pool the release allocates after the KV pool is sized, in the rest start-up's
+    # capture runs in (mm_feature_pool.py; 0.5.17 for a single-node multimodal launch, or where cuda_ipc is named).
+    mm_feature_pool_bytes: int = 0
     hybrid: bool = False
     conv_state_bytes: int = 0  # one slot, all linear layers
     ssm_state_bytes: int = 0  # one slot, all linear layers
@@ -415,6 +418,7 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
             b.notes.append(f"weights from the checkpoint's {b.weights_from}, not the release's model classes: "
                            f"{classes.reason}{_missing_fields(model, classes)}")
 
+    b.mm_feature_pool_bytes = mm_feature_pool.late_pool_bytes(release, launch, model, environ)
     if b.free_at_load_gib is not None and b.mem_fraction_static is not None:
         b.slack_bytes = int(b.free_at_load_gib * (1 - b.mem_fraction_static) * GIB)
     if b.free_at_load_gib is None or b.mem_fraction_static is None or b.weights_bytes is None:
@@ -429,7 +433,7 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     available = pre - (b.weights_bytes + b.draft_weights_bytes) / GIB
     slack = pre * (1 - b.mem_fraction_static)
     b.slack_bytes = int(slack * GIB)
-    is_multimodal = (model.arch in release.multimodal_archs or model.has_vision) and not launch.get("language_only", False)
+    is_multimodal = mm_feature_pool.is_multimodal(release, launch, model)
     mm_gib = 0.0
     if release.multimodal_reservation and is_multimodal:
         mb = release.env_number("SGLANG_VLM_CACHE_SIZE_MB", environ) or 0

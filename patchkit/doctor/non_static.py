@@ -530,10 +530,12 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
              *, tp: int, act_bytes: int, free_gib: float | None, mem_fraction_static: float | None,
              speculative_algorithm: str | None, draft_tokens: int | None,
              max_running_requests: int | None, running_requests: int | None,
-             context_length: int | None = None) -> NonStatic:
+             context_length: int | None = None, late_bytes: int = 0) -> NonStatic:
     """What this launch needs outside the static pools on one GPU (bytes, each term named).
     `max_running_requests` is the ServerArgs value (the flag, or the speculative default) the release
-    caps the graphs' batch size with; `running_requests` what the scheduler really runs at once."""
+    caps the graphs' batch size with; `running_requests` what the scheduler really runs at once; `late_bytes` what
+    the release allocates in the rest after the KV pool is sized (the multimodal feature pool, mm_feature_pool.py),
+    before its graphs are captured."""
     defaults = release.memoized("graph_defaults", graph_defaults)
     chunk_default, bs_default = default_for(defaults, gpu.total_gib, tp)
     chunk = _int(launch.get("chunked_prefill_size")) or chunk_default
@@ -558,10 +560,11 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
         available = int(free_gib * GIB * (1 - mem_fraction_static))
     gate = defaults.auto_prefill_min_free_gib
     # 0.5.16-0.5.17 skip an automatically chosen prefill graph where less than the gate is free before its capture
-    # (after the weights, the pools and the attention backend's constant metadata). Read for start-up's capture only:
+    # (after the weights, the pools, the attention backend's constant metadata and what landed after the sizing: the
+    # multimodal feature pool). Read for start-up's capture only:
     # the non-static terms keep the prefill graphs their fitted factor was calibrated with (docs/doctor.md).
     gated = bool(gate is not None and available is not None and not launch.get("cuda_graph_backend_prefill")
-                 and available - defaults.reserve_floor_mib * MIB < (gate or 0) * GIB)
+                 and available - defaults.reserve_floor_mib * MIB - late_bytes < (gate or 0) * GIB)
 
     def prefill_graph_count(chunk_tokens: int, at_startup: bool = False) -> int:
         # The release's prefill capture sizes up to --cuda-graph-max-bs-prefill, else up to the chunk.
@@ -629,9 +632,11 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
     def capture_at(bs: int | None, chunk_tokens: int = chunk) -> int:
         # Start-up's capture (after the static pools are allocated): the release's constant metadata, the prefill
         # graphs (each capture runs the forward at its size, the largest first: the prefill chunk's activations,
-        # and their non-torch memory), the decode graphs at their largest batch and the draft's graphs.
+        # and their non-torch memory), the decode graphs at their largest batch and the draft's graphs; and what the
+        # release allocated in the rest after the KV pool was sized (the multimodal feature pool). Left out of the
+        # non-static terms, as the attention state: their factor was fitted without it.
         graphs = prefill_graph_count(chunk_tokens, at_startup=True)
-        need = (terms["fixed"] + int(graphs * defaults.prefill_graph_mib_each * MIB)
+        need = (terms["fixed"] + late_bytes + int(graphs * defaults.prefill_graph_mib_each * MIB)
                 + (prefill_activations(chunk_tokens) if graphs else 0))
         if bs is not None:
             need += decode_graph_bytes(bs, at_startup=True) + (draft_bytes(bs) if algo else 0)
@@ -669,7 +674,7 @@ def fill(budget: "Budget", release: ReleaseCode, launch: Launch, model: ModelFac
                       max_running_requests=budget.requested_max_running_requests if budget.max_running_source in (
                           "flag", "speculative default") else None,
                       running_requests=budget.effective_max_running_requests or budget.requested_max_running_requests,
-                      context_length=budget.context_length)
+                      context_length=budget.context_length, late_bytes=budget.mm_feature_pool_bytes)
     budget.non_static_needed_bytes = result.needed_bytes
     budget.non_static_available_bytes = result.available_bytes
     budget.max_safe_mem_fraction_static = result.max_safe_mem_fraction_static

@@ -682,6 +682,13 @@ def cuda_graph_capture(ctx: Context) -> Iterator[Finding]:
         what.append(f"{len(sizes)} decode graphs (batch {_sizes(sizes)})")
     if b.cuda_graph_prefill_graphs:
         what.append(f"{b.cuda_graph_prefill_graphs} prefill graphs up to {b.non_static_chunked_prefill_size} tokens")
+    # The multimodal feature pool (cuda_ipc) lands in the same rest: --mm-feature-transport cpu leaves it out, where
+    # the release has the flag (0.5.16 on).
+    pool, beside = None, ""
+    if b.mm_feature_pool_bytes:
+        beside = f" and the multimodal feature pool ({b.mm_feature_pool_bytes >> 20} MiB, cuda_ipc) lands beside them"
+        if ctx.release.flags.names_for("mm_feature_transport"):
+            pool = ctx.set("mm_feature_transport", "--mm-feature-transport", "cpu")
     graphs = ctx.flag("cuda_graph_max_bs_decode", "") or ctx.flag("cuda_graph_max_bs", "--cuda-graph-max-bs")
     smaller = Fix(args=(graphs, str(b.cuda_graph_max_bs_fits))) if b.cuda_graph_max_bs_fits else None
     # The prefill graphs are captured up to the chunk: a smaller chunk captures fewer and smaller ones.
@@ -689,10 +696,10 @@ def cuda_graph_capture(ctx: Context) -> Iterator[Finding]:
     chunk = Fix(args=(chunk_flag, str(b.cuda_graph_chunk_fits))) if b.cuda_graph_chunk_fits else None
     yield Finding.proposing(
         "cuda-graph-capture", "error",
-        f"start-up captures {' and '.join(what) or 'its CUDA graphs'} after the static pools are allocated: about "
+        f"start-up captures {' and '.join(what) or 'its CUDA graphs'} after the static pools are allocated{beside}: about "
         f"{gib(need)} (an estimate), but (1 - {b.mem_fraction_static:.3f}) x {b.free_at_load_gib:.2f} GiB free "
         f"leaves {gib(available)}: the launch dies at graph capture",
-        (ctx.fraction_fix(), chunk, smaller),
+        (ctx.fraction_fix(), pool, chunk, smaller),
         otherwise="no fraction, smaller prefill chunk or smaller decode graphs found whose capture fits on this card")
 
 

@@ -325,3 +325,31 @@ def test_the_35777_launch_counts_what_0_5_17_allocates_at_capture(q4):
     assert budget("0.80").cuda_graph_prefill_graphs == 42  # 6.08 GiB left: the gate lets them be captured
     booted = run("0.5.17", _launch(q4, "0.80", "--cuda-graph-backend-prefill", "disabled"), **CARD_32)
     assert "cuda-graph-capture" not in rules(booted)
+
+
+@pytest.mark.integration
+def test_0_5_17_puts_the_multimodal_feature_pool_in_the_capture(q4):
+    """sglang#35777's release resolves an unset --mm-feature-transport to cuda_ipc on a single-node CUDA launch of a
+    multimodal model (the fixture has a vision tower), and the tokenizer manager then allocates SGLANG_MM_FEATURE_CACHE_MB
+    (EnvInt(1 * 1024)) on the base GPU, which the scheduler's profiling does not see (sglang#34141): it lands in the
+    rest the capture runs in. 0.5.18 resolves cpu there. The field's own setting (SGLANG_MM_FEATURE_CACHE_MB=16) and the
+    fix the finding offers (--mm-feature-transport cpu) shrink the capture by the pool."""
+    source = (releases.pristine("0.5.17") / "sglang" / "srt" / "server_args.py").read_text()
+    assert re.search(r'self\.nnodes == 1 and self\.disaggregation_mode == "null":\n(\s*#.*\n)*\s*'
+                     r'requested_transport = "cuda_ipc"', source)
+    argv = _launch(q4, "0.95")
+    report = run("0.5.17", argv, **CARD_32)
+    b = report.budget
+    assert b.mm_feature_pool_bytes == 1024 * MIB
+    small = run("0.5.17", argv, environ={"SGLANG_MM_FEATURE_CACHE_MB": "16"}, **CARD_32)
+    assert b.cuda_graph_capture_bytes - small.budget.cuda_graph_capture_bytes == (1024 - 16) * MIB
+    assert "cuda-graph-capture" not in rules(small)
+    finding = next(f for f in report.findings if f.rule == "cuda-graph-capture")
+    assert "multimodal feature pool (1024 MiB, cuda_ipc)" in finding.message
+    # Offered only as re-checked (advice.verified keeps the fixes that clear the error).
+    assert ("--mm-feature-transport", "cpu") in [f.args for f in (finding, *finding.alternatives)]
+    from patchkit.doctor import mm_feature_pool
+
+    assert mm_feature_pool.auto_cuda_ipc(_release("0.5.17"))
+    later = _release("0.5.18")  # resolves cpu on one node, and reserves a named cuda_ipc pool in the KV budget
+    assert not mm_feature_pool.auto_cuda_ipc(later) and later.multimodal_reservation
