@@ -301,6 +301,23 @@ def _in_package(path: str | None) -> tuple[str | None, str]:
     return None, ""
 
 
+def _refuse_package_under_a_folder(name: str, *paths: str | None) -> None:
+    """A path outside the package that holds a file of it under a folder patchkit does not strip
+    (`vendor/sglang/python/sglang/...`: a checkout kept in a monorepo; `site.orig/sglang/...`:
+    `diff -ru` of two copies of the package) is a usage error naming the folder to make the diff
+    from: read as a file outside the package, the fix would be a diff with nothing to apply."""
+    for path in paths:
+        parts = (path or "").split("/")
+        at = max((i for i in range(1, len(parts) - 1) if parts[i] + "/" == PACKAGE_DIR), default=None)
+        if at is None:
+            continue
+        root = parts[:at - 1] if parts[at - 1] + "/" == CHECKOUT_DIR and at > 1 else parts[:at]
+        folder = "/".join(parts[:at]) + "/"
+        raise UsageError(f"{name}: {path} is {'/'.join(parts[at:])} of the package under {folder}, a folder patchkit "
+                         f"does not strip (it reads python/sglang/... or sglang/...): make the diff from "
+                         f"{'/'.join(root)}/ (`git diff --relative={'/'.join(root)}`) and load it again")
+
+
 def too_large(name: str) -> UsageError:
     return UsageError(f"{name}: more than {FILE_LIMIT >> 20} MiB, the most patchkit reads from a diff file (a "
                       "release's diff patch is well under 1 MiB): not a diff patch; refused")
@@ -332,6 +349,7 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
         damaged += section.damaged
         old_rel, new_rel, folder = _package_paths(section)
         if old_rel is None and new_rel is None:
+            _refuse_package_under_a_folder(name, section.new, section.old)
             outside.append(section.new or section.old or "?")
             continue
         file, note = _file_diff(section, old_rel, new_rel, name)

@@ -414,3 +414,23 @@ def test_a_diff_wholly_outside_the_package_is_a_member_with_nothing_to_apply(tmp
                 "-o", tmp_path / "ctx" / "Dockerfile")
     named(image)
     assert (tmp_path / "ctx" / "patchkit-patches" / "1" / "pin.patch").read_bytes() == pin.read_bytes()
+
+
+@pytest.mark.parametrize("old, new, named, root", [
+    ("a/vendor/sglang/python/", "b/vendor/sglang/python/", "vendor/sglang/python/", "vendor/sglang"),
+    ("vendor/python/", "vendor/python/", "vendor/python/", "vendor"),
+    ("site.orig/", "site/", "site/", "site")])
+def test_a_package_file_under_another_folder_is_exit_2_not_a_diff_with_nothing_inside(tmp_path, release, old, new,
+                                                                                       named, root):
+    """A diff of a checkout kept under another folder (`a/vendor/sglang/python/sglang/...`, `git
+    diff` from a monorepo's root) or of two copies of the package (`diff -ru site.orig site`) names
+    a file of the package under a prefix patchkit does not strip. Since 3eac3bc such a diff loaded
+    as one with nothing inside the package: `not-applicable`, apply exit 0 with the fix not
+    applied. It is exit 2 naming the file and the folder to make the diff from, nothing written."""
+    site = release("0.5.20", extra=(DEVICE_CONFIG,))
+    old_bytes = _release_file(DEVICE_CONFIG)
+    new_bytes = old_bytes.replace(b"Not supported device type", b"Not a supported device")
+    diff = git_diff({DEVICE_CONFIG: old_bytes}, {DEVICE_CONFIG: new_bytes}, prefix="python/")
+    diff = diff.replace(b"a/python/", old.encode()).replace(b"b/python/", new.encode())
+    _refused(tmp_path, site, "vendored", diff, f"{named}{DEVICE_CONFIG} is {DEVICE_CONFIG} of the package under "
+             f"{named}", f"make the diff from {root}/")
