@@ -35,3 +35,9 @@ def test_ci_runs_the_readmes_test_command():
 def test_ci_takes_no_tests_collected_for_a_failure():
     after = CI[CI.index(readme_test_command()) + 1:]
     assert after[:2] == ["rc=$?", 'if [ "$rc" -eq 5 ]; then'] and "    exit 1" in after[:5], after[:5]
+
+
+def test_xdist_hands_out_the_modules_in_collection_order(request):
+    """The long modules of few tests (tests/faults, tests/behaviour) go out with their folders, before
+    tests/unit's many small ones, not last as by xdist's default (the most tests first): docs/testing.md."""
+    assert request.config.getoption("loadscopereorder") is False
