@@ -80,6 +80,7 @@ class Pending:
     outcome: int
     home: str = ""  # the release's unit it was merged with ("": none has the diff's unit's name)
     already: str = ""  # how much of its change the release has already (`already_said`), "" where not most
+    moved_to: str = ""  # the one other file of the release that has a unit of its name (the finder's), else ""
 
     @property
     def added(self) -> list[bytes]:
@@ -237,6 +238,10 @@ def assemble(rel: str, target: bytes, ours_units: list[units_mod.Unit], pieces: 
         other = in_package(old, rel, package)
         if other.at:
             placed[id(item)] = other
+        elif item.moved_to and package is not None and (at := package.line_in(item.moved_to, item.unit, item.removed or old)) \
+                is not None:
+            placed[id(item)] = Located(f"{item.moved_to}:{at + 1}", f"moved to that file, into {item.unit}, found by its "
+                                       "name: changed there in the lines the diff changes")
         elif (guess := code_place.likely(old, item.removed, item.home or item.unit, target_lines, ours_units)):
             placed[id(item)] = Located(f"{rel}:{guess.line + 1}", _guessed(item.home or item.unit, guess), likely=True)
         elif item.home:

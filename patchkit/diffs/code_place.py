@@ -207,6 +207,22 @@ class Package:
         lines = split_lines(data)
         return next((n for n in range(found.start, found.end) if short.match(lines[n])), found.start)
 
+    def line_in(self, rel: str, name: str, old: list[bytes]) -> int | None:
+        """The line (0-based) of `rel`'s unit `name` closest to one of a hunk's lines (`old`: the ones
+        it removes, else its old lines; difflib's ratio over CLOSE, whitespace aside), else its
+        `def`/`class` line; None where the file has no such unit or does not parse."""
+        from patchkit.diffs import units
+
+        data = self._read(rel) or b""
+        try:
+            found = next((u for u in units.units(data) if u.name == name), None)
+        except (SyntaxError, ValueError):
+            return None
+        if found is None:
+            return None
+        at = _closest(old, split_lines(data), found)
+        return self.header(rel, name) if at == found.start else at
+
     def unit_at(self, place: Place) -> str:
         """The unit of the release's file holding the place ("" where the file does not parse)."""
         from patchkit.diffs import units

@@ -265,9 +265,10 @@ def _per_unit(rel: str, base: bytes, patched: bytes, target: bytes, markers: boo
                     if markers:  # its own block, where it was in the pre-image (or on the code, `blocks`)
                         anchor = next((n for n in reversed(order[:order.index(name)]) if n in ours), None) \
                             if name in order else None
+                        named = elsewhere(name, rel) if elsewhere is not None else []
                         insert.setdefault(anchor, []).append(blocks.Pending(
                             name, looked, change_lines(before, after, old_at.get(name, 0), new_at.get(name, 0)),
-                            len(outcomes) - 1))
+                            len(outcomes) - 1, moved_to=named[0][0] if len(named) == 1 else ""))
                     continue
                 other, form, outcome = found
                 notes.append(f"moved: {rel}:{name} -> {other}:{name}")

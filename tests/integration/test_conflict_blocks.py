@@ -370,3 +370,32 @@ def test_a_block_of_a_change_the_release_nearly_has_says_what_is_left(tmp_path, 
     assert [c["detail"].endswith(said) for c in row["conflicts"]] == [True], row["conflicts"]
     assert said in (out / "REPORT.md").read_text()
     assert (">>>>>>> patch: " + said).encode() in (out / row["tree"] / WNA16_MOE).read_bytes().splitlines()
+
+
+def test_a_block_of_a_unit_moved_out_of_a_file_v_still_has_names_it_there():
+    """0.5.16's speculative/dspark_components/dspark_draft.py is in 0.5.17 too, but its
+    DsparkDraftSampler.__call__ is in dspark_draft_sampler.py there, rewritten around the line a diff
+    changes (`draft_tokens, _ = ...sample_block(` -> `draft_tokens, corrected_logits = ...`): the
+    hunk's lines are in no file as they were, so the block said 'not found'. The finder knows the
+    unit by its name in that one file: the block and the conflict's detail name it there, at the
+    line the changed one became."""
+    from testing.diffs import git_diff
+    from testing.releases import pristine
+
+    rel, home = "sglang/srt/speculative/dspark_components/dspark_draft.py", \
+        "sglang/srt/speculative/dspark_components/dspark_draft_sampler.py"
+    before = (pristine("0.5.16") / rel).read_bytes()
+    old = b"        draft_tokens, _ = self.markov_head.sample_block(\n"
+    after = before.replace(old, old.replace(b"draft_tokens, _ =", b"draft_tokens, draft_logits ="))
+    assert after != before and before.count(old) == 1
+    made, source = _rebase_on(git_diff({rel: before}, {rel: after}), "0.5.17")
+    line = _line_of(source, home, b"draft_tokens, corrected_logits = self.markov_head.sample_block(")
+    said = f"this release has that code at {home}:{line} (moved to that file, into DsparkDraftSampler.__call__, " \
+        "found by its name: changed there in the lines the diff changes)"
+    (conflict,) = made.conflicts
+    assert conflict.unit == "DsparkDraftSampler.__call__" and said in conflict.detail, conflict.detail
+    assert "not found" not in conflict.detail
+    (change,) = made.changes
+    assert change.rel == rel
+    (block,) = blocks(change.after or b"")
+    assert said in block.where and block.place == (home, line), block.where
