@@ -190,7 +190,8 @@ class View:
         """`patch`'s transform of the bytes `rendered` stands for (a patch that reads bytes): the
         new bytes, None for a file it deletes."""
         data = self.as_bytes(rel, rendered)
-        self.check_decodable(rel, data)
+        if data is not None:  # (None: a file a patch below deleted, absent to this one)
+            self.check_decodable(rel, data)
         try:
             new = transformed(patch, rel, data)
         except PlanError as exc:

@@ -22,6 +22,8 @@ OLD_SAMPLING = "sglang/srt/speculative/reject_sampling.py"
 NEW_SAMPLING = "sglang/kernels/ops/speculative/reject_sampling.py"
 OLD_ROUTER = "sglang/srt/layers/moe/router.py"
 NEW_ROUTER = "sglang/kernels/ops/moe/router.py"
+DEVICE_CONFIG = "sglang/srt/configs/device_config.py"
+RETIRED = "sglang/srt/configs/interns2preview.py"
 SAMPLING_UNIT = "speculative_sampling_classic_kernel"
 ROUTER_UNIT = "fused_moe_router_tensorcore_kernel"
 
@@ -302,3 +304,26 @@ def test_rebase_through_a_tree_carries_a_deletion(tmp_path, cached_wheels):
     (tree / EMPTY_INIT).write_bytes(b"")
     result = run("rebase", "--continue", tree, "--json")
     assert result.exit_code == 0 and result.json()["dropped"] == [EMPTY_INIT], result.stderr
+
+
+def test_a_stack_deleting_a_file_and_creating_it_again_is_refused_naming_both(tmp_path, release):
+    """A lower diff deletes a module and the diff stacked on it creates it again (issue 40's bump
+    stack test): `apply` of the two was an AttributeError on the deleted file's None, exit 70. It is
+    the engine's refusal of a file a diff creates or deletes shared with another patch: exit 1
+    naming both and `--skip`, nothing written."""
+    device, retired = ((pristine("0.5.17") / rel).read_bytes() for rel in (DEVICE_CONFIG, RETIRED))
+    middle = device.replace(b"Not supported device type", b"Not a supported device")
+    again = retired.replace(b'model_type = "intern_s2_preview"', b'model_type = "intern_s2_preview_v2"')
+    folder = tmp_path / "stack"
+    folder.mkdir()
+    (folder / "a-retire.patch").write_bytes(git_diff({DEVICE_CONFIG: device, RETIRED: retired},
+                                                     {DEVICE_CONFIG: middle, RETIRED: None}))
+    (folder / "b-again.patch").write_bytes(git_diff({DEVICE_CONFIG: middle, RETIRED: None},
+                                                    {DEVICE_CONFIG: middle + b"# again\n", RETIRED: again}))
+    site = release("0.5.17", extra=(DEVICE_CONFIG, RETIRED))
+    before = snapshot(site)
+    result = run("--patches", folder, "apply", "--site-packages", site, "--only", "a-retire", "--only", "b-again")
+    assert result.exit_code == 1, (result.exit_code, result.stderr)
+    assert f"patch a-retire deletes {RETIRED}, which b-again also change(s)" in result.stderr, result.stderr
+    assert "--skip a-retire" in result.stderr
+    assert snapshot(site) == before
