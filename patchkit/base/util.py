@@ -178,7 +178,8 @@ def write_new_folder(folder: Path, files: dict[str, bytes], mode: int = 0o644) -
     whole or not at all: written and synced in a staging folder beside it (`.NAME.patchkit-new-*`),
     then renamed onto it (a rename replaces an empty folder), its parent synced. On any failure,
     that sync included, the staging folder is removed and `folder` is as it was (absent, or empty
-    with its mode); the error names the file or folder it was about."""
+    with its mode); the error names the file or folder it was about. An empty `folder` whose
+    parent cannot be written is filled from a staging folder inside it (`_fill_in_place`)."""
     import shutil
     import tempfile
 
@@ -189,19 +190,13 @@ def write_new_folder(folder: Path, files: dict[str, bytes], mode: int = 0o644) -
     try:
         staged = Path(tempfile.mkdtemp(prefix=f".{folder.name}.patchkit-new-", dir=parent))
     except OSError as exc:
+        if earlier is not None and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and \
+                os.access(folder, os.W_OK | os.X_OK):
+            return _fill_in_place(folder, files, mode)
         raise type(exc)(exc.errno, exc.strerror, str(parent)) from None
     renamed = False
     try:
-        made = {staged}
-        for rel, data in files.items():
-            path = staged / rel
-            if path.parent not in made:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                made.update([path.parent, *path.parent.parents])
-            _write_synced(path, data, mode)
-        for here in sorted(made, key=lambda p: -len(p.parts)):
-            if here == staged or staged in here.parents:
-                fsync_dir(here)
+        _stage(staged, files, mode)
         os.chmod(staged, 0o755 if earlier is None else earlier)
         try:
             os.rename(staged, folder)
@@ -217,6 +212,44 @@ def write_new_folder(folder: Path, files: dict[str, bytes], mode: int = 0o644) -
                 os.chmod(folder, earlier)
         shutil.rmtree(staged, ignore_errors=True)
         raise
+
+
+def _fill_in_place(folder: Path, files: dict[str, bytes], mode: int) -> None:
+    """The empty, writable `folder` filled from a staging folder inside it, each of its entries
+    then moved up; on any failure every entry moved up is removed again (it was empty)."""
+    import shutil
+    import tempfile
+
+    staged = Path(tempfile.mkdtemp(prefix=".patchkit-new-", dir=folder))
+    moved: list[Path] = []
+    try:
+        _stage(staged, files, mode)
+        for name in sorted(os.listdir(staged)):
+            os.rename(staged / name, folder / name)
+            moved.append(folder / name)
+        os.rmdir(staged)
+        fsync_dir(folder)
+    except BaseException:
+        for path in moved:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+
+
+def _stage(staged: Path, files: dict[str, bytes], mode: int) -> None:
+    """`files` written into the new folder `staged`, each file and folder synced."""
+    made = {staged}
+    for rel, data in files.items():
+        path = staged / rel
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.update(p for p in (path.parent, *path.parent.parents) if p == staged or staged in p.parents)
+        _write_synced(path, data, mode)
+    for here in sorted(made, key=lambda p: -len(p.parts)):
+        fsync_dir(here)
 
 
 def _write_synced(path: Path, data: bytes, mode: int) -> None:

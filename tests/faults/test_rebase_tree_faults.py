@@ -115,3 +115,40 @@ def test_a_read_only_folder_is_left_as_it_was(world, which, tmp_path):
     with write_faults.read_only(work) as how:
         proc = write_faults.run(_commands(world, work)[which], root, home)
     _failed_as_it_was(proc, work, before, "EROFS" if "mount" in how else "EACCES")
+
+
+def test_a_tree_into_an_empty_folder_whose_parent_cannot_be_written_is_written(world, tmp_path):
+    """The staging folder goes beside DIR; where the parent cannot take it (read-only) but the empty
+    DIR can be written, DIR is filled from a staging folder inside it. Before this fallback:
+    exit 6 naming the parent, where `--tree DIR` into such a folder had worked."""
+    import os
+
+    root, home, patch, _ = world
+    parent = tmp_path / "parent"
+    tree_dir = parent / "new.tree"
+    tree_dir.mkdir(parents=True)
+    args = ("rebase", str(patch), "--to", "0.5.15", "--tree", str(tree_dir))
+    if write_faults.cannot_mount() is None:  # root: a mode stops nothing; a read-only mount, DIR a writable one in it
+        subprocess.run(["mount", "--bind", str(parent), str(parent)], check=True)
+        try:
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(parent)], check=True)
+            subprocess.run(["mount", "--bind", str(tree_dir), str(tree_dir)], check=True)
+            try:
+                subprocess.run(["mount", "-o", "remount,bind,rw", str(tree_dir)], check=True)
+                assert not os.access(parent, os.W_OK) and os.access(tree_dir, os.W_OK)
+                proc = write_faults.run(args, root, home)
+                written = tree(tree_dir)
+            finally:
+                subprocess.run(["umount", "-l", str(tree_dir)], check=True)
+        finally:
+            subprocess.run(["umount", "-l", str(parent)], check=True)
+    else:
+        parent.chmod(0o555)
+        try:
+            proc = write_faults.run(args, root, home)
+            written = tree(tree_dir)
+        finally:
+            parent.chmod(0o755)
+    assert proc.returncode == 0, proc.stderr
+    assert MOE_INIT in written and ".patchkit-rebase.json" in written, sorted(written)
+    assert not any("patchkit-new" in rel for rel in written), sorted(written)
