@@ -437,7 +437,7 @@ def compute(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mode
     mm_gib = 0.0
     if release.multimodal_reservation and is_multimodal:
         mb = release.env_number("SGLANG_VLM_CACHE_SIZE_MB", environ) or 0
-        if str(launch.get("mm_feature_transport")) in ("cuda_ipc", "cuda_vmm"):
+        if mm_feature_pool.transport(release, launch, environ) in ("cuda_ipc", "cuda_vmm"):
             mb += release.env_number("SGLANG_MM_FEATURE_CACHE_MB", environ) or 0
         mm_gib = mb / 1024
     b.multimodal_reserve_bytes = int(mm_gib * GIB)

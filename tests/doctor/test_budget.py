@@ -108,6 +108,9 @@ def test_the_multimodal_reserve_counts_the_cuda_ipc_feature_pool(tmp_path):
     assert run("0.5.20", argv).budget.multimodal_reserve_bytes == int((100 + pool_mib) / 1024 * GIB)
     b = run("0.5.20", argv, environ={"SGLANG_MM_FEATURE_CACHE_MB": "16"}).budget
     assert b.multimodal_reserve_bytes == int((100 + 16) / 1024 * GIB)
+    # The transport as the release resolves it, not only as named: the legacy switch turns an unset one to cuda_ipc.
+    legacy = run("0.5.20", argv[:-2], environ={"SGLANG_USE_CUDA_IPC_TRANSPORT": "1"}).budget
+    assert legacy.multimodal_reserve_bytes == int((100 + pool_mib) / 1024 * GIB)
 
 
 @pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
