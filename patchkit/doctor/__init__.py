@@ -54,6 +54,25 @@ def release_code(target: Target | WheelSource) -> release_mod.ReleaseCode:
     return release_mod.read(target.version, target.package_dir)
 
 
+SERVER_ARGS = "srt/server_args.py"  # where every release's ServerArgs builds its parser (relative to sglang/)
+
+
+def _refuse_unread_flags(target: Target | WheelSource, release: release_mod.ReleaseCode) -> None:
+    """A release whose flags, read from its code, lack --model-path (its server_args.py missing or not Python,
+    or a pruned tree without the arg_groups/ modules that define it) is a TargetError naming what is wrong: a
+    launch's --model-path was read as an unknown flag and reported "missing"."""
+    if release.flags.has("--model-path"):
+        return
+    where = f"{target.wheel}: sglang/" if isinstance(target, WheelSource) else f"{target.package_dir}/"
+    if release.tree(SERVER_ARGS) is not None:
+        what = (f"{where}{SERVER_ARGS.rsplit('/', 1)[0]}/ defines no --model-path flag in server_args.py or "
+                "arg_groups/ (a partial install)")
+    else:
+        what = f"{where}{SERVER_ARGS} is {'missing' if release.files.read(SERVER_ARGS) is None else 'not Python'}"
+    raise TargetError(f"{what}: SGLang {release.version}'s launch flags cannot be read, so no launch can be "
+                      "checked against them (reinstall SGLang)")
+
+
 DRAFT_FLAG = "--speculative-draft-model-path"
 
 
@@ -79,6 +98,7 @@ def diagnose(target: Target | WheelSource, argv: list[str] | tuple[str, ...], ov
     line_env, args = split_command(argv)
     environ.update(line_env)  # `SGLANG_X=1 python -m sglang.launch_server ...`: the launch's own environment
     release = release_code(target)
+    _refuse_unread_flags(target, release)
     status_note = None
     if states is None:
         try:

@@ -301,3 +301,24 @@ def test_without_gpu_facts_the_budget_says_why_it_is_not_computed(model, monkeyp
     assert f"  note: budget not computed: {why}" in text.splitlines(), text
     assert run("doctor", "--site-packages", site, *GPU, "--json", "--", "--model-path", model).json()["budget"][
         "not_computed"] is None
+
+
+@pytest.mark.parametrize("server_args, why", [(None, "defines no --model-path flag"), (b"", "is missing"),
+                                              (b"def add_cli_args(:\n", "is not Python")])
+def test_a_release_whose_flags_cannot_be_read_is_exit_3_naming_what_is_wrong(model, release, server_args, why):
+    """An SGLang tree whose flags cannot be read (0.5.20 pruned to patchkit's files: no arg_groups/fields/,
+    which defines --model-path; its sglang/srt/server_args.py missing, or not Python after a bad hand edit)
+    made every flag of a launch unknown: "the launch arguments have no --model-path (pass them after --)",
+    exit 2, of a launch that has one. It is exit 3 (the SGLang checked cannot be read) naming the file or
+    folder, one line."""
+    rel = "sglang/srt/server_args.py"
+    site = release("0.5.20")
+    if server_args == b"":
+        (site / rel).unlink()
+    elif server_args:
+        (site / rel).write_bytes(server_args)
+    result = run("doctor", "--site-packages", site, *GPU, "--", "--model-path", model)
+    assert result.exit_code == 3, (result.exit_code, result.stdout, result.stderr)
+    line = result.stderr.strip()
+    named = site / "sglang/srt/" if server_args is None else site / rel
+    assert len(line.splitlines()) == 1 and f"{named}" in line and f"{why}" in line and "launch flags" in line, line
