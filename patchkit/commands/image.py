@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import shlex
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -80,6 +82,21 @@ def _reference(option: str, value: str) -> None:
         raise UsageError(f"{option} {value!r}: not an image reference (name[:tag][@digest])")
 
 
+def _refuse_output(out: str, entries: set[str]) -> None:
+    """`-o` names the Dockerfile, its folder the build context: a folder given there (the context
+    folder itself) was replaced by the Dockerfile, the context written into its parent; a name the
+    context's own entries take (the wheel, `patchkit-patches`, the CA file) is taken by one of them."""
+    path = Path(out)
+    if path.is_dir() or out.endswith(("/", os.sep)):
+        instead = shlex.quote(str(path / "Dockerfile"))
+        raise UsageError(f"-o {out}: a folder; -o names the Dockerfile, whose folder becomes the build context "
+                         f"(`-o {instead}`)")
+    if path.name in entries:
+        instead = shlex.quote(str(path.parent / "Dockerfile"))
+        raise UsageError(f"-o {out}: the build context's own {path.name} goes there; name the Dockerfile "
+                         f"otherwise (`-o {instead}`)")
+
+
 def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None,
                      python: str = "python3", ca_cert: str | None = None, allow_skipped: bool = False,
                      as_json: bool = False) -> int:
@@ -88,6 +105,8 @@ def write_dockerfile(base: str, version: str, wheel: str | None, out: str | None
     what its context must hold."""
     wheel_path, ca_path = _file("--wheel", wheel), _file("--ca-cert", ca_cert)
     context = image_context.plan(wheel_path)
+    if out:
+        _refuse_output(out, {context.wheel, image_context.PATCHES_DIR, *([CA_NAME] if ca_path else [])})
     spec = _spec(base, version, python, context, ca_path, allow_skipped)
     text = dockerfile.render(spec)
     # The given path as the user spelled it, made one inert line (a newline in it split the line).

@@ -235,3 +235,22 @@ def test_a_file_swapped_for_a_link_out_after_the_check_is_never_followed(tmp_pat
         swapper.wait()
     assert hit >= 3 and copied >= 1, (hit, copied)  # the race was hit, and the copy still works between
     assert not any(SECRET in p.read_bytes() for p in out.parent.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("name", ["ctx", "ctx/", "sglang_patchkit-0.1.0-py3-none-any.whl", "patchkit-patches"])
+def test_an_output_naming_the_context_folder_or_one_of_its_entries_is_exit_2_and_nothing_changed(tmp_path, name):
+    """`-o DIR` of the context folder written before (a user giving the folder, as `-o` of a
+    folder reads elsewhere) replaced that folder, its Dockerfile, wheel, patch sets and the user's
+    own files, by a Dockerfile, and wrote the context into its parent; `-o` naming the wheel or
+    `patchkit-patches` put the Dockerfile where the context's own entry goes. Each is exit 2, one
+    line naming -o, nothing changed."""
+    folder, _, out = _world(tmp_path)
+    wheel = tmp_path / "sglang_patchkit-0.1.0-py3-none-any.whl"
+    assert _dockerfile(folder, out, wheel).exit_code == 0
+    before = _snapshot(tmp_path)
+    target = f"{tmp_path}/{name}" if name.startswith("ctx") else f"{out.parent}/{name}"
+    result = _dockerfile(folder, Path(target) if not name.endswith("/") else target, wheel)  # type: ignore[arg-type]
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith(f"error: -o {target}: "), line
+    assert _snapshot(tmp_path) == before
