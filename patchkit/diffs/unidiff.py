@@ -301,6 +301,14 @@ def _in_package(path: str | None) -> tuple[str | None, str]:
     return None, ""
 
 
+def _changes_bytes(section: "_Section") -> bool:
+    """Whether a section changes its file's bytes or name: hunks, a file created or deleted, a
+    rename or copy, a binary change (not a mode change alone, nor a header without hunks)."""
+    meta = section.meta
+    return bool(section.hunks) or section.old is None or section.new is None or "from" in meta or "to" in meta \
+        or bool(meta.get("binary"))
+
+
 def _refuse_package_under_a_folder(name: str, *paths: str | None) -> None:
     """A path outside the package that holds a file of it under a folder patchkit does not strip
     (`vendor/sglang/python/sglang/...`: a checkout kept in a monorepo; `site.orig/sglang/...`:
@@ -350,7 +358,8 @@ def parse(data: bytes, name: str) -> DiffPatchFile:
         old_rel, new_rel, folder = _package_paths(section)
         if old_rel is None and new_rel is None:
             _refuse_package_under_a_folder(name, section.new, section.old)
-            outside.append(section.new or section.old or "?")
+            if _changes_bytes(section):  # (a mode change alone is no change to carry: `load` says so)
+                outside.append(section.new or section.old or "?")
             continue
         file, note = _file_diff(section, old_rel, new_rel, name)
         notes += [note] if note else []

@@ -434,3 +434,22 @@ def test_a_package_file_under_another_folder_is_exit_2_not_a_diff_with_nothing_i
     diff = diff.replace(b"a/python/", old.encode()).replace(b"b/python/", new.encode())
     _refused(tmp_path, site, "vendored", diff, f"{named}{DEVICE_CONFIG} is {DEVICE_CONFIG} of the package under "
              f"{named}", f"make the diff from {root}/")
+
+
+@pytest.mark.parametrize("section", [
+    b"old mode 100644\nnew mode 100755\n",  # a mode change alone
+    b"index 1111111..2222222 100644\n--- a/python/pyproject.toml\n+++ b/python/pyproject.toml\n"])  # no hunk
+def test_a_diff_changing_nothing_outside_the_package_is_exit_1_as_a_mode_only_diff(tmp_path, release, section):
+    """A diff whose one file is outside the package and changes nothing (a mode change alone, a
+    header without hunks) loaded as a member with "its files ... yours to carry there", exit 0
+    (3eac3bc), while the same inside the package is exit 1: a diff with no change at all stays exit
+    1 (docs/diffs.md), whichever side of the package its file is on; nothing written."""
+    site = release("0.5.20")
+    path = tmp_path / "empty-pin.patch"
+    path.write_bytes(b"diff --git a/python/pyproject.toml b/python/pyproject.toml\n" + section)
+    before = snapshot(site)
+    for command in (("list",), ("status", "--site-packages", site), ("apply", "--site-packages", site)):
+        result = run("--patches", path, *command)
+        assert result.exit_code == 1, (command, result.exit_code, result.stderr)
+        assert result.stderr.strip() == f"error: {path}: no change to a file of the sglang package in it"
+    assert snapshot(site) == before
