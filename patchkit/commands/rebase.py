@@ -35,7 +35,7 @@ def rebase(patches: tuple[str, ...], to: str | None, first: str | None, out: str
     first = versions.normalise(first, "--from") if first else None
     path = output_file("-o", out) if out else None
     data = read_patch_file(patch)
-    diff = unidiff.load(data, Path(patch).name)
+    diff = _with_something_inside(unidiff.load(data, Path(patch).name), to)
     target = releases.WheelSource(to, output.progress)
     base = None
     if not first:
@@ -76,6 +76,19 @@ def rebase(patches: tuple[str, ...], to: str | None, first: str | None, out: str
                      f"{path or 'the diff'} before applying it")
         return EXIT_PLAN
     return EXIT_OK
+
+
+def _with_something_inside(diff, to: str):
+    """A diff whose every file is outside the sglang package is a usage error: rebase re-makes
+    changes to the package's files, and read as one it said "SGLang V already has the change
+    (every file: )", exit 1 (`bump` writes such a diff to DIR unchanged)."""
+    from patchkit.diffs import unidiff
+
+    if unidiff.nothing_inside(diff):
+        raise UsageError(f"{diff.name}: a diff with nothing inside the sglang package: nothing to rebase onto SGLang "
+                         f"{to} (leave it out of rebase's PATCHes; `bump` writes it unchanged); its files belong to an SGLang checkout, check them against {to} by hand: "
+                         f"{', '.join(diff.outside)}")
+    return diff
 
 
 def _tree(made, data: bytes, folder: Path, as_json: bool, source: Path) -> int:
@@ -159,7 +172,7 @@ def _stack(patches: list[str], to: str, folder: Path, as_json: bool, trees: bool
     items = []
     for patch in patches:
         data = read_patch_file(patch)
-        items.append((unidiff.load(data, Path(patch).name), data))
+        items.append((_with_something_inside(unidiff.load(data, Path(patch).name), to), data))
     target = releases.WheelSource(to, output.progress)
     from patchkit.diffs import stacks
 

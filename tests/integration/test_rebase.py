@@ -226,3 +226,26 @@ def test_the_name_for_a_release_replaces_the_one_it_names():
     assert name_for("fix", "0.5.17") == "fix-0.5.17"
     assert name_for("fix-0.5.17.patch", "0.5.17") == "fix-0.5.17-rebased.patch"
     assert name_for("0.5.15-to-0.5.16.patch", "0.5.17") == "0.5.15-to-0.5.16-0.5.17.patch"
+
+
+def test_a_diff_with_nothing_inside_the_package_is_exit_2_alone_or_in_a_stack(tmp_path, monkeypatch):
+    """A diff whose every file is outside the package (a stack's `python/pyproject.toml` pin: a set
+    member since 3eac3bc) was read by rebase as one V already has: "SGLang 0.5.19 already has the
+    change (every file: )", exit 1, alone; in a stack the same as a note, left out. It is exit 2 saying
+    what it is and where its files belong, before any release is read; nothing written."""
+    monkeypatch.setenv("PATCHKIT_HOME", str(tmp_path / "no-release-read"))
+    pin = tmp_path / "pin.patch"
+    pin.write_bytes(git_diff({"pyproject.toml": b'dependencies = ["torch"]\n'},
+                             {"pyproject.toml": b'dependencies = ["torch==2.9.1"]\n'}, prefix="python/"))
+    fix = tmp_path / "offload-tied.diff"
+    fix.write_bytes(upstream_diff())
+    folder = tmp_path / "out"
+    folder.mkdir()
+    said = ("error: pin.patch: a diff with nothing inside the sglang package: nothing to rebase onto SGLang 0.5.19 "
+            "(leave it out of rebase's PATCHes; `bump` writes it unchanged); its files belong to an SGLang checkout, "
+            "check them against 0.5.19 by hand: python/pyproject.toml")
+    for args in ((pin,), (pin, "-o", tmp_path / "pin-0.5.19.patch"), (fix, pin, "-o", folder)):
+        result = run("rebase", *args, "--to", "0.5.19")
+        assert result.exit_code == 2, (args, result.exit_code, result.stderr)
+        assert result.stderr.strip() == said and result.stdout == ""
+    assert not (tmp_path / "pin-0.5.19.patch").exists() and list(folder.iterdir()) == []
