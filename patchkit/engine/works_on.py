@@ -101,6 +101,49 @@ def static(changed: Sequence[str], after: Read, before: Read, version: str,
         found += _new_undefined(rel, tree, old_tree, version)
         found += _new_missing_imports(rel, tree, old_tree, after, bound, version, files)
     found += _new_duplicates(trees, after, files, version)
+    found += _removed_yet_imported(changed, after, before, bound, version, files)
+    return found
+
+
+def _removed_yet_imported(changed: Sequence[str], after: Read, before: Read, bound: dict[str, frozenset[str] | None],
+                          version: str, files: Callable[[], Sequence[str]]) -> list[Finding]:
+    """The names a change takes from its module's top level (`from M import NAME` no longer finds
+    them) that another module of V, as the set leaves it, imports by name outside a guard: an
+    ImportError when that module is imported (a helper renamed on V0 that a module new in V imports).
+    Each at the changed file's first line (the name is gone from it)."""
+    gone: dict[str, tuple[str, frozenset[str]]] = {}  # module -> (its file, the names it no longer binds)
+    for rel in changed:
+        module, data, old = module_of(rel), after(rel), before(rel)
+        if module is None or data is None or old is None:
+            continue
+        new_top, old_top = _top_level(data), _top_level(old)
+        if new_top is None or old_top is None or new_top.hook:
+            continue
+        names = _defined(module, after, bound, files) if new_top.stars else new_top.names
+        if names is None or names == _MISSING:
+            continue
+        taken = old_top.names - names - {name for name in old_top.names if name.startswith("__")}
+        if taken:
+            gone[module] = (rel, frozenset(taken))
+    if not gone:
+        return []
+    found = []
+    tails = {module.rsplit(".", 1)[-1].encode() for module in gone}
+    for name in files():
+        if not name.endswith(".py"):
+            continue
+        data = after(name)
+        if data is None or not any(tail in data for tail in tails):
+            continue
+        try:
+            tree = ast.parse(data, name)
+        except (SyntaxError, ValueError):
+            continue
+        for module, imported, line in _imports(name, tree):
+            rel, taken = gone.get(module, ("", frozenset()))
+            if imported in taken and name != rel:
+                found.append(Finding(rel, 1, f"breaks on {version}: takes {imported} from {module}, which {name}:{line} "
+                                             f"imports there (an ImportError when it is imported)"))
     return found
 
 

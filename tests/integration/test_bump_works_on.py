@@ -166,3 +166,31 @@ def _same_start(first: str, second: str) -> list[str]:
         if other.is_file() and len(head) == 3 and other.read_bytes().split(b"\n")[:3] == head:
             found.append(rel)
     return found
+
+
+def test_a_name_the_diff_takes_away_that_a_module_new_in_v_imports_is_a_conflict(tmp_path, monkeypatch):
+    """Made on 0.5.17, a diff renames qwen3_5.py's helper `_linear_accepts_fp8_tuple` (no other
+    module of 0.5.17 imports it): on 0.5.18 it applies as it is, and 0.5.18's new interns2_mobius.py
+    imports the helper by that name, so that module dies with an ImportError (checked in the
+    behaviour venv). bump said "carries over", exit 0. It is a conflict naming the importer's line,
+    exit 1; the helper kept under its old name too in the tree, `--continue` finishes it."""
+    monkeypatch.setenv("PATCHKIT_HOME", str(wheel_home(tmp_path / "home", ("0.5.17", "0.5.18"))))
+    old = (pristine("0.5.17") / QWEN).read_bytes()
+    _one_diff(tmp_path / "mine", "rename-helper.patch", "0.5.17", QWEN,
+              old.replace(b"_linear_accepts_fp8_tuple", b"_accepts_fp8_tuple"))
+    importer = "sglang/srt/models/interns2_mobius.py"
+    line = (pristine("0.5.18") / importer).read_bytes().split(b"\n").index(
+        b"from sglang.srt.models.qwen3_5 import (") + 1
+    out = tmp_path / "bump"
+    done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", "0.5.18", "-o", out, "--json")
+    assert done.exit_code == 1, done.stderr
+    row = _rows(done)["rename-helper"]
+    assert row["action"] == "conflicts" and not row["written"], row
+    assert [(c["name"], c["detail"]) for c in row["conflicts"]] == [(
+        f"{QWEN}:1", f"breaks on 0.5.18: takes _linear_accepts_fp8_tuple from sglang.srt.models.qwen3_5, which "
+                     f"{importer}:{line} imports there (an ImportError when it is imported)")]
+    tree = out / row["tree"] / QWEN
+    tree.write_bytes(tree.read_bytes() + b"\n_linear_accepts_fp8_tuple = _accepts_fp8_tuple\n")
+    finished = run("bump", "--continue", out, "--json")
+    assert finished.exit_code == 0, finished.stderr
+    assert _rows(finished)["rename-helper"]["action"] == "rebased"
