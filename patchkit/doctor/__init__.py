@@ -18,7 +18,6 @@ from patchkit.doctor import budget as budget_mod
 from patchkit.doctor import gpu as gpu_mod
 from patchkit.doctor import model as model_mod
 from patchkit.doctor import model_classes
-from patchkit.doctor import non_static
 from patchkit.doctor import switches
 from patchkit.doctor import release as release_mod
 from patchkit.doctor import rules as rules_mod
@@ -151,7 +150,7 @@ def check(run: Run, args: list[str], advise: bool = True, ranges: bool = True) -
 
     def evaluate(gpu_now: gpu_mod.GpuFacts, launch_now: Launch) -> budget_mod.Budget:
         found = budget_mod.compute(release, launch_now, model, draft, gpu_now, environ, states, classes)
-        non_static.fill(found, release, launch_now, model, draft, gpu_now)
+        budget_mod.fill_non_static(found, release, launch_now, model, draft, gpu_now)
         return found
 
     budget = evaluate(gpu, launch)

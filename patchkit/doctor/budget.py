@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from patchkit.doctor import dflash, mm_feature_pool, tp_sharding
+from patchkit.doctor import dflash, mm_feature_pool, non_static, tp_sharding
 from patchkit.doctor.gpu import GIB, GpuFacts
 from patchkit.doctor.launch import Launch
 from patchkit.doctor.model import CONFIG_DTYPE_BYTES, ModelFacts, model_dtype_bytes
@@ -192,8 +192,6 @@ def default_mem_fraction(release: ReleaseCode, launch: Launch, model: ModelFacts
     24 on a 24 GB card in 0.5.10-0.5.19, 4096 and 48 from 0.5.20). Left out: the prefill graphs' term (`len(prefill
     bs) x 8` where the release charges them and their backend is on at that point of its resolution), 0.5.10-0.5.13's
     speculative reserve (4 GiB, STANDALONE 6 GiB), the post-capture sizing branch (0.5.16 on)."""
-    from patchkit.doctor import non_static
-
     gpu_mem = gpu_total_gib * 1024
     defaults = release.memoized("graph_defaults", non_static.graph_defaults)
     chunked, max_bs = non_static.default_for(defaults, gpu_total_gib, tp)
@@ -744,3 +742,27 @@ def _legacy_hybrid_state(b: Budget, launch: Launch, rest: float, requested: int 
     b.state_pool_bytes = slots * per_req
     return rest - b.state_pool_bytes / GIB
 
+
+def fill_non_static(budget: Budget, release: ReleaseCode, launch: Launch, model: ModelFacts,
+                    draft: ModelFacts | None, gpu: GpuFacts) -> non_static.NonStatic:
+    """Put non_static's estimate for the launch into the budget `--json` reports."""
+    result = non_static.estimate(
+        release, launch, model, draft, gpu, tp=budget.tp_size, act_bytes=model_dtype_bytes(model, launch),
+        free_gib=budget.free_at_load_gib, mem_fraction_static=budget.mem_fraction_static,
+        speculative_algorithm=budget.speculative_algorithm, draft_tokens=budget.draft_tokens,
+        max_running_requests=budget.requested_max_running_requests if budget.max_running_source in (
+            "flag", "speculative default") else None,
+        running_requests=budget.effective_max_running_requests or budget.requested_max_running_requests,
+        context_length=budget.context_length, late_bytes=budget.mm_feature_pool_bytes)
+    budget.non_static_needed_bytes = result.needed_bytes
+    budget.non_static_available_bytes = result.available_bytes
+    budget.max_safe_mem_fraction_static = result.max_safe_mem_fraction_static
+    budget.non_static_terms = dict(result.terms)
+    budget.non_static_chunked_prefill_size = result.chunked_prefill_size
+    budget.non_static_cuda_graph_max_bs = result.decode_graph_max_bs
+    budget.cuda_graph_capture_bytes = result.capture_bytes
+    budget.cuda_graph_capture_sizes = list(result.capture_sizes)
+    budget.cuda_graph_prefill_graphs = result.prefill_graphs
+    budget.cuda_graph_max_bs_fits = result.capture_max_bs_fits
+    budget.cuda_graph_chunk_fits = result.capture_chunk_fits
+    return result

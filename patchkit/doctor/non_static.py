@@ -18,15 +18,12 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from patchkit.doctor.gpu import GpuFacts
 from patchkit.doctor.launch import Launch
 from patchkit.doctor.model import ModelFacts, model_dtype_bytes
 from patchkit.doctor.release import ReleaseCode
-
-if TYPE_CHECKING:
-    from patchkit.doctor.budget import Budget
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -664,26 +661,3 @@ def estimate(release: ReleaseCode, launch: Launch, model: ModelFacts, draft: Mod
                      terms=terms, capture_bytes=capture, capture_sizes=sizes, capture_max_bs_fits=fits,
                      capture_chunk_fits=chunk_fits)
 
-
-def fill(budget: "Budget", release: ReleaseCode, launch: Launch, model: ModelFacts, draft: ModelFacts | None,
-         gpu: GpuFacts) -> NonStatic:
-    """Put the estimate's figures into the budget `--json` reports."""
-    result = estimate(release, launch, model, draft, gpu, tp=budget.tp_size, act_bytes=model_dtype_bytes(model, launch),
-                      free_gib=budget.free_at_load_gib, mem_fraction_static=budget.mem_fraction_static,
-                      speculative_algorithm=budget.speculative_algorithm, draft_tokens=budget.draft_tokens,
-                      max_running_requests=budget.requested_max_running_requests if budget.max_running_source in (
-                          "flag", "speculative default") else None,
-                      running_requests=budget.effective_max_running_requests or budget.requested_max_running_requests,
-                      context_length=budget.context_length, late_bytes=budget.mm_feature_pool_bytes)
-    budget.non_static_needed_bytes = result.needed_bytes
-    budget.non_static_available_bytes = result.available_bytes
-    budget.max_safe_mem_fraction_static = result.max_safe_mem_fraction_static
-    budget.non_static_terms = dict(result.terms)
-    budget.non_static_chunked_prefill_size = result.chunked_prefill_size
-    budget.non_static_cuda_graph_max_bs = result.decode_graph_max_bs
-    budget.cuda_graph_capture_bytes = result.capture_bytes
-    budget.cuda_graph_capture_sizes = list(result.capture_sizes)
-    budget.cuda_graph_prefill_graphs = result.prefill_graphs
-    budget.cuda_graph_max_bs_fits = result.capture_max_bs_fits
-    budget.cuda_graph_chunk_fits = result.capture_chunk_fits
-    return result
