@@ -6,6 +6,8 @@ build context, a rebase tree): not a sweep (CI's time), the calls picked from on
 - `picks`: the first and the last of those of each system call, EIO and ENOSPC in turn;
 - `faulted`: the command with that error injected at that call, its delivery checked as the sweep
   checks it (`sweep.delivery_problem`: the call marked `(INJECTED)` in the trial's own log);
+- `each_write_fault`: all of that for one command writing one folder: every picked fault delivered, the
+  command failed with one line and the folder as it was, then the next run writes it whole;
 - `full_tmpfs` and `read_only`: a real file system that is full, and a folder that cannot be
   written (a read-only bind mount as root, where a mode does not stop a write; else its mode).
 """
@@ -23,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from testing.releases import REPO
+from testing.releases import REPO, tree
 from testing.sweep import delivery_problem, strace_argv
 
 WRITES = ("write", "fsync", "rename", "renameat", "renameat2")
@@ -91,6 +93,36 @@ def faulted(strace: str, args: tuple[str, ...], cwd: Path, home: Path, syscall: 
     text = log.read_text(errors="replace") if log.exists() else ""
     log.unlink(missing_ok=True)
     return proc, delivery_problem(syscall, fault, False, proc.returncode, text)
+
+
+def failed_as_it_was(proc: subprocess.CompletedProcess, folder: Path, before: dict, cause: str) -> None:
+    """The command refused with exit 6 and one line naming the error, `folder` as it was (`before`)."""
+    assert proc.returncode == 6, (proc.returncode, proc.stderr)
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: ") and f"({cause})" in line, line
+    assert tree(folder) == before
+
+
+def each_write_fault(strace: str, args: tuple[str, ...], cwd: Path, home: Path, folder: Path, kept: Path,
+                     logs: Path) -> None:
+    """`args` run once as it is (it must change `folder`), then with each of `picks`' faults injected,
+    `folder` put back from `kept` (its starting state) before each: every fault delivered, each run
+    `failed_as_it_was`; a last plain run writes `folder` as the first did."""
+    before = tree(folder)
+    done, found = reference(strace, args, cwd, home, [folder], logs / "reference.strace")
+    assert done.returncode == 0, done.stderr
+    after = tree(folder)
+    assert after != before
+    chosen = picks(found)
+    assert {name for name, _, _ in chosen} >= {"write", "fsync", "rename"}, found
+    for syscall, n, error in chosen:
+        shutil.rmtree(folder)
+        shutil.copytree(kept, folder, symlinks=True)
+        proc, undelivered = faulted(strace, args, cwd, home, syscall, n, error, logs / "trial.strace")
+        assert undelivered is None, (syscall, n, error, undelivered)
+        failed_as_it_was(proc, folder, before, error)
+    again = run(args, cwd, home)
+    assert again.returncode == 0 and tree(folder) == after, again.stderr
 
 
 def run(args: tuple[str, ...], cwd: Path, home: Path) -> subprocess.CompletedProcess:

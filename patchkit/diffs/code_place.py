@@ -189,11 +189,8 @@ class Package:
                 best = Place(rel, found[0], found[1])
         return best
 
-    def header(self, rel: str, name: str) -> int | None:
-        """The line (0-based) of the `def`/`class` line of `rel`'s unit `name` (past its comments and
-        decorators), None where the file has no such unit or does not parse."""
-        import re
-
+    def _unit(self, rel: str, name: str) -> tuple[bytes, Unit] | None:
+        """`rel`'s bytes and its unit `name`; None where the file has no such unit or does not parse."""
         from patchkit.diffs import units
 
         data = self._read(rel) or b""
@@ -201,8 +198,17 @@ class Package:
             found = next((u for u in units.units(data) if u.name == name), None)
         except (SyntaxError, ValueError):
             return None
-        if found is None:
+        return None if found is None else (data, found)
+
+    def header(self, rel: str, name: str) -> int | None:
+        """The line (0-based) of the `def`/`class` line of `rel`'s unit `name` (past its comments and
+        decorators), None where the file has no such unit or does not parse."""
+        import re
+
+        unit = self._unit(rel, name)
+        if unit is None:
             return None
+        data, found = unit
         short = re.compile(rb"\s*(?:async\s+)?(?:def|class)\s+" + re.escape(name.rsplit(".", 1)[-1].encode()) + rb"\b")
         lines = split_lines(data)
         return next((n for n in range(found.start, found.end) if short.match(lines[n])), found.start)
@@ -211,15 +217,10 @@ class Package:
         """The line (0-based) of `rel`'s unit `name` closest to one of a hunk's lines (`old`: the ones
         it removes, else its old lines; difflib's ratio over CLOSE, whitespace aside), else its
         `def`/`class` line; None where the file has no such unit or does not parse."""
-        from patchkit.diffs import units
-
-        data = self._read(rel) or b""
-        try:
-            found = next((u for u in units.units(data) if u.name == name), None)
-        except (SyntaxError, ValueError):
+        unit = self._unit(rel, name)
+        if unit is None:
             return None
-        if found is None:
-            return None
+        data, found = unit
         at = _closest(old, split_lines(data), found)
         return self.header(rel, name) if at == found.start else at
 

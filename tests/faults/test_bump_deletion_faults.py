@@ -27,14 +27,6 @@ COMMAND = ("bump", "--continue", "out")
 
 
 @pytest.fixture(scope="module")
-def strace():
-    found = shutil.which("strace")
-    if found is None:
-        pytest.skip("strace is not installed (.ci/run installs it with apt-get; it could not be installed here)")
-    return found
-
-
-@pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """(home, a folder `seed` whose `out` is the resolved tree to finish, the end set of `out`)."""
     from testing.checkout import wheel_home

@@ -6,7 +6,6 @@ DIR among them), each fault proved delivered. testing/bump_sweep.py says what ea
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
@@ -14,7 +13,7 @@ from testing.bump_sweep import BumpScenario, BumpSweep, run_bump_sweep
 from testing.fault_settings import FULL, OPENAT_STRIDE, WANTED as _WANTED, WORKERS, report, sample_size
 from testing.sweep import verdict
 
-pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.integration, pytest.mark.usefixtures("strace")]
 
 # Trials per run beyond the ones every sample holds (each call that changes DIR, each completion);
 # a bump plans for seconds before it writes, so its runs are sampled more thinly than apply's.
@@ -22,12 +21,6 @@ SAMPLE = sample_size("PATCHKIT_FAULT_BUMP_SAMPLE", "40")
 
 OFFLOADER = "sglang/srt/utils/offloader.py"
 V0, V = "0.5.17", "0.5.23"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def strace():
-    if shutil.which("strace") is None:
-        pytest.skip("strace is not installed (.ci/run installs it with apt-get; it could not be installed here)")
 
 
 def _sets(folder):

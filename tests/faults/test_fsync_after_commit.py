@@ -26,14 +26,6 @@ _FSYNC = re.compile(r"\d+\s+fsync\((\d+)\)\s+= (.*)$")
 _RENAME = re.compile(r'\d+\s+rename\("[^"]+", "([^"]+)"\) = 0$')
 
 
-@pytest.fixture(scope="module")
-def strace():
-    found = shutil.which("strace")
-    if found is None:
-        pytest.skip("strace is not installed (.ci/run installs it with apt-get; it could not be installed here)")
-    return found
-
-
 def traced_apply(strace: str, site: Path, log: Path, inject: str | None = None) -> subprocess.CompletedProcess:
     """`patchkit apply` on `site` under strace, its renames, folder opens and fsyncs logged to `log`."""
     options = strace_options(strace, "error") if inject else ()

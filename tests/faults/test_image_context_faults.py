@@ -23,14 +23,6 @@ pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.integration]
 BIG = 200 * 1024  # a data file of the set: more than the full tmpfs has room for
 
 
-@pytest.fixture(scope="module")
-def strace():
-    found = shutil.which("strace")
-    if found is None:
-        pytest.skip("strace is not installed (.ci/run installs it with apt-get; it could not be installed here)")
-    return found
-
-
 def _world(root: Path) -> tuple[Path, tuple[str, ...]]:
     """A home, a patch set (a module patch, a data file), a wheel, a CA file, and the context folder
     holding an earlier run's context and the user's file; the command that writes a new one there."""
@@ -58,13 +50,6 @@ def _world(root: Path) -> tuple[Path, tuple[str, ...]]:
     return home, args
 
 
-def _failed_as_it_was(proc: subprocess.CompletedProcess, ctx: Path, before: dict, cause: str) -> None:
-    assert proc.returncode == 6, (proc.returncode, proc.stderr)
-    [line] = proc.stderr.strip().splitlines()
-    assert line.startswith("error: ") and f"({cause})" in line, line
-    assert tree(ctx) == before
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("image-faults")
@@ -75,23 +60,9 @@ def world(tmp_path_factory):
 def test_an_injected_error_at_a_write_of_the_context_leaves_the_folder_as_it_was(strace, world):
     root, home, args = world
     ctx = root / "ctx"
-    before = tree(ctx)
     kept = root / "ctx-before"
     shutil.copytree(ctx, kept, symlinks=True)
-    done, found = write_faults.reference(strace, args, root, home, [ctx], root / "reference.strace")
-    assert done.returncode == 0, done.stderr
-    after = tree(ctx)
-    assert after != before
-    chosen = write_faults.picks(found)
-    assert {name for name, _, _ in chosen} >= {"write", "fsync", "rename"}, found
-    for syscall, n, error in chosen:
-        shutil.rmtree(ctx)
-        shutil.copytree(kept, ctx, symlinks=True)
-        proc, undelivered = write_faults.faulted(strace, args, root, home, syscall, n, error, root / "trial.strace")
-        assert undelivered is None, (syscall, n, error, undelivered)
-        _failed_as_it_was(proc, ctx, before, error)
-    again = write_faults.run(args, root, home)  # the next run writes the context whole
-    assert again.returncode == 0 and tree(ctx) == after, again.stderr
+    write_faults.each_write_fault(strace, args, root, home, ctx, kept, root)
 
 
 def test_an_error_reading_the_ca_cert_leaves_the_folder_as_it_was(strace, world):
@@ -108,7 +79,7 @@ def test_an_error_reading_the_ca_cert_leaves_the_folder_as_it_was(strace, world)
     proc = subprocess.run([*argv, "--", *write_faults.command(args)], cwd=root, env=write_faults.env(home),
                           capture_output=True, text=True, timeout=write_faults.TIMEOUT)
     assert delivery_problem("read", "error=EIO", False, proc.returncode, log.read_text()) is None, log.read_text()
-    _failed_as_it_was(proc, ctx, before, "EIO")
+    write_faults.failed_as_it_was(proc, ctx, before, "EIO")
 
 
 def test_a_full_file_system_leaves_the_context_folder_as_it_was(world, tmp_path):
@@ -124,7 +95,7 @@ def test_a_full_file_system_leaves_the_context_folder_as_it_was(world, tmp_path)
         moved = tuple(str(ctx / "Dockerfile") if a == str(root / "ctx" / "Dockerfile") else a for a in args)
         before = tree(ctx)
         proc = write_faults.run(moved, root, home)
-        _failed_as_it_was(proc, ctx, before, "ENOSPC")
+        write_faults.failed_as_it_was(proc, ctx, before, "ENOSPC")
 
 
 def test_a_read_only_context_folder_is_left_as_it_was(world):
@@ -133,4 +104,4 @@ def test_a_read_only_context_folder_is_left_as_it_was(world):
     before = tree(ctx)
     with write_faults.read_only(ctx) as how:
         proc = write_faults.run(args, root, home)
-    _failed_as_it_was(proc, ctx, before, "EROFS" if "mount" in how else "EACCES")
+    write_faults.failed_as_it_was(proc, ctx, before, "EROFS" if "mount" in how else "EACCES")

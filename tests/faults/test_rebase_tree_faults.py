@@ -27,14 +27,6 @@ MOE_INIT = EMPTY_INIT.replace("tests/", "")
 
 
 @pytest.fixture(scope="module")
-def strace():
-    found = shutil.which("strace")
-    if found is None:
-        pytest.skip("strace is not installed (.ci/run installs it with apt-get; it could not be installed here)")
-    return found
-
-
-@pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """A home with the two wheels, the diff, and `work/` (a file of the user's, the resolved tree
     `done.tree` and an earlier `fixed.patch`): where the trees and the finished diff go."""
@@ -62,34 +54,12 @@ def _commands(world, work: Path) -> dict[str, tuple[str, ...]]:
             "continue": ("rebase", "--continue", str(work / "done.tree"), "-o", str(work / "fixed.patch"))}
 
 
-def _failed_as_it_was(proc: subprocess.CompletedProcess, work: Path, before: dict, cause: str) -> None:
-    assert proc.returncode == 6, (proc.returncode, proc.stderr)
-    [line] = proc.stderr.strip().splitlines()
-    assert line.startswith("error: ") and f"({cause})" in line, line
-    assert tree(work) == before
-
-
 @pytest.mark.parametrize("which", ["tree", "continue"])
 def test_an_injected_error_at_a_write_leaves_the_folder_as_it_was(strace, world, which, tmp_path):
     root, home, _, seed = world
     kept, work = seed, tmp_path / "work"
     shutil.copytree(kept, work, symlinks=True)
-    args = _commands(world, work)[which]
-    before = tree(work)
-    done, found = write_faults.reference(strace, args, root, home, [work], tmp_path / "reference.strace")
-    assert done.returncode == 0, done.stderr
-    after = tree(work)
-    assert after != before
-    chosen = write_faults.picks(found)
-    assert {name for name, _, _ in chosen} >= {"write", "fsync", "rename"}, found
-    for syscall, n, error in chosen:
-        shutil.rmtree(work)
-        shutil.copytree(kept, work, symlinks=True)
-        proc, undelivered = write_faults.faulted(strace, args, root, home, syscall, n, error, tmp_path / "trial.strace")
-        assert undelivered is None, (syscall, n, error, undelivered)
-        _failed_as_it_was(proc, work, before, error)
-    again = write_faults.run(args, root, home)  # the next run writes it whole
-    assert again.returncode == 0 and tree(work) == after, again.stderr
+    write_faults.each_write_fault(strace, _commands(world, work)[which], root, home, work, kept, tmp_path)
 
 
 @pytest.mark.parametrize("which", ["tree", "continue"])
@@ -103,7 +73,7 @@ def test_a_full_file_system_leaves_the_folder_as_it_was(world, tmp_path, which):
         moved = _commands(world, small / "work")[which]
         before = tree(small / "work")
         proc = write_faults.run(moved, root, home)
-        _failed_as_it_was(proc, small / "work", before, "ENOSPC")
+        write_faults.failed_as_it_was(proc, small / "work", before, "ENOSPC")
 
 
 @pytest.mark.parametrize("which", ["tree", "continue"])
@@ -114,7 +84,7 @@ def test_a_read_only_folder_is_left_as_it_was(world, which, tmp_path):
     before = tree(work)
     with write_faults.read_only(work) as how:
         proc = write_faults.run(_commands(world, work)[which], root, home)
-    _failed_as_it_was(proc, work, before, "EROFS" if "mount" in how else "EACCES")
+    write_faults.failed_as_it_was(proc, work, before, "EROFS" if "mount" in how else "EACCES")
 
 
 def test_a_tree_into_an_empty_folder_whose_parent_cannot_be_written_is_written(world, tmp_path):

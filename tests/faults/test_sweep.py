@@ -5,14 +5,13 @@ the first apply of a fresh tree and clean of a stale record, on real releases 0.
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from testing.fault_settings import FULL, OPENAT_STRIDE, WANTED as _WANTED, WORKERS, report, sample_size
 from testing.sweep import Scenario, Sweep, do_apply, install_render_cache, run_sweep, verdict
 
-pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.integration, pytest.mark.usefixtures("strace")]
 
 # Trials per run: a fixed-seed sample of the plan (testing.sweep.sample: every completion trial and
 # every (system call, fault) pair at least once); 0 or "all": the whole plan.
@@ -64,12 +63,6 @@ SCENARIOS = [
     Scenario("apply-force", ("apply", "--force"), applied_then_edited, force=True),
     Scenario("clean-stale", ("clean",), stale_record),
 ]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def strace():
-    if shutil.which("strace") is None:
-        pytest.skip("strace is not installed (.ci/run installs it with apt-get; it could not be installed here)")
 
 
 # A diff patch loaded with --patches: upstream's own 0.5.20 -> 0.5.21 change of offloader.py (made
