@@ -19,6 +19,10 @@ HOME = CACHE / "home"  # a PATCHKIT_HOME whose wheels/ and releases/ persist bet
 
 MODEL_CONFIG = "sglang/srt/configs/model_config.py"
 
+# The fast tier's test now running (set by tests/conftest.py's offline guard), None in the slow tier: a
+# release read there passes on a machine whose cache holds it and fails on CI's empty one.
+FAST_TIER_TEST: str | None = None
+
 
 @contextlib.contextmanager
 def making(entry: str) -> Iterator[None]:
@@ -33,6 +37,9 @@ def making(entry: str) -> Iterator[None]:
 
 def pristine(version: str) -> Path:
     """The cached pristine install of a release (never modified by a test)."""
+    if FAST_TIER_TEST is not None:
+        raise AssertionError(f"the fast tier is offline: {FAST_TIER_TEST} reads SGLang {version} (mark it "
+                             "integration: a cache without it downloads it)")
     saved = os.environ.get(ENV_HOME)
     os.environ[ENV_HOME] = str(HOME)
     try:

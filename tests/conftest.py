@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import testing.releases
 from testing.releases import CACHE, copy_minimal, copy_release
 
 # Tests on real releases, the behaviour venv or a GPU are `slow`: `pytest -m "not slow"` is the
@@ -80,6 +81,7 @@ def offline_unless_slow(request, monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # and pip, in any child: no index
+    monkeypatch.setattr(testing.releases, "FAST_TIER_TEST", request.node.nodeid)  # nor a release, cached or not
 
 
 @pytest.fixture(autouse=True)

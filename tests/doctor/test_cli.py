@@ -303,6 +303,7 @@ def test_without_gpu_facts_the_budget_says_why_it_is_not_computed(model, monkeyp
         "not_computed"] is None
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 @pytest.mark.parametrize("server_args, why", [(None, "defines no --model-path flag"), (b"", "is missing"),
                                               (b"def add_cli_args(:\n", "is not Python")])
 def test_a_release_whose_flags_cannot_be_read_is_exit_3_naming_what_is_wrong(model, release, server_args, why):

@@ -15,6 +15,7 @@ from testing.releases import pristine
 RULE = model_registry.Rule(("sglang/srt/models",), "EntryClass", "Duplicated model implementation for", False)
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 @pytest.mark.parametrize("version", ["0.5.10", "0.5.17", "0.5.23"])
 def test_the_rule_is_read_from_the_release(version):
     """0.5.10 (no licence header), 0.5.17 (`assert (...), f"..."`), 0.5.23 (the assert's message
@@ -23,6 +24,7 @@ def test_the_rule_is_read_from_the_release(version):
     assert model_registry.rule(source) == RULE
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_a_registry_that_raises_nothing_on_a_duplicate_gets_no_check():
     """0.5.17's registry with its two duplicate asserts taken out (a later name overwriting an
     earlier one): nothing to find; and a release without a registry."""
@@ -82,6 +84,7 @@ def _duplicates(version: str, changed: dict[str, bytes]) -> list[tuple[str, int,
     return [(d.file, d.line, d.name, d.other_file, d.other_line) for d in found]
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_a_registration_moved_or_new_on_a_real_release():
     """On 0.5.17, qwen3_5_text.py registers Qwen3_5ForCausalLM (line 208): moved from there to
     qwen3_5.py by one change, nothing is registered twice; a new model file registering it is a

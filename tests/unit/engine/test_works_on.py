@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from patchkit.engine import works_on
 from testing import synthetic
 
@@ -86,6 +88,7 @@ def _on_release(version: str, rel: str, added: str) -> list[tuple[int, str]]:
     return [(f.line, f.detail) for f in found]
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_a_plain_import_of_a_module_v_lacks():
     """`import sglang.srt.X` is checked as `from sglang.srt import X` is: a module 0.5.17 lacks is an
     ImportError; a module, a package, a folder without __init__.py (weight_sync) and a compiled
@@ -99,6 +102,7 @@ def test_a_plain_import_of_a_module_v_lacks():
             "(an ImportError)")]
 
 
+@pytest.mark.integration  # reads a real release (testing.releases.pristine): slow tier
 def test_a_name_a_star_importing_module_lacks():
     """sglang/srt/utils/__init__.py is `from sglang.srt.utils.common import *`: a name common.py
     defines imports from sglang.srt.utils, one nothing defines does not, nor does one of common.py's
