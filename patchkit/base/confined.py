@@ -18,7 +18,7 @@ from pathlib import Path
 
 from patchkit.base.errors import EnvironmentFailure
 from patchkit.base.lean_typing import NamedTuple
-from patchkit.base.util import read_regular
+from patchkit.base.util import read_regular, write_all_synced
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -135,11 +135,7 @@ def write(root: Path, rel: str, data: bytes, mode: int = 0o644) -> None:
         handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(handle, view):]
-                os.fchmod(handle, mode)
-                os.fsync(handle)
+                write_all_synced(handle, data, mode)
             except OSError as exc:  # a write or fsync on a descriptor names no file: name it
                 raise OSError(exc.errno, exc.strerror, str(root / rel)) from None
             finally:

@@ -247,24 +247,30 @@ def _stage(staged: Path, files: dict[str, bytes], mode: int) -> None:
         if path.parent not in made:
             path.parent.mkdir(parents=True, exist_ok=True)
             made.update(p for p in (path.parent, *path.parent.parents) if p == staged or staged in p.parents)
-        _write_synced(path, data, mode)
+        write_new_synced(path, data, mode)
     for here in sorted(made, key=lambda p: -len(p.parts)):
         fsync_dir(here)
 
 
-def _write_synced(path: Path, data: bytes, mode: int) -> None:
+def write_new_synced(path: Path, data: bytes, mode: int) -> None:
+    """`path`, which must not exist yet, made holding `data` with `mode`, synced (an error names it)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fchmod(fd, mode)
-            os.fsync(fd)
+            write_all_synced(fd, data, mode)
         finally:
             os.close(fd)
     except OSError as exc:
         raise _named(exc, path) from None
+
+
+def write_all_synced(fd: int, data: bytes, mode: int) -> None:
+    """All of `data` written to `fd` (one os.write may take less), its mode set, synced."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fchmod(fd, mode)
+    os.fsync(fd)
 
 
 def dies_with_parent() -> Callable[[], None] | None:

@@ -23,7 +23,7 @@ from patchkit.base import confined
 from patchkit.engine import registry
 from patchkit.image import own_wheel
 from patchkit.base.errors import BuildError, UsageError
-from patchkit.base.util import fsync_dir
+from patchkit.base.util import fsync_dir, write_new_synced
 
 PATCHES_DIR = "patchkit-patches"  # in the build context, one numbered folder per patch set
 WHEEL_NAME = own_wheel.NAME  # what `pip wheel` makes of the checkout, and own_wheel of an installed copy
@@ -112,7 +112,7 @@ def write(context: Context, folder: Path, files: dict[str, Path | bytes] | None 
             names.append(context.wheel)
         for name, content in (files or {}).items():
             if isinstance(content, bytes):
-                _write_new(staged / name, content)
+                write_new_synced(staged / name, content, 0o644)
             else:
                 confined.copy_file(content, staged / name)
             names.append(name)
@@ -157,20 +157,6 @@ def _swap(staged: Path, folder: Path, names: list[str], keep_absent: set[str]) -
             if earlier:
                 os.rename(aside / name, folder / name)
         raise
-
-
-def _write_new(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fchmod(fd, 0o644)
-        os.fsync(fd)
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
-    finally:
-        os.close(fd)
 
 
 def _sync_file(path: Path) -> None:
