@@ -31,6 +31,11 @@ def _one_diff(folder: Path, name: str, version: str, rel: str, after: bytes) -> 
     return path
 
 
+def _line_of(version: str, rel: str, text: bytes) -> int:
+    """The line (1-based) of a release's file that is `text`."""
+    return (pristine(version) / rel).read_bytes().split(b"\n").index(text) + 1
+
+
 def _rows(done) -> dict:
     return {row["id"]: row for row in done.json()["patches"]}
 
@@ -90,8 +95,7 @@ def test_a_model_class_v_registers_itself_is_a_conflict_without_importing(tmp_pa
     old = (pristine("0.5.16") / QWEN).read_bytes()
     _one_diff(tmp_path / "mine", "qwen3-5-causal-lm.patch", "0.5.16", QWEN, old.replace(ENTRIES, WITH_CAUSAL_LM, 1))
     text = "sglang/srt/models/qwen3_5_text.py"
-    native = (pristine("0.5.17") / text).read_bytes().split(b"\n").index(
-        b"EntryClass = [Qwen3_5MoeForCausalLM, Qwen3_5ForCausalLM]") + 1
+    native = _line_of("0.5.17", text, b"EntryClass = [Qwen3_5MoeForCausalLM, Qwen3_5ForCausalLM]")
     out = tmp_path / "bump"
     done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.16", "--to", "0.5.17", "-o", out, "--json")
     assert done.exit_code == 1, done.stderr
@@ -179,8 +183,7 @@ def test_a_name_the_diff_takes_away_that_a_module_new_in_v_imports_is_a_conflict
     _one_diff(tmp_path / "mine", "rename-helper.patch", "0.5.17", QWEN,
               old.replace(b"_linear_accepts_fp8_tuple", b"_accepts_fp8_tuple"))
     importer = "sglang/srt/models/interns2_mobius.py"
-    line = (pristine("0.5.18") / importer).read_bytes().split(b"\n").index(
-        b"from sglang.srt.models.qwen3_5 import (") + 1
+    line = _line_of("0.5.18", importer, b"from sglang.srt.models.qwen3_5 import (")
     out = tmp_path / "bump"
     done = run("--patches", tmp_path / "mine", "bump", "--from", "0.5.17", "--to", "0.5.18", "-o", out, "--json")
     assert done.exit_code == 1, done.stderr
